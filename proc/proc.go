@@ -1,0 +1,48 @@
+// Package proc owns the operating-system process probes: creation tokens,
+// liveness, ancestry, stat parsing and pidfds. It never signals a process on
+// its own initiative and holds no state beyond what the kernel tells it.
+//
+// # Caveats
+//
+// A PID alone means nothing: it is recycled. Every probe that can act on a
+// process takes the Token recorded for it and refuses when the live process
+// carries another one.
+package proc
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Token is a creation token: what makes a PID mean one process (design §4).
+// On Linux it is the boot id plus the start time in clock ticks from
+// /proc/PID/stat. It is comparable; the zero Token matches nothing.
+type Token struct {
+	BootID     string `json:"boot_id"`
+	StartTicks uint64 `json:"start_ticks"`
+}
+
+// IsZero reports whether t was never set.
+func (t Token) IsZero() bool { return t.BootID == "" && t.StartTicks == 0 }
+
+func (t Token) String() string { return fmt.Sprintf("%s/%d", t.BootID, t.StartTicks) }
+
+// Info is what a single read of a process's status tells.
+type Info struct {
+	PID   int
+	PPID  int
+	PGID  int
+	SID   int
+	State byte // R, S, D, Z, T, ...
+	Comm  string
+	UID   int
+	Token Token
+}
+
+// Sentinel errors.
+var (
+	// ErrGone means no process has the PID any more.
+	ErrGone = errors.New("process is gone")
+	// ErrTokenMismatch means the PID now belongs to another process.
+	ErrTokenMismatch = errors.New("pid belongs to another process (creation token differs)")
+)

@@ -1,0 +1,260 @@
+package proc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+var bootID = sync.OnceValues(func() (string, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", fmt.Errorf("read boot id: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+})
+
+// BootID returns the kernel's boot id.
+func BootID() (string, error) { return bootID() }
+
+// Stat reads /proc/PID/stat (and the owner uid) for pid.
+func Stat(pid int) (Info, error) {
+	if pid <= 0 {
+		return Info{}, fmt.Errorf("pid %d: %w", pid, ErrGone)
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+			return Info{}, fmt.Errorf("pid %d: %w", pid, ErrGone)
+		}
+		return Info{}, fmt.Errorf("read /proc/%d/stat: %w", pid, err)
+	}
+	info, err := parseStat(b)
+	if err != nil {
+		return Info{}, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
+	}
+	if info.Token.BootID, err = BootID(); err != nil {
+		return Info{}, err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/"+strconv.Itoa(pid), &st); err == nil {
+		info.UID = int(st.Uid)
+	} else {
+		info.UID = -1
+	}
+	return info, nil
+}
+
+// parseStat parses the fields we need from a /proc/PID/stat line. comm may
+// contain spaces and parentheses, so the fields after it are found from the
+// last ')'.
+func parseStat(b []byte) (Info, error) {
+	open := bytes.IndexByte(b, '(')
+	closeIdx := bytes.LastIndexByte(b, ')')
+	if open < 0 || closeIdx < open {
+		return Info{}, errors.New("no comm field")
+	}
+	var info Info
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b[:open])))
+	if err != nil {
+		return Info{}, fmt.Errorf("pid field: %w", err)
+	}
+	info.PID = pid
+	info.Comm = string(b[open+1 : closeIdx])
+	// Fields after comm start at field 3 (state).
+	f := strings.Fields(string(b[closeIdx+1:]))
+	if len(f) < 20 {
+		return Info{}, fmt.Errorf("only %d fields after comm", len(f))
+	}
+	info.State = f[0][0]
+	nums := []*int{&info.PPID, &info.PGID, &info.SID}
+	for i, p := range nums {
+		if *p, err = strconv.Atoi(f[1+i]); err != nil {
+			return Info{}, fmt.Errorf("field %d: %w", 4+i, err)
+		}
+	}
+	// starttime is field 22 of stat, index 19 after comm.
+	if info.Token.StartTicks, err = strconv.ParseUint(f[19], 10, 64); err != nil {
+		return Info{}, fmt.Errorf("starttime field: %w", err)
+	}
+	return info, nil
+}
+
+// TokenOf returns the creation token of the process now holding pid.
+func TokenOf(pid int) (Token, error) {
+	info, err := Stat(pid)
+	if err != nil {
+		return Token{}, err
+	}
+	return info.Token, nil
+}
+
+// Verify returns nil when pid is alive (not a zombie) and carries tok.
+func Verify(pid int, tok Token) error {
+	info, err := Stat(pid)
+	if err != nil {
+		return err
+	}
+	if tok.IsZero() || info.Token != tok {
+		return fmt.Errorf("pid %d: %w", pid, ErrTokenMismatch)
+	}
+	if info.State == 'Z' || info.State == 'X' {
+		return fmt.Errorf("pid %d is a zombie: %w", pid, ErrGone)
+	}
+	return nil
+}
+
+// OpenPidfd opens a pidfd for pid and checks, after opening, that the process
+// it refers to still carries tok: a pidfd binds to whoever owns the PID at
+// open time, so the check must come second. The caller closes the fd.
+func OpenPidfd(pid int, tok Token) (int, error) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return -1, fmt.Errorf("pid %d: %w", pid, ErrGone)
+		}
+		return -1, fmt.Errorf("pidfd_open %d: %w", pid, err)
+	}
+	info, err := Stat(pid)
+	if err == nil && (tok.IsZero() || info.Token != tok) {
+		err = fmt.Errorf("pid %d: %w", pid, ErrTokenMismatch)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// PidfdSupported reports whether the kernel has pidfd_open.
+func PidfdSupported() bool {
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+}
+
+// Cmdline returns the argv of pid (empty for kernel threads and zombies).
+func Cmdline(pid int) ([]string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+			return nil, fmt.Errorf("pid %d: %w", pid, ErrGone)
+		}
+		return nil, fmt.Errorf("read /proc/%d/cmdline: %w", pid, err)
+	}
+	b = bytes.TrimRight(b, "\x00")
+	if len(b) == 0 {
+		return nil, nil
+	}
+	return strings.Split(string(b), "\x00"), nil
+}
+
+// Environ returns the environment of pid as KEY=VALUE strings.
+func Environ(pid int) ([]string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+			return nil, fmt.Errorf("pid %d: %w", pid, ErrGone)
+		}
+		return nil, fmt.Errorf("read /proc/%d/environ: %w", pid, err)
+	}
+	b = bytes.TrimRight(b, "\x00")
+	if len(b) == 0 {
+		return nil, nil
+	}
+	return strings.Split(string(b), "\x00"), nil
+}
+
+// SetChildSubreaper makes the calling process the reaper of its orphaned
+// descendants (PR_SET_CHILD_SUBREAPER is process-wide).
+func SetChildSubreaper() error {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_CHILD_SUBREAPER): %w", err)
+	}
+	return nil
+}
+
+// MarkInheritedCloexec sets close-on-exec on every fd above 2. Hosts leak fds
+// without it into their children (a pipe on fd 251 was seen), and Go's
+// os/exec passes such fds on: without this, an auto-started daemon would hold
+// a host pipe open forever.
+func MarkInheritedCloexec() error {
+	err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil {
+		return nil
+	}
+	// Kernels before 5.11: walk /proc/self/fd.
+	entries, rerr := os.ReadDir("/proc/self/fd")
+	if rerr != nil {
+		return fmt.Errorf("close_range: %v; list /proc/self/fd: %w", err, rerr)
+	}
+	for _, e := range entries {
+		fd, convErr := strconv.Atoi(e.Name())
+		if convErr != nil || fd < 3 {
+			continue
+		}
+		unix.CloseOnExec(fd)
+	}
+	return nil
+}
+
+// FdKind describes the file an fd refers to: "pipe", "socket", "tty",
+// "file", "null" or "other", with its inode.
+func FdKind(fd int) (string, uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return "", 0, fmt.Errorf("fstat fd %d: %w", fd, err)
+	}
+	kind := "other"
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		kind = "pipe"
+	case unix.S_IFSOCK:
+		kind = "socket"
+	case unix.S_IFREG:
+		kind = "file"
+	case unix.S_IFCHR:
+		kind = "tty"
+		if unix.Major(st.Rdev) == 1 && unix.Minor(st.Rdev) == 3 {
+			kind = "null"
+		}
+	}
+	return kind, st.Ino, nil
+}
+
+// Scan reads the status of every process in /proc. Processes that vanish
+// during the scan are skipped.
+func Scan() ([]Info, error) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("open /proc: %w", err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("list /proc: %w", err)
+	}
+	out := make([]Info, 0, len(names))
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		info, err := Stat(pid)
+		if err != nil {
+			continue
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}

@@ -1,0 +1,347 @@
+package registry
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Persister commits records durably. Its methods may be called concurrently;
+// an implementation is expected to coalesce concurrent commits.
+type Persister interface {
+	PutSession(Session) error
+	PutProcess(Process) error
+	AppendEvent(Event) error
+}
+
+// Registry is the in-memory view of every session and process, kept in step
+// with a Persister. The zero value is not usable; call New.
+type Registry struct {
+	p   Persister
+	now func() time.Time
+
+	mu       sync.Mutex
+	sessions map[string]*sessionEntry
+	procs    map[string]*procEntry
+}
+
+// Each entry has its own lock so that a record's updates are committed in
+// order while commits of different records run (and batch) concurrently.
+type sessionEntry struct {
+	mu  sync.Mutex
+	rec Session
+}
+
+type procEntry struct {
+	mu  sync.Mutex
+	rec Process
+}
+
+// New returns a registry seeded with previously persisted records.
+// now may be nil, meaning time.Now.
+func New(p Persister, now func() time.Time, sessions []Session, procs []Process) *Registry {
+	if now == nil {
+		now = time.Now
+	}
+	r := &Registry{p: p, now: now, sessions: map[string]*sessionEntry{}, procs: map[string]*procEntry{}}
+	for _, s := range sessions {
+		r.sessions[s.ID] = &sessionEntry{rec: s}
+	}
+	for _, pr := range procs {
+		r.procs[pr.ID] = &procEntry{rec: cloneProc(pr)}
+	}
+	return r
+}
+
+// Now returns the registry's clock reading.
+func (r *Registry) Now() time.Time { return r.now() }
+
+// Event appends to the lifecycle log. A failure to log is returned but never
+// blocks the change it describes.
+func (r *Registry) Event(kind, session, process, detail string) error {
+	return r.p.AppendEvent(Event{Time: r.now().UTC(), Kind: kind, Session: session, Process: process, Detail: detail})
+}
+
+// OpenSession returns the active session with s.ID, creating (and committing)
+// it from s when there is none. An ended session with the same id is replaced:
+// the id names a host incarnation, so reuse means the caller asked for it.
+func (r *Registry) OpenSession(s Session) (Session, bool, error) {
+	r.mu.Lock()
+	e, ok := r.sessions[s.ID]
+	if !ok {
+		e = &sessionEntry{}
+		r.sessions[s.ID] = e
+	}
+	r.mu.Unlock()
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.rec.ID != "" && e.rec.State == SessionActive {
+		return e.rec, false, nil
+	}
+	s.State = SessionActive
+	s.StartedAt = r.now().UTC()
+	s.EndedAt = nil
+	s.EndReason = ""
+	if err := r.p.PutSession(s); err != nil {
+		if e.rec.ID == "" {
+			r.mu.Lock()
+			delete(r.sessions, s.ID)
+			r.mu.Unlock()
+		}
+		return Session{}, false, fmt.Errorf("commit session %s: %w", s.ID, err)
+	}
+	e.rec = s
+	_ = r.Event("session.start", s.ID, "", fmt.Sprintf("host %d %s", s.HostPID, s.HostCommand))
+	return s, true, nil
+}
+
+// SetSessionState moves a session to state, committing it first. Moving an
+// ended session anywhere is refused.
+func (r *Registry) SetSessionState(id string, state SessionState, reason string) (Session, error) {
+	r.mu.Lock()
+	e, ok := r.sessions[id]
+	r.mu.Unlock()
+	if !ok {
+		return Session{}, fmt.Errorf("session %s: %w", id, ErrNotFound)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.rec.State == state {
+		return e.rec, nil
+	}
+	if e.rec.State == SessionEnded {
+		return e.rec, fmt.Errorf("session %s is %s, cannot become %s: %w", id, e.rec.State, state, ErrBadTransition)
+	}
+	next := e.rec
+	next.State = state
+	if reason != "" {
+		next.EndReason = reason
+	}
+	if state == SessionEnded {
+		t := r.now().UTC()
+		next.EndedAt = &t
+	}
+	if err := r.p.PutSession(next); err != nil {
+		return e.rec, fmt.Errorf("commit session %s: %w", id, err)
+	}
+	e.rec = next
+	if state == SessionEnded {
+		_ = r.Event("session.end", id, "", reason)
+	}
+	return next, nil
+}
+
+// Session returns the session with id.
+func (r *Registry) Session(id string) (Session, error) {
+	r.mu.Lock()
+	e, ok := r.sessions[id]
+	r.mu.Unlock()
+	if !ok {
+		return Session{}, fmt.Errorf("session %s: %w", id, ErrNotFound)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.rec.ID == "" {
+		return Session{}, fmt.Errorf("session %s: %w", id, ErrNotFound)
+	}
+	return e.rec, nil
+}
+
+// Sessions lists sessions oldest first; ended ones only when all is set.
+func (r *Registry) Sessions(all bool) []Session {
+	var out []Session
+	for _, e := range r.sessionEntries() {
+		e.mu.Lock()
+		s := e.rec
+		e.mu.Unlock()
+		if s.ID == "" || (!all && s.State == SessionEnded) {
+			continue
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].StartedAt.Equal(out[j].StartedAt) {
+			return out[i].StartedAt.Before(out[j].StartedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+func (r *Registry) sessionEntries() []*sessionEntry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*sessionEntry, 0, len(r.sessions))
+	for _, e := range r.sessions {
+		out = append(out, e)
+	}
+	return out
+}
+
+// AddProcess commits a new process record in state starting (the intent
+// record written before the fork, design §7) and returns it.
+func (r *Registry) AddProcess(p Process) (Process, error) {
+	p.State = StateStarting
+	if p.StartedAt.IsZero() {
+		p.StartedAt = r.now().UTC()
+	}
+	if p.Health == "" {
+		p.Health = "none"
+	}
+	p = cloneProc(p)
+	r.mu.Lock()
+	if _, dup := r.procs[p.ID]; dup {
+		r.mu.Unlock()
+		return Process{}, fmt.Errorf("process %s already recorded", p.ID)
+	}
+	e := &procEntry{rec: p}
+	e.mu.Lock()
+	r.procs[p.ID] = e
+	r.mu.Unlock()
+	defer e.mu.Unlock()
+	if err := r.p.PutProcess(p); err != nil {
+		r.mu.Lock()
+		delete(r.procs, p.ID)
+		r.mu.Unlock()
+		return Process{}, fmt.Errorf("commit process %s: %w", p.ID, err)
+	}
+	return cloneProc(p), nil
+}
+
+// Update applies fn to a copy of the process and commits the result. If fn
+// changes State, the state machine must allow it. fn returning an error
+// aborts the update.
+func (r *Registry) Update(id string, fn func(*Process) error) (Process, error) {
+	r.mu.Lock()
+	e, ok := r.procs[id]
+	r.mu.Unlock()
+	if !ok {
+		return Process{}, fmt.Errorf("process %s: %w", id, ErrNotFound)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	next := cloneProc(e.rec)
+	if err := fn(&next); err != nil {
+		return cloneProc(e.rec), err
+	}
+	if next.State != e.rec.State && !CanTransition(e.rec.State, next.State) {
+		return cloneProc(e.rec), fmt.Errorf("process %s: %s → %s: %w", id, e.rec.State, next.State, ErrBadTransition)
+	}
+	if err := r.p.PutProcess(next); err != nil {
+		return cloneProc(e.rec), fmt.Errorf("commit process %s: %w", id, err)
+	}
+	e.rec = next
+	return cloneProc(next), nil
+}
+
+// Transition moves a process to state to, applying mutate (may be nil) in
+// the same commit. A process already in a final state is left alone and
+// ErrBadTransition is returned.
+func (r *Registry) Transition(id string, to ProcState, mutate func(*Process)) (Process, error) {
+	return r.Update(id, func(p *Process) error {
+		if p.State == to {
+			return nil
+		}
+		if !CanTransition(p.State, to) {
+			return fmt.Errorf("process %s: %s → %s: %w", id, p.State, to, ErrBadTransition)
+		}
+		p.State = to
+		if mutate != nil {
+			mutate(p)
+		}
+		return nil
+	})
+}
+
+// Process returns the process with id.
+func (r *Registry) Process(id string) (Process, error) {
+	r.mu.Lock()
+	e, ok := r.procs[id]
+	r.mu.Unlock()
+	if !ok {
+		return Process{}, fmt.Errorf("process %s: %w", id, ErrNotFound)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return cloneProc(e.rec), nil
+}
+
+// Filter selects processes for Processes.
+type Filter struct {
+	All     bool   // include processes in a final state
+	Session string // only this session, when set
+}
+
+// Processes lists processes oldest first.
+func (r *Registry) Processes(f Filter) []Process {
+	r.mu.Lock()
+	entries := make([]*procEntry, 0, len(r.procs))
+	for _, e := range r.procs {
+		entries = append(entries, e)
+	}
+	r.mu.Unlock()
+	var out []Process
+	for _, e := range entries {
+		e.mu.Lock()
+		p := e.rec
+		e.mu.Unlock()
+		if !f.All && p.State.Final() {
+			continue
+		}
+		if f.Session != "" && p.Session != f.Session {
+			continue
+		}
+		out = append(out, cloneProc(p))
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].StartedAt.Equal(out[j].StartedAt) {
+			return out[i].StartedAt.Before(out[j].StartedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// Lookup finds a live process by id, or by name when exactly one live
+// process carries it.
+func (r *Registry) Lookup(idOrName string) (Process, error) {
+	if p, err := r.Process(idOrName); err == nil {
+		return p, nil
+	}
+	var hits []Process
+	for _, p := range r.Processes(Filter{}) {
+		if p.Name == idOrName {
+			hits = append(hits, p)
+		}
+	}
+	switch len(hits) {
+	case 0:
+		return Process{}, fmt.Errorf("no live process has id or name %q: %w", idOrName, ErrNotFound)
+	case 1:
+		return hits[0], nil
+	default:
+		ids := make([]string, len(hits))
+		for i, h := range hits {
+			ids[i] = h.ID
+		}
+		return Process{}, fmt.Errorf("name %q matches %d live processes (%s); use an id: %w",
+			idOrName, len(hits), strings.Join(ids, ", "), ErrAmbiguous)
+	}
+}
+
+func cloneProc(p Process) Process {
+	p.Argv = append([]string(nil), p.Argv...)
+	p.Stdio = append([]StdioInode(nil), p.Stdio...)
+	if p.ExitCode != nil {
+		c := *p.ExitCode
+		p.ExitCode = &c
+	}
+	if p.ExitedAt != nil {
+		t := *p.ExitedAt
+		p.ExitedAt = &t
+	}
+	return p
+}

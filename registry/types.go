@@ -1,0 +1,134 @@
+// Package registry owns the ProcessRegistry: the sessions and processes the
+// daemon supervises, their state machine, and the queries the CLI asks of them.
+//
+// The registry is a cache of the truth (markers plus creation tokens are the
+// ground truth, see design §4). Every state change is handed to a Persister and
+// committed before the registry reports it, so a caller that acts after a
+// transition returns acts on durable state. The registry never signals or
+// spawns anything itself.
+package registry
+
+import (
+	"errors"
+	"time"
+
+	"github.com/seed-86a41135/supervisor/proc"
+)
+
+// ProcState is the lifecycle state of a supervised process.
+type ProcState string
+
+// The process state machine:
+//
+//	starting → running → stopping → exited | failed | lost
+//	starting → failed                 (spawn error)
+//	running  → exited | lost          (exited on its own, or vanished)
+const (
+	StateStarting ProcState = "starting"
+	StateRunning  ProcState = "running"
+	StateStopping ProcState = "stopping"
+	StateExited   ProcState = "exited"
+	StateFailed   ProcState = "failed"
+	StateLost     ProcState = "lost"
+)
+
+// Final reports whether no further transition can leave s.
+func (s ProcState) Final() bool {
+	return s == StateExited || s == StateFailed || s == StateLost
+}
+
+var transitions = map[ProcState][]ProcState{
+	StateStarting: {StateRunning, StateFailed, StateStopping, StateLost},
+	StateRunning:  {StateStopping, StateExited, StateLost, StateFailed},
+	StateStopping: {StateExited, StateFailed, StateLost},
+}
+
+// CanTransition reports whether the state machine allows from → to.
+func CanTransition(from, to ProcState) bool {
+	for _, s := range transitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// SessionState is the lifecycle state of a session.
+type SessionState string
+
+const (
+	SessionActive SessionState = "active"
+	SessionEnding SessionState = "ending"
+	SessionEnded  SessionState = "ended"
+)
+
+// Token is a creation token (see proc.Token).
+type Token = proc.Token
+
+// Session is one running agent host and the processes started on its behalf.
+type Session struct {
+	ID          string       `json:"id"`
+	Label       string       `json:"label,omitempty"` // the host's own session id, e.g. CLAUDE_CODE_SESSION_ID
+	HostPID     int          `json:"host_pid"`
+	HostToken   Token        `json:"host_token"`
+	HostCommand string       `json:"host_command"`
+	State       SessionState `json:"state"`
+	StartedAt   time.Time    `json:"started_at"`
+	EndedAt     *time.Time   `json:"ended_at,omitempty"`
+	EndReason   string       `json:"end_reason,omitempty"`
+}
+
+// Process is one supervised process. It carries argv but never environment
+// values: those hold secrets.
+type Process struct {
+	ID        string     `json:"id"`
+	Session   string     `json:"session"`
+	Name      string     `json:"name"`
+	Argv      []string   `json:"argv"`
+	Path      string     `json:"path,omitempty"` // the resolved executable
+	Cwd       string     `json:"cwd"`
+	PID       int        `json:"pid"`
+	PGID      int        `json:"pgid"`
+	Token     Token      `json:"token"`
+	ShimPID   int        `json:"shim_pid,omitempty"`
+	ShimToken Token      `json:"shim_token"`
+	State     ProcState  `json:"state"`
+	StartedAt time.Time  `json:"started_at"`
+	ExitedAt  *time.Time `json:"exited_at,omitempty"`
+	ExitCode  *int       `json:"exit_code,omitempty"`
+	Signal    string     `json:"signal,omitempty"`
+	Error     string     `json:"error,omitempty"` // why it failed or was lost
+	Port      int        `json:"port,omitempty"`
+	Shared    bool       `json:"shared"`
+	Health    string     `json:"health"`
+	Restarts  int        `json:"restarts"`
+	// Stdio holds the inodes of the host stdio channels the process was
+	// given, so the stop cascade can find every holder of them.
+	Stdio []StdioInode `json:"stdio,omitempty"`
+}
+
+// StdioInode identifies one host stdio channel handed to a server.
+type StdioInode struct {
+	Fd    int    `json:"fd"`
+	Kind  string `json:"kind"` // "pipe", "socket", "file", "tty", ...
+	Inode uint64 `json:"inode"`
+}
+
+// Event is one entry of the capped lifecycle log.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"` // e.g. "session.start", "process.exit"
+	Session string    `json:"session,omitempty"`
+	Process string    `json:"process,omitempty"`
+	Detail  string    `json:"detail,omitempty"`
+}
+
+// Sentinel errors of the registry.
+var (
+	// ErrNotFound means no session or process has the given id or name.
+	ErrNotFound = errors.New("not found")
+	// ErrAmbiguous means a name matched more than one live process.
+	ErrAmbiguous = errors.New("ambiguous name")
+	// ErrBadTransition means the state machine forbids the change.
+	ErrBadTransition = errors.New("state transition not allowed")
+)

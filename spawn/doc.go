@@ -1,0 +1,19 @@
+// Package spawn owns starting processes and collecting their exit statuses:
+// command resolution, fd hand-over, process groups, markers, and the one
+// central reaper of a subreaper daemon.
+//
+// # Caveats
+//
+// Only the Reaper may wait for children. A subreaper that lets anything else
+// call wait (exec.Cmd.Wait, os.Process.Wait) loses statuses to whichever
+// waiter runs first — the classic Go subreaper trap. Code running inside the
+// daemon therefore never uses os/exec to run a child.
+package spawn
+
+// Marker environment variables given to every spawned process. Descendants
+// inherit them, so a process that escaped its group with setsid can still be
+// found and proven ours (design §4).
+const (
+	EnvSessionID = "SUPERVISOR_SESSION_ID"
+	EnvProcID    = "SUPERVISOR_PROC_ID"
+)

@@ -1,0 +1,147 @@
+package spawn
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+)
+
+// Status is how a child ended.
+type Status struct {
+	PID    int
+	Code   int            // exit code when Signal is 0
+	Signal syscall.Signal // the terminating signal, or 0
+}
+
+// ExitCode maps the status the way shells do: the code, or 128+N for
+// signal N.
+func (s Status) ExitCode() int {
+	if s.Signal != 0 {
+		return 128 + int(s.Signal)
+	}
+	return s.Code
+}
+
+// Reaper is the only waiter for the daemon's children. It reaps with
+// wait4(-1, WNOHANG) whenever SIGCHLD arrives and hands each status to the
+// channel registered for that PID; statuses of unregistered children
+// (orphans re-parented to a subreaper) are reaped and dropped.
+type Reaper struct {
+	log hclog.Logger
+
+	mu      sync.Mutex
+	waiters map[int]chan Status
+	changed chan struct{}
+	wake    chan struct{}
+}
+
+// NewReaper returns a reaper; call Run to start reaping.
+func NewReaper(log hclog.Logger) *Reaper {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &Reaper{
+		log:     log,
+		waiters: map[int]chan Status{},
+		changed: make(chan struct{}),
+		wake:    make(chan struct{}, 1),
+	}
+}
+
+// Fork runs fork, which must start exactly one child and return its PID,
+// and registers that PID before the reaper can collect it: the lock is held
+// across both, so a child that exits at once still gets its status
+// delivered. inspect, if not nil, runs under the same lock while the child
+// cannot have been reaped yet (its /proc entry is guaranteed to exist).
+func (r *Reaper) Fork(fork func() (int, error), inspect func(pid int)) (int, <-chan Status, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pid, err := fork()
+	if err != nil {
+		return 0, nil, err
+	}
+	ch := make(chan Status, 1)
+	r.waiters[pid] = ch
+	if inspect != nil {
+		inspect(pid)
+	}
+	return pid, ch, nil
+}
+
+// Changed returns a channel closed the next time any child is reaped.
+// Waiters re-check their condition and call Changed again.
+func (r *Reaper) Changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
+}
+
+// Run reaps until ctx is done.
+func (r *Reaper) Run(ctx context.Context) error {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	defer signal.Stop(sigs)
+	for {
+		r.reapAll()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sigs:
+		case <-r.wake:
+		}
+	}
+}
+
+// Poke makes Run reap now; used after a signal was sent so that a status
+// whose SIGCHLD coalesced with an earlier one is not missed.
+func (r *Reaper) Poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Reaper) reapAll() {
+	reaped := false
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || pid <= 0 {
+			break
+		}
+		if !ws.Exited() && !ws.Signaled() {
+			continue // stopped or continued: not an exit
+		}
+		st := Status{PID: pid}
+		if ws.Signaled() {
+			st.Signal = syscall.Signal(ws.Signal())
+		} else {
+			st.Code = ws.ExitStatus()
+		}
+		r.mu.Lock()
+		ch, ok := r.waiters[pid]
+		delete(r.waiters, pid)
+		r.mu.Unlock()
+		if ok {
+			ch <- st
+		} else {
+			r.log.Debug("reaped orphan", "pid", pid, "code", st.Code, "signal", st.Signal)
+		}
+		reaped = true
+	}
+	if reaped {
+		r.mu.Lock()
+		close(r.changed)
+		r.changed = make(chan struct{})
+		r.mu.Unlock()
+	}
+}

@@ -1,0 +1,125 @@
+package spawn
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/seed-86a41135/supervisor/proc"
+)
+
+// Request describes one process to start.
+type Request struct {
+	Argv []string
+	Env  []string // the caller's whole environment; markers are added
+	Dir  string
+	// Stdio are the fds for the child's 0, 1 and 2. Start owns them and
+	// closes them once the child has its copies (or the start failed), so
+	// EOF reaches the host exactly as after a direct spawn.
+	Stdio [3]*os.File
+
+	SessionID string
+	ProcID    string
+}
+
+// Started is a process that was started.
+type Started struct {
+	PID   int
+	PGID  int
+	Token proc.Token
+	Path  string
+	Exit  <-chan Status
+}
+
+// Start resolves and starts req in its own process group, with the marker
+// environment, registering it with the reaper before it can be reaped.
+func Start(r *Reaper, req Request) (Started, error) {
+	defer func() {
+		for _, f := range req.Stdio {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}()
+	if len(req.Argv) == 0 {
+		return Started{}, &StartError{Code: 125, Err: errors.New("empty argv")}
+	}
+	pathEnv, ok := lookEnv(req.Env, "PATH")
+	if !ok {
+		pathEnv = defaultPath // what execvp uses when PATH is unset
+	}
+	path, err := Resolve(req.Argv[0], pathEnv, req.Dir)
+	if err != nil {
+		return Started{}, err
+	}
+	files := make([]uintptr, 3)
+	for i, f := range req.Stdio {
+		if f == nil {
+			return Started{}, &StartError{Name: req.Argv[0], Code: 125, Err: fmt.Errorf("stdio fd %d missing", i)}
+		}
+		files[i] = f.Fd()
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   req.Dir,
+		Env:   WithMarkers(req.Env, req.SessionID, req.ProcID),
+		Files: files,
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	}
+	var tok proc.Token
+	var tokErr error
+	pid, exit, err := r.Fork(func() (int, error) {
+		return syscall.ForkExec(path, req.Argv, attr)
+	}, func(pid int) {
+		tok, tokErr = proc.TokenOf(pid)
+	})
+	if err != nil {
+		return Started{}, execError(req.Argv[0], err)
+	}
+	if tokErr != nil {
+		// Cannot happen while the child is unreaped; refuse to track a
+		// process we could not identify rather than record a bad token.
+		syscall.Kill(-pid, syscall.SIGKILL)
+		return Started{}, &StartError{Name: req.Argv[0], Code: 125, Err: fmt.Errorf("read creation token of %d: %w", pid, tokErr)}
+	}
+	return Started{PID: pid, PGID: pid, Token: tok, Path: path, Exit: exit}, nil
+}
+
+func execError(name string, err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		switch errno {
+		case syscall.ENOENT:
+			return &StartError{Name: name, Code: CodeNotFound, Err: err}
+		case syscall.EACCES, syscall.ENOEXEC, syscall.EISDIR, syscall.EPERM:
+			return &StartError{Name: name, Code: CodeNotExecutable, Err: err}
+		}
+	}
+	return &StartError{Name: name, Code: 125, Err: err}
+}
+
+// WithMarkers returns env with the marker variables set (replacing any the
+// caller had: a shim started by a supervised process must not inherit its
+// parent's identity).
+func WithMarkers(env []string, session, procID string) []string {
+	out := make([]string, 0, len(env)+2)
+	for _, kv := range env {
+		if strings.HasPrefix(kv, EnvSessionID+"=") || strings.HasPrefix(kv, EnvProcID+"=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, EnvSessionID+"="+session, EnvProcID+"="+procID)
+}
+
+const defaultPath = "/usr/local/bin:/usr/bin:/bin"
+
+func lookEnv(env []string, key string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if strings.HasPrefix(env[i], key+"=") {
+			return env[i][len(key)+1:], true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,35 @@
+// Package store persists the registry in a bbolt file: buckets, encoding, schema version.
+//
+// Schema (version 1):
+//
+//	registry.db
+//	├── meta
+//	│   └── "schema" → "1"
+//	├── sessions
+//	│   └── <session id> → JSON registry.Session
+//	├── processes
+//	│   └── <process id> → JSON registry.Process
+//	├── ports       (reserved, created empty)
+//	├── breakers    (reserved, created empty)
+//	└── events
+//	    └── <big-endian uint64 sequence> → JSON registry.Event   (capped at Options.MaxEvents)
+//
+// Records never hold environment values: registry.Process carries argv only,
+// because environments hold secrets and the file outlives the processes.
+//
+// # Caveats
+//
+//   - bbolt takes an exclusive flock on the file, so only one daemon can hold
+//     the registry at a time; a second Open waits Options.Timeout and then
+//     fails with ErrLocked.
+//   - Writes go through DB.Batch: concurrent puts coalesce into one commit,
+//     and a put returns only after its commit is durable (unless NoSync).
+//     A batched function may run more than once, so every one is idempotent.
+//   - Event keys are contiguous sequence numbers and are trimmed only from the
+//     oldest end, so the count is last−first+1 and the cap costs two cursor
+//     seeks, not a scan.
+//   - A file with a newer schema than this code knows is refused, never
+//     rewritten; an older one would need a migration (there is none yet).
+//   - bbolt never shrinks the file: deleted records leave free pages that are
+//     reused, so Size reports the high-water mark, not the live data.
+package store

@@ -1,0 +1,312 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/seed-86a41135/supervisor/registry"
+)
+
+// SchemaVersion is the schema this code reads and writes.
+const SchemaVersion = 1
+
+// Sentinel errors of the store.
+var (
+	// ErrLocked means another process (another supervisor daemon) holds the
+	// registry file's lock.
+	ErrLocked = errors.New("registry in use by another supervisor daemon")
+	// ErrSchema means the file's schema version cannot be used by this code.
+	ErrSchema = errors.New("unsupported registry schema")
+)
+
+var (
+	bucketMeta      = []byte("meta")
+	bucketSessions  = []byte("sessions")
+	bucketProcesses = []byte("processes")
+	bucketPorts     = []byte("ports")
+	bucketBreakers  = []byte("breakers")
+	bucketEvents    = []byte("events")
+	keySchema       = []byte("schema")
+
+	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketProcesses, bucketPorts, bucketBreakers, bucketEvents}
+)
+
+// Options tunes Open. The zero value is usable.
+type Options struct {
+	// Timeout is how long Open waits for the file lock before failing with
+	// ErrLocked. Default 5s.
+	Timeout time.Duration
+	// MaxEvents caps the events bucket; the oldest entries beyond it are
+	// deleted on append. Default 10000.
+	MaxEvents int
+	// NoSync skips fsync on commit (tests only: a crash can lose commits).
+	// Default false.
+	NoSync bool
+}
+
+const (
+	defaultTimeout   = 5 * time.Second
+	defaultMaxEvents = 10000
+)
+
+// Store is the bbolt-backed registry.Persister. Its methods are safe for
+// concurrent use.
+type Store struct {
+	db        *bolt.DB
+	path      string
+	maxEvents int
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ registry.Persister = (*Store)(nil)
+
+// Open opens (creating if missing) the registry file at path, creates every
+// bucket and checks the schema version.
+func Open(path string, opts Options) (*Store, error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = defaultTimeout
+	}
+	if opts.MaxEvents <= 0 {
+		opts.MaxEvents = defaultMaxEvents
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open registry %s: %w", path, err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("open registry %s: %w (waited %s): %w", path, ErrLocked, opts.Timeout, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open registry %s: %w", path, err)
+	}
+	db.MaxBatchDelay = time.Millisecond
+	if err := db.Update(initSchema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open registry %s: %w", path, err)
+	}
+	return &Store{db: db, path: path, maxEvents: opts.MaxEvents}, nil
+}
+
+// initSchema creates the buckets and the schema key, refusing a file written
+// by a newer supervisor.
+func initSchema(tx *bolt.Tx) error {
+	for _, name := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return fmt.Errorf("create bucket %s: %w", name, err)
+		}
+	}
+	meta := tx.Bucket(bucketMeta)
+	raw := meta.Get(keySchema)
+	if raw == nil {
+		return meta.Put(keySchema, []byte(strconv.Itoa(SchemaVersion)))
+	}
+	v, err := strconv.Atoi(string(raw))
+	if err != nil {
+		return fmt.Errorf("schema version %q: %w", raw, ErrSchema)
+	}
+	if v > SchemaVersion {
+		return fmt.Errorf("schema version %d is newer than %d known to this supervisor, upgrade supervisor: %w", v, SchemaVersion, ErrSchema)
+	}
+	if v < SchemaVersion {
+		return fmt.Errorf("schema version %d has no migration to %d: %w", v, SchemaVersion, ErrSchema)
+	}
+	return nil
+}
+
+// Path returns the file the store was opened on.
+func (s *Store) Path() string { return s.path }
+
+// Size returns the size of the registry file in bytes.
+func (s *Store) Size() (int64, error) {
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return 0, fmt.Errorf("stat registry %s: %w", s.path, err)
+	}
+	return fi.Size(), nil
+}
+
+// Close closes the file. Calling it again returns the first result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if err := s.db.Close(); err != nil {
+			s.closeErr = fmt.Errorf("close registry %s: %w", s.path, err)
+		}
+	})
+	return s.closeErr
+}
+
+// PutSession commits sess, replacing any record with the same id.
+func (s *Store) PutSession(sess registry.Session) error {
+	return s.put(bucketSessions, sess.ID, sess)
+}
+
+// PutProcess commits p, replacing any record with the same id.
+func (s *Store) PutProcess(p registry.Process) error {
+	return s.put(bucketProcesses, p.ID, p)
+}
+
+func (s *Store) put(bucket []byte, id string, rec any) error {
+	if id == "" {
+		return fmt.Errorf("put %s: empty id", bucket)
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode %s/%s: %w", bucket, id, err)
+	}
+	// Put of the same key and value is idempotent, as Batch requires.
+	err = s.db.Batch(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucket).Put([]byte(id), data)
+	})
+	if err != nil {
+		return fmt.Errorf("put %s/%s: %w", bucket, id, err)
+	}
+	return nil
+}
+
+// DeleteSession removes the session record with id; a missing one is not an error.
+func (s *Store) DeleteSession(id string) error { return s.delete(bucketSessions, id) }
+
+// DeleteProcess removes the process record with id; a missing one is not an error.
+func (s *Store) DeleteProcess(id string) error { return s.delete(bucketProcesses, id) }
+
+func (s *Store) delete(bucket []byte, id string) error {
+	err := s.db.Batch(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucket).Delete([]byte(id))
+	})
+	if err != nil {
+		return fmt.Errorf("delete %s/%s: %w", bucket, id, err)
+	}
+	return nil
+}
+
+// AppendEvent appends ev to the event log and trims the oldest entries beyond
+// MaxEvents.
+func (s *Store) AppendEvent(ev registry.Event) error {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("encode event %s: %w", ev.Kind, err)
+	}
+	// A retried Batch fn runs after its failed tx rolled back, sequence
+	// included, so it appends exactly once.
+	err = s.db.Batch(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketEvents)
+		seq, err := b.NextSequence()
+		if err != nil {
+			return err
+		}
+		if err := b.Put(seqKey(seq), data); err != nil {
+			return err
+		}
+		return trimEvents(b, s.maxEvents)
+	})
+	if err != nil {
+		return fmt.Errorf("append event %s: %w", ev.Kind, err)
+	}
+	return nil
+}
+
+// trimEvents deletes from the oldest end until at most limit remain. Keys are
+// contiguous sequence numbers trimmed only from the front, so last−first+1 is
+// the count without a scan.
+func trimEvents(b *bolt.Bucket, limit int) error {
+	c := b.Cursor()
+	lastK, _ := c.Last()
+	if lastK == nil {
+		return nil
+	}
+	last, ok := seqOf(lastK)
+	if !ok {
+		return fmt.Errorf("event key %x: not a sequence number", lastK)
+	}
+	for k, _ := c.First(); k != nil; k, _ = c.First() {
+		first, ok := seqOf(k)
+		if !ok {
+			return fmt.Errorf("event key %x: not a sequence number", k)
+		}
+		if last-first+1 <= uint64(limit) {
+			return nil
+		}
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func seqOf(k []byte) (uint64, bool) {
+	if len(k) != 8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k), true
+}
+
+func seqKey(seq uint64) []byte {
+	k := make([]byte, 8)
+	binary.BigEndian.PutUint64(k, seq)
+	return k
+}
+
+// Load returns every session and process record. A record that does not
+// decode is an error naming its bucket and key.
+func (s *Store) Load() ([]registry.Session, []registry.Process, error) {
+	var sessions []registry.Session
+	var procs []registry.Process
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketSessions).ForEach(func(k, v []byte) error {
+			var rec registry.Session
+			if err := json.Unmarshal(v, &rec); err != nil {
+				return fmt.Errorf("decode %s/%s: %w", bucketSessions, k, err)
+			}
+			sessions = append(sessions, rec)
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketProcesses).ForEach(func(k, v []byte) error {
+			var rec registry.Process
+			if err := json.Unmarshal(v, &rec); err != nil {
+				return fmt.Errorf("decode %s/%s: %w", bucketProcesses, k, err)
+			}
+			procs = append(procs, rec)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("load registry %s: %w", s.path, err)
+	}
+	return sessions, procs, nil
+}
+
+// Events returns the newest n events, oldest first; n <= 0 means all.
+func (s *Store) Events(n int) ([]registry.Event, error) {
+	var out []registry.Event
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketEvents).Cursor()
+		for k, v := c.Last(); k != nil && (n <= 0 || len(out) < n); k, v = c.Prev() {
+			var ev registry.Event
+			if err := json.Unmarshal(v, &ev); err != nil {
+				return fmt.Errorf("decode %s/%x: %w", bucketEvents, k, err)
+			}
+			out = append(out, ev)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read events %s: %w", s.path, err)
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, nil
+}
