@@ -1,0 +1,114 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+	"time"
+)
+
+// ErrNotRunning means no daemon answers on the socket.
+var ErrNotRunning = errors.New("the supervisor daemon is not running")
+
+// Client is a connection to the daemon after the hello handshake.
+type Client struct {
+	*Conn
+	// Daemon is the daemon's hello.
+	Daemon Hello
+}
+
+// Dial connects to the daemon at socket and exchanges hellos. A missing
+// socket or a refused connection is reported as ErrNotRunning.
+func Dial(ctx context.Context, socket string) (*Client, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("connect %s: %w", socket, ErrNotRunning)
+		}
+		return nil, fmt.Errorf("connect %s: %w", socket, err)
+	}
+	conn, err := NewConn(nc.(*net.UnixConn))
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	}
+	c := &Client{Conn: conn}
+	if err := c.handshake(); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("handshake with daemon at %s: %w", socket, err)
+	}
+	nc.SetDeadline(time.Time{})
+	return c, nil
+}
+
+func (c *Client) handshake() error {
+	if err := c.Send(TypeHello, &Hello{Protocol: Protocol, Version: Version, PID: os.Getpid()}); err != nil {
+		return err
+	}
+	m, fds, err := c.Recv()
+	closeFds(fds)
+	if err != nil {
+		return err
+	}
+	if m.Type == TypeError {
+		var e Error
+		if err := Decode(m, &e); err != nil {
+			return err
+		}
+		return &e
+	}
+	if m.Type != TypeHello {
+		return fmt.Errorf("%w: expected hello, got %q", ErrMalformed, m.Type)
+	}
+	if err := Decode(m, &c.Daemon); err != nil {
+		return err
+	}
+	if c.Daemon.Protocol != Protocol {
+		return fmt.Errorf("daemon speaks protocol %d (version %s), this supervisor %d (version %s): restart the daemon with `supervisor daemon stop` and retry",
+			c.Daemon.Protocol, c.Daemon.Version, Protocol, Version)
+	}
+	return nil
+}
+
+// Call sends a request and decodes the single reply into resp (which may be
+// nil for an ok reply). An error reply is returned as *Error.
+func (c *Client) Call(typ string, req any, resp any) error {
+	if err := c.Send(typ, req); err != nil {
+		return err
+	}
+	m, fds, err := c.Recv()
+	closeFds(fds)
+	if err != nil {
+		return fmt.Errorf("read reply to %s: %w", typ, err)
+	}
+	return DecodeReply(m, resp)
+}
+
+// DecodeReply turns an error message into *Error and decodes anything else
+// into resp.
+func DecodeReply(m Msg, resp any) error {
+	if m.Type == TypeError {
+		var e Error
+		if err := Decode(m, &e); err != nil {
+			return err
+		}
+		return &e
+	}
+	if resp == nil {
+		return nil
+	}
+	return Decode(m, resp)
+}
+
+func closeFds(fds []int) {
+	for _, fd := range fds {
+		syscall.Close(fd)
+	}
+}

@@ -1,0 +1,152 @@
+package api
+
+import (
+	"encoding/json"
+
+	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/shutdown"
+)
+
+// Protocol is the wire protocol number; a peer with another is refused.
+const Protocol = 1
+
+// Version is the supervisor release, set at link time.
+var Version = "0.1.0-dev"
+
+// Message types.
+const (
+	TypeHello       = "hello"
+	TypeError       = "error"
+	TypeOK          = "ok"
+	TypeRun         = "run"     // shim → daemon, with 3 fds; answered by started, later exited
+	TypeStarted     = "started" // daemon → shim
+	TypeExited      = "exited"  // daemon → shim
+	TypeStopSelf    = "stop_self"
+	TypePs          = "ps"
+	TypeSessions    = "sessions"
+	TypeSessionEnd  = "session_end"
+	TypeStop        = "stop"
+	TypeStatus      = "status"
+	TypeDaemonStop  = "daemon_stop"
+	TypeOutcomes    = "outcomes"
+	TypeProcesses   = "processes"
+	TypeSessionList = "session_list"
+)
+
+// Msg is one frame: a type and its body.
+type Msg struct {
+	Type string          `json:"type"`
+	Body json.RawMessage `json:"body,omitempty"`
+}
+
+// Hello opens every connection in both directions.
+type Hello struct {
+	Protocol int    `json:"protocol"`
+	Version  string `json:"version"`
+	PID      int    `json:"pid"`
+}
+
+// Error is a failed request. Code is the exit status the CLI should use.
+type Error struct {
+	Message string `json:"message"`
+	Code    int    `json:"code,omitempty"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// RunRequest asks the daemon to start a server on the shim's stdio (the
+// three fds travel with the frame).
+type RunRequest struct {
+	Argv        []string   `json:"argv"`
+	Cwd         string     `json:"cwd"`
+	Env         []string   `json:"env"`
+	Name        string     `json:"name,omitempty"`
+	Session     string     `json:"session"`
+	Label       string     `json:"label,omitempty"`
+	HostPID     int        `json:"host_pid"`
+	HostToken   proc.Token `json:"host_token"`
+	HostCommand string     `json:"host_command"`
+	GraceMS     int64      `json:"grace_ms,omitempty"`
+	ShimPID     int        `json:"shim_pid"`
+	ShimToken   proc.Token `json:"shim_token"`
+}
+
+// Started answers a run request once the server runs.
+type Started struct {
+	ID      string `json:"id"`
+	PID     int    `json:"pid"`
+	Session string `json:"session"`
+}
+
+// Exited tells the shim how its server ended.
+type Exited struct {
+	ExitCode int    `json:"exit_code"` // what the shim exits with
+	Code     int    `json:"code"`
+	Signal   string `json:"signal,omitempty"`
+}
+
+// StopSelf asks, on a run connection, to stop that connection's server.
+type StopSelf struct {
+	GraceMS int64 `json:"grace_ms,omitempty"`
+}
+
+// PsRequest lists processes.
+type PsRequest struct {
+	All     bool   `json:"all"`
+	Session string `json:"session,omitempty"`
+}
+
+// Processes answers ps.
+type Processes struct {
+	Processes []registry.Process `json:"processes"`
+}
+
+// SessionsRequest lists sessions.
+type SessionsRequest struct {
+	All bool `json:"all"`
+}
+
+// SessionInfo is a session with its process count (the `sessions --json`
+// contract of design §8).
+type SessionInfo struct {
+	registry.Session
+	Processes int `json:"processes"`
+}
+
+// SessionList answers sessions.
+type SessionList struct {
+	Sessions []SessionInfo `json:"sessions"`
+}
+
+// SessionEndRequest ends a session through the cascade.
+type SessionEndRequest struct {
+	ID      string `json:"id"`
+	GraceMS int64  `json:"grace_ms,omitempty"`
+}
+
+// StopRequest stops one process by id or name.
+type StopRequest struct {
+	Target  string `json:"target"`
+	GraceMS int64  `json:"grace_ms,omitempty"`
+}
+
+// Outcomes answers session_end and stop.
+type Outcomes struct {
+	Outcomes []shutdown.Outcome `json:"outcomes"`
+}
+
+// Status answers status.
+type Status struct {
+	PID       int             `json:"pid"`
+	Version   string          `json:"version"`
+	Protocol  int             `json:"protocol"`
+	StartedAt string          `json:"started_at"`
+	Uptime    string          `json:"uptime"`
+	StateDir  string          `json:"state_dir"`
+	Socket    string          `json:"socket"`
+	Features  map[string]bool `json:"features"`
+	Sessions  int             `json:"sessions"`
+	Processes int             `json:"processes"`
+	Records   int             `json:"records"`
+}

@@ -1,0 +1,94 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+)
+
+// Environment variables that select the daemon instance (design §8).
+const (
+	EnvStateDir = "SUPERVISOR_STATE_DIR"
+	EnvSocket   = "SUPERVISOR_SOCKET"
+)
+
+// maxSunPath is the usable length of sockaddr_un.sun_path (108 with its NUL).
+const maxSunPath = 107
+
+// Paths are the files of one daemon instance.
+type Paths struct {
+	StateDir string // registry.db, daemon.lock, supervisor.log
+	Socket   string
+}
+
+// Lock, Log and DB name the files inside the state directory.
+func (p Paths) Lock() string      { return filepath.Join(p.StateDir, "daemon.lock") }
+func (p Paths) StartLock() string { return filepath.Join(p.StateDir, "start.lock") }
+func (p Paths) Log() string       { return filepath.Join(p.StateDir, "supervisor.log") }
+func (p Paths) DB() string        { return filepath.Join(p.StateDir, "registry.db") }
+
+// ResolvePaths derives the instance's paths from getenv. The default state
+// directory is ~/.local/state/supervisor where ~ is the uid's home: HOME when
+// set, else the password database, because hosts such as the MCP SDKs strip
+// most variables and every shim of one user must reach the same daemon.
+func ResolvePaths(getenv func(string) string) (Paths, error) {
+	var p Paths
+	p.StateDir = getenv(EnvStateDir)
+	if p.StateDir == "" {
+		home := getenv("HOME")
+		if home == "" {
+			u, err := user.LookupId(strconv.Itoa(os.Getuid()))
+			if err != nil {
+				return Paths{}, fmt.Errorf("find home directory of uid %d (HOME is unset): %w; set %s", os.Getuid(), err, EnvStateDir)
+			}
+			home = u.HomeDir
+		}
+		p.StateDir = filepath.Join(home, ".local", "state", "supervisor")
+	}
+	abs, err := filepath.Abs(p.StateDir)
+	if err != nil {
+		return Paths{}, fmt.Errorf("state directory %q: %w", p.StateDir, err)
+	}
+	p.StateDir = abs
+	p.Socket = getenv(EnvSocket)
+	if p.Socket == "" {
+		p.Socket = filepath.Join(p.StateDir, "supervisor.sock")
+		if len(p.Socket) > maxSunPath {
+			p.Socket = filepath.Join(os.TempDir(), fmt.Sprintf("supervisor-%d", os.Getuid()), "supervisor.sock")
+		}
+	}
+	if len(p.Socket) > maxSunPath {
+		return Paths{}, fmt.Errorf("socket path %q is %d bytes, longer than the %d a unix socket allows; set %s to a shorter path",
+			p.Socket, len(p.Socket), maxSunPath, EnvSocket)
+	}
+	return p, nil
+}
+
+// EnsurePrivateDir creates dir with mode 0700 if missing and checks that an
+// existing one is a real directory owned by this uid and not open to others.
+func EnsurePrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("check %s: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory (a symlink?): %w", dir, errUnsafeDir)
+	}
+	if uid, ok := ownerUID(st); ok && uid != os.Getuid() {
+		return fmt.Errorf("%s is owned by uid %d, not %d: %w", dir, uid, os.Getuid(), errUnsafeDir)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("restrict %s to 0700: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+var errUnsafeDir = errors.New("refusing an unsafe directory for the daemon's socket or state")

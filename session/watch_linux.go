@@ -1,0 +1,147 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+
+	"github.com/seed-86a41135/supervisor/proc"
+)
+
+// Watcher tells when watched processes (hosts) die. One epoll loop over
+// pidfds serves every watch: no poll interval, no goroutine per host.
+type Watcher struct {
+	log  hclog.Logger
+	epfd int
+	evfd int // wakes Run for shutdown
+
+	mu      sync.Mutex
+	watches map[int]*watch // by pidfd
+	closed  bool
+}
+
+type watch struct {
+	pid    int
+	fd     int
+	onExit func()
+}
+
+// NewWatcher creates the epoll set; Run drives it, Close releases it.
+func NewWatcher(log hclog.Logger) (*Watcher, error) {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll_create1: %w", err)
+	}
+	evfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, evfd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(evfd)}); err != nil {
+		unix.Close(epfd)
+		unix.Close(evfd)
+		return nil, fmt.Errorf("epoll_ctl eventfd: %w", err)
+	}
+	return &Watcher{log: log, epfd: epfd, evfd: evfd, watches: map[int]*watch{}}, nil
+}
+
+// Watch calls onExit (from the Run goroutine, once) when the process pid
+// with creation token tok exits. It returns proc.ErrGone or
+// proc.ErrTokenMismatch when that process is already gone; the returned
+// cancel stops the watch without calling onExit.
+func (w *Watcher) Watch(pid int, tok proc.Token, onExit func()) (cancel func(), err error) {
+	fd, err := proc.OpenPidfd(pid, tok)
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		unix.Close(fd)
+		return nil, errors.New("host watcher is closed")
+	}
+	wt := &watch{pid: pid, fd: fd, onExit: onExit}
+	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("epoll_ctl pidfd of %d: %w", pid, err)
+	}
+	w.watches[fd] = wt
+	return func() { w.remove(wt) }, nil
+}
+
+func (w *Watcher) remove(wt *watch) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if cur, ok := w.watches[wt.fd]; !ok || cur != wt {
+		return false
+	}
+	delete(w.watches, wt.fd)
+	unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, wt.fd, nil)
+	unix.Close(wt.fd)
+	return true
+}
+
+// Len returns the number of active watches.
+func (w *Watcher) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.watches)
+}
+
+// Run dispatches exits until ctx is done.
+func (w *Watcher) Run(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		one := [8]byte{1}
+		unix.Write(w.evfd, one[:])
+	})
+	defer stop()
+	events := make([]unix.EpollEvent, 64)
+	for {
+		n, err := unix.EpollWait(w.epfd, events, -1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("epoll_wait: %w", err)
+		}
+		for _, ev := range events[:n] {
+			fd := int(ev.Fd)
+			if fd == w.evfd {
+				if ctx.Err() != nil {
+					return nil
+				}
+				continue
+			}
+			w.mu.Lock()
+			wt, ok := w.watches[fd]
+			w.mu.Unlock()
+			if ok && w.remove(wt) {
+				w.log.Debug("watched process exited", "pid", wt.pid)
+				wt.onExit()
+			}
+		}
+	}
+}
+
+// Close releases every watch and the epoll set. Call after Run returned.
+func (w *Watcher) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	for fd := range w.watches {
+		unix.Close(fd)
+	}
+	w.watches = nil
+	unix.Close(w.evfd)
+	return unix.Close(w.epfd)
+}
