@@ -81,6 +81,9 @@ func (r *Registry) OpenSession(s Session) (Session, bool, error) {
 	if e.rec.ID != "" && e.rec.State == SessionActive {
 		return e.rec, false, nil
 	}
+	if e.rec.State == SessionEnding {
+		return e.rec, false, fmt.Errorf("session %s is ending: %w", s.ID, ErrBadTransition)
+	}
 	s.State = SessionActive
 	s.StartedAt = r.now().UTC()
 	s.EndedAt = nil

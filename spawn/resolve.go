@@ -72,7 +72,7 @@ func Resolve(name, pathEnv, dir string) (string, error) {
 	if denied != nil {
 		return "", &StartError{Name: name, Code: CodeNotExecutable, Err: denied}
 	}
-	return "", &StartError{Name: name, Code: CodeNotFound, Err: fmt.Errorf("not in PATH %q", pathEnv)}
+	return "", &StartError{Name: name, Code: CodeNotFound, Err: errors.New("not found in PATH")}
 }
 
 var errNotExec = errors.New("permission denied (no execute bit)")

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/daemon"
+	"github.com/seed-86a41135/supervisor/proc"
+)
+
+func newDaemonCommand() *cobra.Command {
+	var foreground bool
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   "daemon [--foreground]",
+		Short: "Run the per-user daemon (detached unless --foreground)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := paths()
+			if err != nil {
+				return err
+			}
+			if foreground {
+				err := daemon.Run(context.Background(), daemon.Config{Paths: p, Stderr: cmd.ErrOrStderr(), LogLevel: logLevel})
+				var already *daemon.AlreadyRunningError
+				if errors.As(err, &already) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "supervisor: %v\n", already)
+					return nil
+				}
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if c, err := api.Dial(ctx, p.Socket); err == nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "supervisor: daemon already running (pid %d)\n", c.Daemon.PID)
+				c.Close()
+				return nil
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("find this binary: %w", err)
+			}
+			c, err := daemon.EnsureRunning(ctx, exe, p, os.Environ())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			fmt.Fprintf(cmd.OutOrStdout(), "daemon running, pid %d, socket %s\n", c.Daemon.PID, p.Socket)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&foreground, "foreground", false, "stay attached and log to stderr too")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	cmd.AddCommand(newDaemonStopCommand())
+	return cmd
+}
+
+func newDaemonStopCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "stop",
+		Short: "Stop every session through the stop cascade, then the daemon",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			pid := c.Daemon.PID
+			tok, _ := proc.TokenOf(pid)
+			var resp api.Outcomes
+			if err := c.Call(api.TypeDaemonStop, nil, &resp); err != nil {
+				return err
+			}
+			if err := waitGone(pid, tok, 30*time.Second); err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), resp.Outcomes)
+			}
+			if len(resp.Outcomes) > 0 {
+				printOutcomes(cmd.OutOrStdout(), resp.Outcomes)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "daemon (pid %d) stopped\n", pid)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcomes as JSON")
+	return cmd
+}
+
+// waitGone waits for a process to exit, through its pidfd.
+func waitGone(pid int, tok proc.Token, limit time.Duration) error {
+	fd, err := proc.OpenPidfd(pid, tok)
+	if err != nil {
+		return nil // already gone
+	}
+	defer closeFd(fd)
+	if !pollReadable(fd, limit) {
+		return fmt.Errorf("daemon (pid %d) still running %v after it was asked to stop; see its log", pid, limit)
+	}
+	return nil
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed-86a41135/supervisor/api"
+)
+
+type psOptions struct {
+	all     bool
+	session string
+	json    bool
+}
+
+func newPsCommand() *cobra.Command {
+	var o psOptions
+	cmd := &cobra.Command{
+		Use:   "ps [--all] [--session ID] [--json]",
+		Short: "List supervised processes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var resp api.Processes
+			if err := call(api.TypePs, &api.PsRequest{All: o.all, Session: o.session}, &resp); err != nil {
+				return err
+			}
+			if o.json {
+				return writeJSON(cmd.OutOrStdout(), resp.Processes)
+			}
+			tw := newTable(cmd.OutOrStdout())
+			fmt.Fprintln(tw, "ID\tSESSION\tNAME\tPID\tSTATE\tUPTIME\tHEALTH\tRESTARTS\tPORT\tCOMMAND")
+			for _, p := range resp.Processes {
+				port := "-"
+				if p.Port > 0 {
+					port = fmt.Sprint(p.Port)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", p.ID, p.Session, p.Name, p.PID, p.State,
+					since(p.StartedAt, p.ExitedAt), orDash(p.Health), p.Restarts, port, shortCommand(p.Argv))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&o.all, "all", false, "include exited, failed and lost processes")
+	cmd.Flags().StringVar(&o.session, "session", "", "only this session's processes")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed-86a41135/supervisor/session"
+	"github.com/seed-86a41135/supervisor/shim"
+)
+
+type runOptions struct {
+	name    string
+	session string
+	grace   time.Duration
+}
+
+func newRunCommand() *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run [--name N] [--session ID] [--grace D] -- CMD [ARG...]",
+		Short: "Run an MCP server under the daemon on this process's stdio (the shim)",
+		Long: `run hands this process's stdin, stdout and stderr to the per-user daemon,
+which starts CMD on them directly, tracks it in the session of the host that
+launched run, and stops its whole tree when the host dies. run exits with the
+server's status: its code, 128+N for signal N, 127 not found, 126 not
+executable, 125 for a supervisor error.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 {
+				return &hintError{err: errors.New("run: the server command must follow --"),
+					hint: "supervisor run [--name N] -- CMD [ARG...]"}
+			}
+			if err := checkGrace(o.grace); err != nil {
+				return err
+			}
+			if o.session != "" {
+				if err := session.ValidateID(o.session); err != nil {
+					return fmt.Errorf("--session: %w", err)
+				}
+			} else if v := os.Getenv(session.EnvSession); v != "" {
+				if err := session.ValidateID(v); err != nil {
+					return fmt.Errorf("%s: %w", session.EnvSession, err)
+				}
+			}
+			p, err := paths()
+			if err != nil {
+				return err
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("find this binary: %w", err)
+			}
+			code, err := shim.Run(context.Background(), shim.Options{
+				Argv: args, Name: o.name, Session: o.session, Grace: o.grace,
+				Exe: exe, Paths: p, Env: os.Environ(),
+			})
+			if err != nil {
+				return &exitError{code: code, err: err}
+			}
+			if code != 0 {
+				return &exitError{code: code}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.name, "name", "", "server name (default: the command's base name)")
+	cmd.Flags().StringVar(&o.session, "session", "", "session id instead of the host-derived one ([A-Za-z0-9._-]{1,128}; also $SUPERVISOR_SESSION)")
+	cmd.Flags().DurationVar(&o.grace, "grace", 0, "SIGTERM grace before SIGKILL when stopping (default 5s)")
+	return cmd
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed-86a41135/supervisor/api"
+)
+
+// codeNotRunning is status's exit code when no daemon runs (as LSB's
+// "program is not running").
+const codeNotRunning = 3
+
+func newStatusCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [--json]",
+		Short: "Show the daemon's pid, version, uptime, state directory and features",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var st api.Status
+			if err := call(api.TypeStatus, nil, &st); err != nil {
+				if errors.Is(err, api.ErrNotRunning) {
+					return &exitError{code: codeNotRunning, err: err}
+				}
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), st)
+			}
+			var feats []string
+			for k, v := range st.Features {
+				state := "off"
+				if v {
+					state = "on"
+				}
+				feats = append(feats, k+" "+state)
+			}
+			sort.Strings(feats)
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "daemon:    running, pid %d, up %s\n", st.PID, st.Uptime)
+			fmt.Fprintf(w, "version:   %s (protocol %d)\n", st.Version, st.Protocol)
+			fmt.Fprintf(w, "state dir: %s\n", st.StateDir)
+			fmt.Fprintf(w, "socket:    %s\n", st.Socket)
+			fmt.Fprintf(w, "features:  %s\n", strings.Join(feats, ", "))
+			fmt.Fprintf(w, "sessions:  %d active; processes: %d live, %d records\n", st.Sessions, st.Processes, st.Records)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

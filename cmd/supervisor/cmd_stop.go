@@ -1,0 +1,36 @@
+package main
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed-86a41135/supervisor/api"
+)
+
+func newStopCommand() *cobra.Command {
+	var grace time.Duration
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "stop ID|NAME [--grace D]",
+		Short: "Stop one process (and its tree) through the stop cascade",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkGrace(grace); err != nil {
+				return err
+			}
+			var resp api.Outcomes
+			if err := call(api.TypeStop, &api.StopRequest{Target: args[0], GraceMS: grace.Milliseconds()}, &resp); err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), resp.Outcomes)
+			}
+			printOutcomes(cmd.OutOrStdout(), resp.Outcomes)
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&grace, "grace", 0, "SIGTERM grace before SIGKILL (default 5s)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

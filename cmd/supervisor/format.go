@@ -1,0 +1,58 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/seed-86a41135/supervisor/shutdown"
+)
+
+func newJSONEncoder(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc
+}
+
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func since(t time.Time, end *time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	stop := time.Now()
+	if end != nil {
+		stop = *end
+	}
+	return stop.Sub(t).Round(time.Second).String()
+}
+
+func shortCommand(argv []string) string {
+	s := strings.Join(argv, " ")
+	if len(s) > 60 {
+		s = s[:57] + "..."
+	}
+	return s
+}
+
+func printOutcomes(w io.Writer, outs []shutdown.Outcome) {
+	if len(outs) == 0 {
+		fmt.Fprintln(w, "no live processes")
+		return
+	}
+	for _, o := range outs {
+		fmt.Fprintln(w, o.String())
+	}
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed-86a41135/supervisor/api"
+)
+
+// exitError carries the exit status a command wants; main prints err.
+type exitError struct {
+	code int
+	err  error // nil: nothing to print
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return ""
+	}
+	return e.err.Error()
+}
+func (e *exitError) Unwrap() error { return e.err }
+
+// hintError adds a hint line under an error.
+type hintError struct {
+	err  error
+	hint string
+}
+
+func (e *hintError) Error() string { return e.err.Error() }
+func (e *hintError) Unwrap() error { return e.err }
+
+func execute(args []string) int {
+	root := newRootCommand()
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return 0
+	}
+	code := 1
+	if cmd != nil && cmd.Name() == "run" {
+		code = 125 // run's own status space: anything from the supervisor is 125
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+		if ee.err == nil {
+			return code
+		}
+	}
+	fmt.Fprintf(os.Stderr, "supervisor: %v\n", err)
+	var he *hintError
+	if errors.As(err, &he) && he.hint != "" {
+		fmt.Fprintf(os.Stderr, "hint: %s\n", he.hint)
+	}
+	return code
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "supervisor",
+		Short:         "A process supervisor for AI agent hosts' MCP servers",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       api.Version,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &hintError{err: err, hint: fmt.Sprintf("see `%s --help`", c.CommandPath())}
+	})
+	root.AddCommand(
+		newRunCommand(),
+		newPsCommand(),
+		newSessionsCommand(),
+		newSessionCommand(),
+		newStopCommand(),
+		newStatusCommand(),
+		newDaemonCommand(),
+		newVersionCommand(),
+		newDemoCommand(),
+		newFixtureCommand(),
+	)
+	return root
+}
+
+func paths() (api.Paths, error) { return api.ResolvePaths(os.Getenv) }
+
+// dial connects to a running daemon without starting one: listing and
+// control commands never start the daemon.
+func dial() (*api.Client, error) {
+	p, err := paths()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := api.Dial(ctx, p.Socket)
+	if errors.Is(err, api.ErrNotRunning) {
+		return nil, &hintError{err: fmt.Errorf("%w (no daemon on %s)", api.ErrNotRunning, p.Socket),
+			hint: "start it with `supervisor daemon`, or run a server with `supervisor run -- CMD`"}
+	}
+	return c, err
+}
+
+// call runs one request against the running daemon.
+func call(typ string, req, resp any) error {
+	c, err := dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Call(typ, req, resp)
+}
+
+func checkGrace(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("--grace %v: must not be negative", d)
+	}
+	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := newJSONEncoder(w)
+	return enc.Encode(v)
+}

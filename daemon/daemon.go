@@ -1,0 +1,248 @@
+// Package daemon wires the per-user supervisor daemon: an oklog/run group of
+// actors (signals, the socket server, the central reaper, the host watcher)
+// around the registry, the store, spawning and the stop cascade. It owns the
+// policy of who is stopped when; the mechanisms live in their own packages.
+//
+// # Caveats
+//
+// The daemon is a child subreaper and its reaper is the only waiter for
+// children: nothing in this package may call exec.Cmd.Wait or
+// os.Process.Wait.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/oklog/run"
+	"gopkg.in/natefinch/lumberjack.v2"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/session"
+	"github.com/seed-86a41135/supervisor/shutdown"
+	"github.com/seed-86a41135/supervisor/spawn"
+	"github.com/seed-86a41135/supervisor/store"
+)
+
+// Config configures a daemon. Zero values take the documented defaults.
+type Config struct {
+	Paths api.Paths
+	// Stderr receives the log too when not nil (foreground mode).
+	Stderr io.Writer
+	// Grace is the default SIGTERM grace of the stop cascade. Default 5 s.
+	Grace time.Duration
+	// EOFGrace is how long a server whose host died gets to exit on stdin
+	// EOF before any signal. Default 500 ms.
+	EOFGrace time.Duration
+	// LogLevel is an hclog level name. Default "info".
+	LogLevel string
+}
+
+// Daemon is one running supervisor daemon.
+type Daemon struct {
+	cfg     Config
+	log     hclog.Logger
+	store   *store.Store
+	reg     *registry.Registry
+	reaper  *spawn.Reaper
+	watcher *session.Watcher
+	cascade *shutdown.Cascade
+	started time.Time
+	feat    map[string]bool
+
+	mu       sync.Mutex
+	live     map[string]*live   // by process id
+	hosts    map[string]func()  // session id → cancel of its host watch
+	conns    map[*api.Conn]bool // open connections, closed on exit
+	stopping bool               // refusing new runs
+
+	stopReq chan chan []shutdown.Outcome
+}
+
+// Run runs a daemon until it is stopped (signal or `daemon stop`). It
+// returns *AlreadyRunningError when another daemon holds the lock.
+func Run(ctx context.Context, cfg Config) (err error) {
+	if cfg.Grace <= 0 {
+		cfg.Grace = shutdown.DefaultGrace
+	}
+	if cfg.EOFGrace <= 0 {
+		cfg.EOFGrace = 500 * time.Millisecond
+	}
+	if cfg.LogLevel == "" {
+		cfg.LogLevel = "info"
+	}
+	paths := cfg.Paths
+	if err := api.EnsurePrivateDir(paths.StateDir); err != nil {
+		return err
+	}
+	if err := api.EnsurePrivateDir(filepath.Dir(paths.Socket)); err != nil {
+		return err
+	}
+	lock, err := lockSingleton(paths.Lock())
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+
+	d := &Daemon{
+		cfg: cfg, started: time.Now(),
+		live: map[string]*live{}, hosts: map[string]func(){}, conns: map[*api.Conn]bool{},
+		stopReq: make(chan chan []shutdown.Outcome),
+		feat:    map[string]bool{},
+	}
+	rot := &lumberjack.Logger{Filename: paths.Log(), MaxSize: 10, MaxBackups: 3}
+	defer rot.Close()
+	var out io.Writer = rot
+	if cfg.Stderr != nil {
+		out = io.MultiWriter(rot, cfg.Stderr)
+	}
+	d.log = hclog.New(&hclog.LoggerOptions{Name: "supervisor", Output: out, Level: hclog.LevelFromString(cfg.LogLevel)})
+
+	if err := proc.MarkInheritedCloexec(); err != nil {
+		d.log.Warn("mark inherited fds close-on-exec", "err", err)
+	}
+	if err := proc.SetChildSubreaper(); err != nil {
+		d.log.Warn("not a subreaper: orphaned descendants will go to init", "err", err)
+	} else {
+		d.feat["subreaper"] = true
+	}
+	d.feat["pidfd"] = proc.PidfdSupported()
+	d.feat["cgroup"] = false
+
+	d.store, err = store.Open(paths.DB(), store.Options{})
+	if err != nil {
+		return err
+	}
+	defer d.store.Close()
+	sessions, procs, err := d.store.Load()
+	if err != nil {
+		return fmt.Errorf("load registry %s: %w", paths.DB(), err)
+	}
+	d.reg = registry.New(d.store, nil, sessions, procs)
+	d.reaper = spawn.NewReaper(d.log.Named("reaper"))
+	d.cascade = &shutdown.Cascade{Log: d.log.Named("shutdown"), Excluded: []int{os.Getpid()}}
+	if d.watcher, err = session.NewWatcher(d.log.Named("hosts")); err != nil {
+		return err
+	}
+	defer d.watcher.Close()
+
+	// Reconcile before the socket accepts anything (design §7).
+	d.reconcile()
+
+	os.Remove(paths.Socket) // we hold the lock: any socket file is stale
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: paths.Socket, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", paths.Socket, err)
+	}
+	ln.SetUnlinkOnClose(true)
+	if err := os.Chmod(paths.Socket, 0o600); err != nil {
+		ln.Close()
+		return fmt.Errorf("restrict %s to 0600: %w", paths.Socket, err)
+	}
+	d.log.Info("daemon started", "pid", os.Getpid(), "version", api.Version, "state", paths.StateDir, "socket", paths.Socket)
+
+	var g run.Group
+	{ // the stopper: signals or `daemon stop` stop every session, then exit
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+		stopCtx, cancel := context.WithCancel(ctx)
+		g.Add(func() error {
+			defer signal.Stop(sigs)
+			var reply chan []shutdown.Outcome
+			select {
+			case s := <-sigs:
+				d.log.Info("signal received: stopping every session", "signal", s)
+			case reply = <-d.stopReq:
+				d.log.Info("daemon stop requested: stopping every session")
+			case <-stopCtx.Done():
+				return nil
+			}
+			outcomes := d.stopAll(context.WithoutCancel(ctx))
+			if reply != nil {
+				reply <- outcomes
+			}
+			return nil
+		}, func(error) { cancel() })
+	}
+	{
+		rctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return d.reaper.Run(rctx) }, func(error) { cancel() })
+	}
+	{
+		wctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return d.watcher.Run(wctx) }, func(error) { cancel() })
+	}
+	{
+		g.Add(func() error { return d.serve(ln) }, func(error) {
+			ln.Close()
+			d.closeConns()
+		})
+	}
+	err = g.Run()
+	d.log.Info("daemon exiting")
+	return err
+}
+
+// Features reports what the daemon uses.
+func (d *Daemon) features() map[string]bool {
+	out := map[string]bool{}
+	for k, v := range d.feat {
+		out[k] = v
+	}
+	return out
+}
+
+func (d *Daemon) closeConns() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for c := range d.conns {
+		c.Close()
+	}
+}
+
+// serve accepts connections until the listener is closed.
+func (d *Daemon) serve(ln *net.UnixListener) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		nc, err := ln.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			d.log.Warn("accept", "err", err)
+			return fmt.Errorf("accept on %s: %w", d.cfg.Paths.Socket, err)
+		}
+		conn, err := api.NewConn(nc)
+		if err != nil {
+			nc.Close()
+			continue
+		}
+		d.mu.Lock()
+		d.conns[conn] = true
+		d.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				d.mu.Lock()
+				delete(d.conns, conn)
+				d.mu.Unlock()
+				conn.Close()
+			}()
+			d.handle(conn)
+		}()
+	}
+}

@@ -1,0 +1,86 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/seed-86a41135/supervisor/api"
+)
+
+// Launch starts a detached daemon (`exe daemon --foreground` in its own
+// session, stdio on /dev/null, cwd /) and returns once its socket answers.
+// It runs in a short-lived CLI process, never inside the daemon, so using
+// os/exec here cannot steal a status from the daemon's reaper.
+func Launch(ctx context.Context, exe string, paths api.Paths, env []string) error {
+	if err := api.EnsurePrivateDir(paths.StateDir); err != nil {
+		return err
+	}
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", os.DevNull, err)
+	}
+	defer devnull.Close()
+	cmd := exec.Command(exe, "daemon", "--foreground")
+	cmd.Env = env
+	cmd.Dir = "/"
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start daemon %s: %w", exe, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for {
+		c, err := api.Dial(ctx, paths.Socket)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if !errors.Is(err, api.ErrNotRunning) {
+			return err
+		}
+		select {
+		case err := <-exited:
+			// A daemon that found another one holding the lock exits 0;
+			// keep dialing for that one.
+			if err != nil {
+				return fmt.Errorf("daemon exited during start: %w; see %s", err, paths.Log())
+			}
+			exited = nil
+		case <-ctx.Done():
+			return fmt.Errorf("daemon did not answer on %s: %w; see %s", paths.Socket, ctx.Err(), paths.Log())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// EnsureRunning dials the daemon, launching one if none answers. Concurrent
+// callers serialize on a lock file, re-check, and so start exactly one.
+func EnsureRunning(ctx context.Context, exe string, paths api.Paths, env []string) (*api.Client, error) {
+	if c, err := api.Dial(ctx, paths.Socket); err == nil || !errors.Is(err, api.ErrNotRunning) {
+		return c, err
+	}
+	if err := api.EnsurePrivateDir(paths.StateDir); err != nil {
+		return nil, err
+	}
+	err := withFileLock(paths.StartLock(), func() error {
+		c, err := api.Dial(ctx, paths.Socket)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if !errors.Is(err, api.ErrNotRunning) {
+			return err
+		}
+		return Launch(ctx, exe, paths, env)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.Dial(ctx, paths.Socket)
+}

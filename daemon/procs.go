@@ -1,0 +1,459 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/session"
+	"github.com/seed-86a41135/supervisor/shutdown"
+	"github.com/seed-86a41135/supervisor/spawn"
+)
+
+var (
+	errEOF           = io.EOF
+	errUnexpectedEOF = io.ErrUnexpectedEOF
+	errReset         = syscall.ECONNRESET
+)
+
+// live is a process the daemon is supervising right now: spawned by this
+// daemon (its exit status comes from the reaper) or re-adopted after a
+// restart (its exit comes from a pidfd; the status is unknown).
+type live struct {
+	id     string
+	target shutdown.Target
+	done   chan struct{} // closed once the final state is committed
+	status spawn.Status  // valid after done
+
+	stopMu   sync.Mutex
+	stopDone chan struct{} // non-nil once a stop is under way
+	outcome  shutdown.Outcome
+}
+
+// serveRun starts req's server on the three fds and then stays on the
+// connection: the shim's end closing means the host no longer has it.
+func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
+	log := d.log.With("session", req.Session, "name", req.Name)
+	if len(fds) != 3 {
+		closeFds(fds)
+		conn.SendError(125, "run needs exactly 3 file descriptors (stdin, stdout, stderr), got %d", len(fds))
+		return
+	}
+	files := [3]*os.File{}
+	stdio := make([]registry.StdioInode, 3)
+	for i, fd := range fds {
+		files[i] = os.NewFile(uintptr(fd), fmt.Sprintf("stdio%d", i))
+		kind, ino, _ := proc.FdKind(fd)
+		stdio[i] = registry.StdioInode{Fd: i, Kind: kind, Inode: ino}
+	}
+	closeFiles := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	if len(req.Argv) == 0 {
+		closeFiles()
+		conn.SendError(125, "run: no command given")
+		return
+	}
+	if err := session.ValidateID(req.Session); err != nil {
+		closeFiles()
+		conn.SendError(125, "run: %v", err)
+		return
+	}
+	d.mu.Lock()
+	stopping := d.stopping
+	d.mu.Unlock()
+	if stopping {
+		closeFiles()
+		conn.SendError(125, "the daemon is stopping; retry in a moment")
+		return
+	}
+	if err := d.openSession(req); err != nil {
+		closeFiles()
+		conn.SendError(125, "run: %v", err)
+		return
+	}
+	id := newID()
+	name := req.Name
+	if name == "" {
+		name = baseName(req.Argv[0])
+	}
+	if _, err := d.reg.AddProcess(registry.Process{
+		ID: id, Session: req.Session, Name: name, Argv: req.Argv, Cwd: req.Cwd,
+		ShimPID: req.ShimPID, ShimToken: req.ShimToken, Stdio: stdio,
+	}); err != nil {
+		closeFiles()
+		conn.SendError(125, "run: %v", err)
+		return
+	}
+	started, err := spawn.Start(d.reaper, spawn.Request{
+		Argv: req.Argv, Env: req.Env, Dir: req.Cwd, Stdio: files,
+		SessionID: req.Session, ProcID: id,
+	})
+	if err != nil {
+		code := 125
+		var se *spawn.StartError
+		if errors.As(err, &se) {
+			code = se.Code
+		}
+		d.reg.Transition(id, registry.StateFailed, func(p *registry.Process) {
+			p.Error = err.Error()
+			t := d.reg.Now().UTC()
+			p.ExitedAt = &t
+		})
+		d.reg.Event("process.failed", req.Session, id, err.Error())
+		log.Info("spawn failed", "id", id, "err", err)
+		conn.SendError(code, "%v", err)
+		return
+	}
+	l := &live{id: id, done: make(chan struct{}),
+		target: shutdown.Target{ID: id, PID: started.PID, PGID: started.PGID, Token: started.Token}}
+	d.mu.Lock()
+	d.live[id] = l
+	d.mu.Unlock()
+	if _, err := d.reg.Transition(id, registry.StateRunning, func(p *registry.Process) {
+		p.PID, p.PGID, p.Token, p.Path = started.PID, started.PGID, started.Token, started.Path
+	}); err != nil {
+		log.Error("record running process", "id", id, "err", err)
+	}
+	go d.monitor(l, started.Exit, true)
+	d.reg.Event("process.start", req.Session, id, fmt.Sprintf("pid %d %q", started.PID, req.Argv))
+	log.Info("started", "id", id, "pid", started.PID, "argv", req.Argv)
+
+	// A session that began ending while we spawned must not keep it.
+	if s, err := d.reg.Session(req.Session); err == nil && s.State != registry.SessionActive {
+		d.stopIDs(context.Background(), []string{id}, shutdown.Options{Grace: d.cfg.Grace})
+	}
+	if err := conn.Send(api.TypeStarted, &api.Started{ID: id, PID: started.PID, Session: req.Session}); err != nil {
+		log.Info("shim gone before start was confirmed", "id", id, "err", err)
+	}
+
+	shimGone := make(chan struct{})
+	stopReq := make(chan time.Duration, 1)
+	go func() { // ends when the connection is closed (below or by the peer)
+		defer close(shimGone)
+		for {
+			m, fds, err := conn.Recv()
+			closeFds(fds)
+			if err != nil {
+				return
+			}
+			if m.Type == api.TypeStopSelf {
+				var s api.StopSelf
+				api.Decode(m, &s)
+				select {
+				case stopReq <- grace(s.GraceMS, d.graceFor(req)):
+				default:
+				}
+				continue
+			}
+			d.refuse(conn, log, fmt.Errorf("%w: %q on a run connection", api.ErrMalformed, m.Type))
+			return
+		}
+	}()
+	for {
+		select {
+		case <-l.done:
+			st := l.status
+			ex := api.Exited{ExitCode: st.ExitCode(), Code: st.Code}
+			if st.Signal != 0 {
+				ex.Signal = unix.SignalName(st.Signal)
+			}
+			conn.Send(api.TypeExited, &ex)
+			return
+		case g := <-stopReq:
+			log.Info("shim asked to stop", "id", id)
+			go d.stopIDs(context.Background(), []string{id}, shutdown.Options{Grace: g})
+		case <-shimGone:
+			if d.isStopping() {
+				return
+			}
+			select {
+			case <-l.done:
+				return
+			default:
+			}
+			log.Info("shim gone: stopping its server", "id", id, "shim", req.ShimPID)
+			d.reg.Event("shim.gone", req.Session, id, fmt.Sprintf("shim %d", req.ShimPID))
+			d.stopIDs(context.Background(), []string{id}, shutdown.Options{Grace: d.graceFor(req)})
+			return
+		}
+	}
+}
+
+func (d *Daemon) graceFor(req api.RunRequest) time.Duration {
+	return grace(req.GraceMS, d.cfg.Grace)
+}
+
+func (d *Daemon) isStopping() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stopping
+}
+
+// openSession makes sure the request's session exists and its host is
+// watched.
+func (d *Daemon) openSession(req api.RunRequest) error {
+	s, _, err := d.reg.OpenSession(registry.Session{
+		ID: req.Session, Label: req.Label, HostPID: req.HostPID, HostToken: req.HostToken, HostCommand: req.HostCommand,
+	})
+	if err != nil {
+		return err
+	}
+	return d.watchHost(s)
+}
+
+// watchHost arranges for the session to end when its host dies. A host
+// that is already gone ends the session at once.
+func (d *Daemon) watchHost(s registry.Session) error {
+	d.mu.Lock()
+	_, watched := d.hosts[s.ID]
+	d.mu.Unlock()
+	if watched {
+		return nil
+	}
+	cancel, err := d.watcher.Watch(s.HostPID, s.HostToken, func() {
+		d.log.Info("host exited: ending its session", "session", s.ID, "host", s.HostPID)
+		go d.endSession(s.ID, fmt.Sprintf("host %d exited", s.HostPID), d.cfg.Grace, d.cfg.EOFGrace)
+	})
+	if err != nil {
+		if errors.Is(err, proc.ErrGone) || errors.Is(err, proc.ErrTokenMismatch) {
+			go d.endSession(s.ID, fmt.Sprintf("host %d is gone", s.HostPID), d.cfg.Grace, d.cfg.EOFGrace)
+			return fmt.Errorf("host process %d of session %s is gone", s.HostPID, s.ID)
+		}
+		return fmt.Errorf("watch host %d: %w", s.HostPID, err)
+	}
+	d.mu.Lock()
+	if _, dup := d.hosts[s.ID]; dup {
+		d.mu.Unlock()
+		cancel()
+		return nil
+	}
+	d.hosts[s.ID] = cancel
+	d.mu.Unlock()
+	return nil
+}
+
+// monitor commits the final state of l once it exits and releases its
+// waiters. spawned says the status is real (reaped by us); an adopted
+// process's status is unknown.
+func (d *Daemon) monitor(l *live, exit <-chan spawn.Status, spawned bool) {
+	st := <-exit
+	l.status = st
+	_, err := d.reg.Update(l.id, func(p *registry.Process) error {
+		if p.State.Final() {
+			return nil
+		}
+		p.State = registry.StateExited
+		t := d.reg.Now().UTC()
+		p.ExitedAt = &t
+		if spawned {
+			if st.Signal != 0 {
+				p.Signal = unix.SignalName(st.Signal)
+			} else {
+				c := st.Code
+				p.ExitCode = &c
+			}
+		} else {
+			p.Error = "exit status unknown: re-adopted after a daemon restart"
+		}
+		return nil
+	})
+	if err != nil {
+		d.log.Error("record exit", "id", l.id, "err", err)
+	}
+	p, _ := d.reg.Process(l.id)
+	d.reg.Event("process.exit", p.Session, l.id, fmt.Sprintf("pid %d code %d signal %s", st.PID, st.Code, p.Signal))
+	d.mu.Lock()
+	delete(d.live, l.id)
+	d.mu.Unlock()
+	close(l.done)
+}
+
+// stopIDs runs the cascade for the live processes among ids and returns one
+// outcome per id. A process already being stopped by another caller is
+// waited for, not stopped twice.
+func (d *Daemon) stopIDs(ctx context.Context, ids []string, opt shutdown.Options) []shutdown.Outcome {
+	var mine, theirs []*live
+	out := make([]shutdown.Outcome, len(ids))
+	idx := map[string]int{}
+	for i, id := range ids {
+		idx[id] = i
+		d.mu.Lock()
+		l := d.live[id]
+		d.mu.Unlock()
+		if l == nil {
+			p, _ := d.reg.Process(id)
+			out[i] = shutdown.Outcome{ID: id, PID: p.PID, Result: shutdown.AlreadyGone}
+			continue
+		}
+		l.stopMu.Lock()
+		if l.stopDone == nil {
+			l.stopDone = make(chan struct{})
+			mine = append(mine, l)
+		} else {
+			theirs = append(theirs, l)
+		}
+		l.stopMu.Unlock()
+	}
+	if len(mine) > 0 {
+		targets := make([]shutdown.Target, 0, len(mine))
+		for _, l := range mine {
+			// Commit before acting: a crash mid-stop leaves "stopping".
+			d.reg.Transition(l.id, registry.StateStopping, nil)
+			targets = append(targets, l.target)
+		}
+		outs := d.cascade.Stop(ctx, targets, opt)
+		for i, l := range mine {
+			l.outcome = outs[i]
+			// The cascade saw the process exit; its status follows from the
+			// reaper (or the pidfd watch) within moments.
+			select {
+			case <-l.done:
+			case <-time.After(5 * time.Second):
+				d.log.Warn("exit not collected after stop", "id", l.id, "pid", l.target.PID)
+			}
+			d.reg.Event("process.stop", "", l.id, string(outs[i].Result))
+			close(l.stopDone)
+		}
+	}
+	for _, l := range theirs {
+		<-l.stopDone
+	}
+	for _, l := range append(mine, theirs...) {
+		out[idx[l.id]] = l.outcome
+	}
+	return out
+}
+
+// endSession stops every process of a session and marks it ended.
+func (d *Daemon) endSession(id, reason string, grace, eofGrace time.Duration) []shutdown.Outcome {
+	if _, err := d.reg.SetSessionState(id, registry.SessionEnding, reason); err != nil &&
+		!errors.Is(err, registry.ErrBadTransition) {
+		d.log.Error("mark session ending", "session", id, "err", err)
+	}
+	d.mu.Lock()
+	if cancel, ok := d.hosts[id]; ok {
+		cancel()
+		delete(d.hosts, id)
+	}
+	d.mu.Unlock()
+	var ids []string
+	for _, p := range d.reg.Processes(registry.Filter{Session: id}) {
+		ids = append(ids, p.ID)
+	}
+	out := d.stopIDs(context.Background(), ids, shutdown.Options{Grace: grace, EOFGrace: eofGrace})
+	if _, err := d.reg.SetSessionState(id, registry.SessionEnded, reason); err != nil &&
+		!errors.Is(err, registry.ErrBadTransition) {
+		d.log.Error("mark session ended", "session", id, "err", err)
+	}
+	d.log.Info("session ended", "session", id, "reason", reason, "processes", len(ids))
+	if out == nil {
+		out = []shutdown.Outcome{}
+	}
+	return out
+}
+
+// stopAll ends every session (concurrently: graces overlap) and refuses new
+// runs from here on.
+func (d *Daemon) stopAll(ctx context.Context) []shutdown.Outcome {
+	d.mu.Lock()
+	d.stopping = true
+	d.mu.Unlock()
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		all []shutdown.Outcome
+	)
+	for _, s := range d.reg.Sessions(false) {
+		wg.Add(1)
+		go func(id string) {
+			defer wg.Done()
+			out := d.endSession(id, "daemon stopped", d.cfg.Grace, 0)
+			mu.Lock()
+			all = append(all, out...)
+			mu.Unlock()
+		}(s.ID)
+	}
+	wg.Wait()
+	if all == nil {
+		all = []shutdown.Outcome{}
+	}
+	return all
+}
+
+// reconcile brings the registry in line with the machine after a restart:
+// live records whose token matches are re-adopted and watched by pidfd,
+// others are closed as lost; sessions whose host died are ended.
+func (d *Daemon) reconcile() {
+	var adopted, lost int
+	for _, p := range d.reg.Processes(registry.Filter{}) {
+		if p.PID > 0 && proc.Verify(p.PID, p.Token) == nil {
+			exit := make(chan spawn.Status, 1)
+			pid := p.PID
+			if _, err := d.watcher.Watch(p.PID, p.Token, func() { exit <- spawn.Status{PID: pid} }); err == nil {
+				l := &live{id: p.ID, done: make(chan struct{}),
+					target: shutdown.Target{ID: p.ID, PID: p.PID, PGID: p.PGID, Token: p.Token}}
+				d.mu.Lock()
+				d.live[p.ID] = l
+				d.mu.Unlock()
+				go d.monitor(l, exit, false)
+				adopted++
+				continue
+			}
+		}
+		d.reg.Transition(p.ID, registry.StateLost, func(r *registry.Process) {
+			r.Error = "gone while the daemon was down"
+			t := d.reg.Now().UTC()
+			r.ExitedAt = &t
+		})
+		lost++
+	}
+	var ended int
+	for _, s := range d.reg.Sessions(false) {
+		if s.State == registry.SessionActive {
+			// watchHost ends the session itself when the host is gone.
+			if err := d.watchHost(s); err != nil {
+				ended++
+			}
+			continue
+		}
+		ended++
+		go d.endSession(s.ID, "was ending when the daemon stopped", d.cfg.Grace, 0)
+	}
+	d.log.Info("reconciled registry", "adopted", adopted, "lost", lost, "sessions_ended", ended)
+}
+
+func newID() string {
+	var b [5]byte
+	rand.Read(b[:])
+	return "p-" + hex.EncodeToString(b[:])
+}
+
+func baseName(s string) string {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '/' {
+			return s[i+1:]
+		}
+	}
+	return s
+}
+
+func closeFds(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}

@@ -1,0 +1,181 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/shutdown"
+)
+
+// handle serves one connection: peer check, hello, then requests until the
+// peer closes. A run request turns the connection into that server's
+// lifeline.
+func (d *Daemon) handle(conn *api.Conn) {
+	pid, uid, err := conn.PeerCred()
+	if err != nil {
+		d.log.Warn("refusing connection: no peer credentials", "err", err)
+		return
+	}
+	if uid != os.Getuid() {
+		d.log.Warn("refusing connection from another uid", "peer_pid", pid, "peer_uid", uid, "uid", os.Getuid())
+		return
+	}
+	log := d.log.With("peer", pid)
+
+	m, fds, err := conn.Recv()
+	closeFds(fds)
+	if err != nil {
+		d.refuse(conn, log, err)
+		return
+	}
+	if m.Type != api.TypeHello {
+		d.refuse(conn, log, fmt.Errorf("%w: expected hello first, got %q", api.ErrMalformed, m.Type))
+		return
+	}
+	var h api.Hello
+	if err := api.Decode(m, &h); err != nil {
+		d.refuse(conn, log, err)
+		return
+	}
+	if h.Protocol != api.Protocol {
+		conn.SendError(125, "client speaks protocol %d (version %s), daemon %d (version %s): restart the daemon with `supervisor daemon stop`",
+			h.Protocol, h.Version, api.Protocol, api.Version)
+		return
+	}
+	if err := conn.Send(api.TypeHello, &api.Hello{Protocol: api.Protocol, Version: api.Version, PID: os.Getpid()}); err != nil {
+		return
+	}
+
+	for {
+		m, fds, err := conn.Recv()
+		if err != nil {
+			if !isEOF(err) {
+				d.refuse(conn, log, err)
+			}
+			return
+		}
+		if m.Type != api.TypeRun {
+			closeFds(fds)
+		}
+		if err := d.dispatch(conn, m, fds); err != nil {
+			d.refuse(conn, log, err)
+			return
+		}
+		if m.Type == api.TypeRun || m.Type == api.TypeDaemonStop {
+			return // the connection belonged to that request
+		}
+	}
+}
+
+// refuse answers a bad message with an error and lets the caller close.
+func (d *Daemon) refuse(conn *api.Conn, log interface{ Warn(string, ...any) }, err error) {
+	log.Warn("refusing message", "err", err)
+	conn.SendError(125, "refused: %v", err)
+}
+
+func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
+	switch m.Type {
+	case api.TypeRun:
+		var req api.RunRequest
+		if err := api.Decode(m, &req); err != nil {
+			closeFds(fds)
+			return err
+		}
+		d.serveRun(conn, req, fds)
+		return nil
+	case api.TypePs:
+		var req api.PsRequest
+		if err := api.Decode(m, &req); err != nil {
+			return err
+		}
+		procs := d.reg.Processes(registry.Filter{All: req.All, Session: req.Session})
+		if procs == nil {
+			procs = []registry.Process{}
+		}
+		return conn.Send(api.TypeProcesses, &api.Processes{Processes: procs})
+	case api.TypeSessions:
+		var req api.SessionsRequest
+		if err := api.Decode(m, &req); err != nil {
+			return err
+		}
+		return conn.Send(api.TypeSessionList, &api.SessionList{Sessions: d.sessionInfos(req.All)})
+	case api.TypeSessionEnd:
+		var req api.SessionEndRequest
+		if err := api.Decode(m, &req); err != nil {
+			return err
+		}
+		if _, err := d.reg.Session(req.ID); err != nil {
+			return conn.SendError(1, "session end %s: no such session (see `supervisor sessions --all`)", req.ID)
+		}
+		out := d.endSession(req.ID, "ended by request", grace(req.GraceMS, d.cfg.Grace), 0)
+		return conn.Send(api.TypeOutcomes, &api.Outcomes{Outcomes: out})
+	case api.TypeStop:
+		var req api.StopRequest
+		if err := api.Decode(m, &req); err != nil {
+			return err
+		}
+		p, err := d.reg.Lookup(req.Target)
+		if err != nil {
+			return conn.SendError(1, "stop %s: %v", req.Target, err)
+		}
+		out := d.stopIDs(context.Background(), []string{p.ID}, shutdown.Options{Grace: grace(req.GraceMS, d.cfg.Grace)})
+		return conn.Send(api.TypeOutcomes, &api.Outcomes{Outcomes: out})
+	case api.TypeStatus:
+		return conn.Send(api.TypeStatus, d.status())
+	case api.TypeDaemonStop:
+		reply := make(chan []shutdown.Outcome, 1)
+		select {
+		case d.stopReq <- reply:
+		case <-time.After(time.Second):
+			return conn.SendError(125, "daemon is already stopping")
+		}
+		return conn.Send(api.TypeOutcomes, &api.Outcomes{Outcomes: <-reply})
+	default:
+		return fmt.Errorf("%w: unknown message type %q", api.ErrMalformed, m.Type)
+	}
+}
+
+func (d *Daemon) sessionInfos(all bool) []api.SessionInfo {
+	counts := map[string]int{}
+	for _, p := range d.reg.Processes(registry.Filter{All: all}) {
+		counts[p.Session]++
+	}
+	out := []api.SessionInfo{}
+	for _, s := range d.reg.Sessions(all) {
+		out = append(out, api.SessionInfo{Session: s, Processes: counts[s.ID]})
+	}
+	return out
+}
+
+func (d *Daemon) status() *api.Status {
+	all := d.reg.Processes(registry.Filter{All: true})
+	return &api.Status{
+		PID:       os.Getpid(),
+		Version:   api.Version,
+		Protocol:  api.Protocol,
+		StartedAt: d.started.UTC().Format(time.RFC3339),
+		Uptime:    time.Since(d.started).Round(time.Second).String(),
+		StateDir:  d.cfg.Paths.StateDir,
+		Socket:    d.cfg.Paths.Socket,
+		Features:  d.features(),
+		Sessions:  len(d.reg.Sessions(false)),
+		Processes: len(d.reg.Processes(registry.Filter{})),
+		Records:   len(all),
+	}
+}
+
+func grace(ms int64, def time.Duration) time.Duration {
+	if ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return def
+}
+
+func isEOF(err error) bool {
+	return errors.Is(err, errEOF) || errors.Is(err, errUnexpectedEOF) || errors.Is(err, errReset)
+}
