@@ -1,0 +1,325 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/registry"
+)
+
+// bin is the real supervisor binary, built once by TestMain.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "supervisor-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// 0755 so a daemon run as another uid (the foreign-uid test) can exec it.
+	os.Chmod(dir, 0o755)
+	bin = filepath.Join(dir, "supervisor")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build supervisor:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// wait bounds every wait on an event: generous, because the machines are
+// shared and noisy. Timings are measured in bench/, never asserted here.
+const wait = 30 * time.Second
+
+// instance is one private daemon instance: its own state dir and socket.
+type instance struct {
+	t     *testing.T
+	state string
+	env   []string
+}
+
+func newInstance(t *testing.T) *instance {
+	t.Helper()
+	// A short directory: the socket path must fit sun_path.
+	dir, err := os.MkdirTemp("", "sv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &instance{t: t, state: dir}
+	in.env = append(os.Environ(),
+		api.EnvStateDir+"="+dir,
+		api.EnvSocket+"="+filepath.Join(dir, "s.sock"),
+		"SUPERVISOR_SESSION=", // never inherit one from the environment
+	)
+	t.Cleanup(func() {
+		in.cleanup()
+		os.RemoveAll(dir)
+	})
+	return in
+}
+
+func (in *instance) socket() string { return filepath.Join(in.state, "s.sock") }
+
+// cleanup stops the daemon and then makes sure, by PID and token, that
+// nothing any test started under this instance is left.
+func (in *instance) cleanup() {
+	procs, _ := in.processes(true)
+	if pid := in.daemonPID(); pid > 0 {
+		cmd := in.command("daemon", "stop")
+		cmd.Run()
+		killByPID(pid)
+	}
+	for _, p := range procs {
+		if p.PID > 0 && proc.Verify(p.PID, p.Token) == nil {
+			in.t.Errorf("process %s (pid %d) outlived its daemon", p.ID, p.PID)
+			unix.Kill(-p.PGID, unix.SIGKILL)
+			unix.Kill(p.PID, unix.SIGKILL)
+		}
+	}
+}
+
+// daemonPID returns the pid of this instance's daemon, 0 if none runs.
+func (in *instance) daemonPID() int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := api.Dial(ctx, in.socket())
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	return c.Daemon.PID
+}
+
+func killByPID(pid int) {
+	tok, err := proc.TokenOf(pid)
+	if err != nil {
+		return
+	}
+	fd, err := proc.OpenPidfd(pid, tok)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if pollReadable(fd, 10*time.Second) {
+		return
+	}
+	unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	pollReadable(fd, wait)
+}
+
+func (in *instance) command(args ...string) *exec.Cmd {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = in.env
+	return cmd
+}
+
+// run runs the CLI to completion.
+func (in *instance) run(args ...string) (stdout, stderr string, code int) {
+	in.t.Helper()
+	cmd := in.command(args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	code = 0
+	if err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			in.t.Fatalf("run supervisor %v: %v", args, err)
+		}
+		code = ee.ExitCode()
+	}
+	return o.String(), e.String(), code
+}
+
+func (in *instance) mustRun(args ...string) string {
+	in.t.Helper()
+	out, errOut, code := in.run(args...)
+	if code != 0 {
+		in.t.Fatalf("supervisor %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+func (in *instance) processes(all bool) ([]registry.Process, error) {
+	args := []string{"ps", "--json"}
+	if all {
+		args = append(args, "--all")
+	}
+	cmd := in.command(args...)
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, err
+	}
+	var ps []registry.Process
+	if err := json.Unmarshal(out, &ps); err != nil {
+		return nil, fmt.Errorf("decode ps --json: %w: %s", err, out)
+	}
+	return ps, nil
+}
+
+func (in *instance) mustProcesses(all bool) []registry.Process {
+	in.t.Helper()
+	ps, err := in.processes(all)
+	if err != nil {
+		in.t.Fatalf("ps: %v", err)
+	}
+	return ps
+}
+
+// shim is a `supervisor run` started by the test acting as its host.
+type shimProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *bufio.Reader
+	done   chan struct{}
+	err    error
+}
+
+// startShim starts `supervisor run ARGS` with pipes for stdin and stdout.
+func (in *instance) startShim(args ...string) *shimProc {
+	in.t.Helper()
+	cmd := in.command(append([]string{"run"}, args...)...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	cmd.Stderr = &prefixWriter{t: in.t, prefix: "shim: "}
+	if err := cmd.Start(); err != nil {
+		in.t.Fatal(err)
+	}
+	s := &shimProc{cmd: cmd, stdin: stdin, stdout: bufio.NewReader(stdout), done: make(chan struct{})}
+	go func() { s.err = cmd.Wait(); close(s.done) }()
+	in.t.Cleanup(func() {
+		select {
+		case <-s.done:
+		default:
+			cmd.Process.Kill()
+			<-s.done
+		}
+	})
+	return s
+}
+
+// readyPID reads the fixture's "ready PID" line.
+func (s *shimProc) readyPID(t *testing.T) int {
+	t.Helper()
+	line, err := readLine(s.stdout, wait)
+	if err != nil {
+		t.Fatalf("waiting for the server's ready line: %v", err)
+	}
+	f := strings.Fields(line)
+	if len(f) != 2 || f[0] != "ready" {
+		t.Fatalf("got line %q, want \"ready PID\"", line)
+	}
+	pid, _ := strconv.Atoi(f[1])
+	return pid
+}
+
+// exitCode waits for the shim and returns its status.
+func (s *shimProc) exitCode(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-s.done:
+	case <-time.After(wait):
+		t.Fatalf("shim %d did not exit within %v", s.cmd.Process.Pid, wait)
+	}
+	return s.cmd.ProcessState.ExitCode()
+}
+
+func readLine(r *bufio.Reader, d time.Duration) (string, error) {
+	type res struct {
+		s   string
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		s, err := r.ReadString('\n')
+		ch <- res{strings.TrimSpace(s), err}
+	}()
+	select {
+	case r := <-ch:
+		return r.s, r.err
+	case <-time.After(d):
+		return "", fmt.Errorf("no line within %v", d)
+	}
+}
+
+// waitGonePID waits until pid (with the token it has now) has exited.
+func waitGonePID(t *testing.T, pid int, tok proc.Token) {
+	t.Helper()
+	fd, err := proc.OpenPidfd(pid, tok)
+	if err != nil {
+		return // already gone
+	}
+	defer unix.Close(fd)
+	if !pollReadable(fd, wait) {
+		t.Fatalf("process %d still alive after %v", pid, wait)
+	}
+}
+
+// alive reports whether pid still runs with tok (zombies count as gone).
+func alive(pid int, tok proc.Token) bool { return proc.Verify(pid, tok) == nil }
+
+func mustToken(t *testing.T, pid int) proc.Token {
+	t.Helper()
+	tok, err := proc.TokenOf(pid)
+	if err != nil {
+		t.Fatalf("token of %d: %v", pid, err)
+	}
+	return tok
+}
+
+type prefixWriter struct {
+	t      *testing.T
+	prefix string
+}
+
+func (w *prefixWriter) Write(b []byte) (int, error) {
+	w.t.Logf("%s%s", w.prefix, strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+// daemonsOf lists the running daemons whose environment points at state.
+func daemonsOf(state string) []int {
+	infos, _ := proc.Scan()
+	var out []int
+	for _, info := range infos {
+		argv, _ := proc.Cmdline(info.PID)
+		if len(argv) < 2 || argv[0] != bin || argv[1] != "daemon" {
+			continue
+		}
+		env, _ := proc.Environ(info.PID)
+		for _, kv := range env {
+			if kv == api.EnvStateDir+"="+state {
+				out = append(out, info.PID)
+			}
+		}
+	}
+	return out
+}
+
+var _ = syscall.SIGTERM

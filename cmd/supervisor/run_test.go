@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/seed-86a41135/supervisor/registry"
+)
+
+// TestStdioByteExact sends 1 MiB through an echo server and back, with the
+// host's stdio as pipes (Go and Python hosts) and as a unix socketpair
+// (Node hosts: libuv hands children socket:[inode] stdio).
+func TestStdioByteExact(t *testing.T) {
+	for _, kind := range []string{"pipe", "socketpair"} {
+		t.Run(kind, func(t *testing.T) {
+			in := newInstance(t)
+			payload := make([]byte, 1<<20)
+			rand.Read(payload)
+
+			cmd := in.command("run", "--name", "echo", "--", bin, "_fixture", "echo")
+			cmd.Stderr = &prefixWriter{t: t, prefix: "shim: "}
+			var w io.WriteCloser
+			var r io.Reader
+			var closeWrite func() error
+			if kind == "pipe" {
+				stdin, err := cmd.StdinPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				stdout, err := cmd.StdoutPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				w, r, closeWrite = stdin, stdout, stdin.Close
+			} else {
+				fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				mine := os.NewFile(uintptr(fds[0]), "host")
+				theirs := os.NewFile(uintptr(fds[1]), "child")
+				defer mine.Close()
+				cmd.Stdin, cmd.Stdout = theirs, theirs
+				conn, err := net.FileConn(mine)
+				if err != nil {
+					t.Fatal(err)
+				}
+				uc := conn.(*net.UnixConn)
+				defer uc.Close()
+				w, r, closeWrite = uc, uc, uc.CloseWrite
+				defer theirs.Close()
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if f, ok := cmd.Stdin.(*os.File); ok {
+				f.Close() // the child has its copy
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w.Write(payload)
+				closeWrite() // the server must see EOF when the host closes stdin
+			}()
+			got, err := readAllWithin(r, wait)
+			if err != nil {
+				t.Fatalf("reading the echo: %v (got %d bytes)", err, len(got))
+			}
+			wg.Wait()
+			if !bytes.Equal(got, payload) {
+				t.Fatalf("got %d bytes back, want the same %d bytes", len(got), len(payload))
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("shim: %v, want exit 0 after the server saw EOF", err)
+				}
+			case <-time.After(wait):
+				t.Fatal("shim did not exit after stdin closed")
+			}
+		})
+	}
+}
+
+// TestHostSeesEOFWhenServerExits: the server exits on its own while the host
+// still holds stdin open; the host's read of stdout must end.
+func TestHostSeesEOFWhenServerExits(t *testing.T) {
+	in := newInstance(t)
+	s := in.startShim("--", bin, "_fixture", "exit", "3")
+	defer s.stdin.Close()
+	if _, err := readAllWithin(s.stdout, wait); err != nil {
+		t.Fatalf("stdout did not reach EOF after the server exited: %v", err)
+	}
+	if got := s.exitCode(t); got != 3 {
+		t.Fatalf("shim exit %d, want 3", got)
+	}
+}
+
+func readAllWithin(r io.Reader, d time.Duration) ([]byte, error) {
+	type res struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		b, err := io.ReadAll(r)
+		ch <- res{b, err}
+	}()
+	select {
+	case x := <-ch:
+		return x.b, x.err
+	case <-time.After(d):
+		return nil, io.ErrNoProgress
+	}
+}
+
+func TestExitStatuses(t *testing.T) {
+	in := newInstance(t)
+	notExec := filepath.Join(t.TempDir(), "not-executable")
+	os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644)
+
+	tests := []struct {
+		name string
+		argv []string
+		env  []string
+		want int
+	}{
+		{"zero", []string{"--", bin, "_fixture", "exit", "0"}, nil, 0},
+		{"seven", []string{"--", bin, "_fixture", "exit", "7"}, nil, 7},
+		{"not executable", []string{"--", notExec}, nil, 126},
+		{"not found", []string{"--", "no-such-command-here"}, nil, 127},
+		{"not found by path", []string{"--", "./no-such-file"}, nil, 127},
+		{"supervisor error", []string{"--", bin, "_fixture", "exit", "0"},
+			[]string{"SUPERVISOR_STATE_DIR=/dev/null/x", "SUPERVISOR_SOCKET=/dev/null/x.sock"}, 125},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := in.command(append([]string{"run"}, tt.argv...)...)
+			cmd.Env = append(cmd.Env, tt.env...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			got := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				got = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Fatalf("exit %d, want %d; stderr: %s", got, tt.want, stderr.String())
+			}
+			if tt.want >= 125 && !strings.HasPrefix(stderr.String(), "supervisor: ") {
+				t.Fatalf("stderr %q, want a \"supervisor: \" error", stderr.String())
+			}
+		})
+	}
+
+	t.Run("SIGKILLed server", func(t *testing.T) {
+		s := in.startShim("--", bin, "_fixture", "sleep")
+		pid := s.readyPID(t)
+		unix.Kill(pid, unix.SIGKILL)
+		if got := s.exitCode(t); got != 137 {
+			t.Fatalf("exit %d, want 137", got)
+		}
+	})
+}
+
+func TestSignalsToShim(t *testing.T) {
+	in := newInstance(t)
+	t.Run("SIGTERM stops the server", func(t *testing.T) {
+		s := in.startShim("--grace", "10s", "--", bin, "_fixture", "sleep")
+		pid := s.readyPID(t)
+		tok := mustToken(t, pid)
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		if got := s.exitCode(t); got == 0 {
+			t.Fatalf("shim exit %d, want non-zero", got)
+		}
+		if alive(pid, tok) {
+			t.Fatalf("server %d still running after the shim got SIGTERM", pid)
+		}
+	})
+	t.Run("SIGKILL stops the server", func(t *testing.T) {
+		s := in.startShim("--", bin, "_fixture", "sleep")
+		pid := s.readyPID(t)
+		tok := mustToken(t, pid)
+		s.cmd.Process.Kill()
+		s.exitCode(t)
+		waitGonePID(t, pid, tok)
+		p := findByPID(t, in, pid)
+		if !p.State.Final() {
+			t.Fatalf("record of %d is %s, want a final state", pid, p.State)
+		}
+	})
+}
+
+func findByPID(t *testing.T, in *instance, pid int) registry.Process {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		for _, p := range in.mustProcesses(true) {
+			if p.PID == pid && (p.State.Final() || time.Now().After(deadline)) {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no final record for pid %d", pid)
+		}
+		// The record's final commit follows the exit by moments.
+		time.Sleep(20 * time.Millisecond)
+	}
+}
