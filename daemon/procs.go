@@ -34,6 +34,7 @@ var (
 type live struct {
 	id     string
 	target shutdown.Target
+	grace  time.Duration // the process's own --grace; 0 = the daemon's
 	done   chan struct{} // closed once the final state is committed
 	status spawn.Status  // valid after done
 
@@ -119,7 +120,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		conn.SendError(code, "%v", err)
 		return
 	}
-	l := &live{id: id, done: make(chan struct{}),
+	l := &live{id: id, done: make(chan struct{}), grace: time.Duration(req.GraceMS) * time.Millisecond,
 		target: shutdown.Target{ID: id, PID: started.PID, PGID: started.PGID, Token: started.Token}}
 	d.mu.Lock()
 	d.live[id] = l
@@ -135,7 +136,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 
 	// A session that began ending while we spawned must not keep it.
 	if s, err := d.reg.Session(req.Session); err == nil && s.State != registry.SessionActive {
-		d.stopIDs(context.Background(), []string{id}, shutdown.Options{Grace: d.cfg.Grace})
+		d.stopIDs(context.Background(), []string{id}, shutdown.Options{})
 	}
 	if err := conn.Send(api.TypeStarted, &api.Started{ID: id, PID: started.PID, Session: req.Session}); err != nil {
 		log.Info("shim gone before start was confirmed", "id", id, "err", err)
@@ -227,11 +228,11 @@ func (d *Daemon) watchHost(s registry.Session) error {
 	}
 	cancel, err := d.watcher.Watch(s.HostPID, s.HostToken, func() {
 		d.log.Info("host exited: ending its session", "session", s.ID, "host", s.HostPID)
-		go d.endSession(s.ID, fmt.Sprintf("host %d exited", s.HostPID), d.cfg.Grace, d.cfg.EOFGrace)
+		go d.endSession(s.ID, fmt.Sprintf("host %d exited", s.HostPID), 0, d.cfg.EOFGrace)
 	})
 	if err != nil {
 		if errors.Is(err, proc.ErrGone) || errors.Is(err, proc.ErrTokenMismatch) {
-			go d.endSession(s.ID, fmt.Sprintf("host %d is gone", s.HostPID), d.cfg.Grace, d.cfg.EOFGrace)
+			go d.endSession(s.ID, fmt.Sprintf("host %d is gone", s.HostPID), 0, d.cfg.EOFGrace)
 			return fmt.Errorf("host process %d of session %s is gone", s.HostPID, s.ID)
 		}
 		return fmt.Errorf("watch host %d: %w", s.HostPID, err)
@@ -309,27 +310,29 @@ func (d *Daemon) stopIDs(ctx context.Context, ids []string, opt shutdown.Options
 		}
 		l.stopMu.Unlock()
 	}
-	if len(mine) > 0 {
-		targets := make([]shutdown.Target, 0, len(mine))
-		for _, l := range mine {
-			// Commit before acting: a crash mid-stop leaves "stopping".
-			d.reg.Transition(l.id, registry.StateStopping, nil)
-			targets = append(targets, l.target)
+	// An explicit grace applies to all; otherwise each process keeps the
+	// grace it was started with, and each grace gets its own cascade, run
+	// side by side.
+	byGrace := map[time.Duration][]*live{}
+	for _, l := range mine {
+		g := opt.Grace
+		if g <= 0 {
+			g = l.grace
 		}
-		outs := d.cascade.Stop(ctx, targets, opt)
-		for i, l := range mine {
-			l.outcome = outs[i]
-			// The cascade saw the process exit; its status follows from the
-			// reaper (or the pidfd watch) within moments.
-			select {
-			case <-l.done:
-			case <-time.After(5 * time.Second):
-				d.log.Warn("exit not collected after stop", "id", l.id, "pid", l.target.PID)
-			}
-			d.reg.Event("process.stop", "", l.id, string(outs[i].Result))
-			close(l.stopDone)
+		if g <= 0 {
+			g = d.cfg.Grace
 		}
+		byGrace[g] = append(byGrace[g], l)
 	}
+	var wg sync.WaitGroup
+	for g, ls := range byGrace {
+		wg.Add(1)
+		go func(o shutdown.Options, ls []*live) {
+			defer wg.Done()
+			d.cascadeLive(ctx, ls, o)
+		}(shutdown.Options{Grace: g, EOFGrace: opt.EOFGrace, KillWait: opt.KillWait}, ls)
+	}
+	wg.Wait()
 	for _, l := range theirs {
 		<-l.stopDone
 	}
@@ -337,6 +340,29 @@ func (d *Daemon) stopIDs(ctx context.Context, ids []string, opt shutdown.Options
 		out[idx[l.id]] = l.outcome
 	}
 	return out
+}
+
+// cascadeLive stops ls through one cascade and publishes the outcomes.
+func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Options) {
+	targets := make([]shutdown.Target, 0, len(ls))
+	for _, l := range ls {
+		// Commit before acting: a crash mid-stop leaves "stopping".
+		d.reg.Transition(l.id, registry.StateStopping, nil)
+		targets = append(targets, l.target)
+	}
+	outs := d.cascade.Stop(ctx, targets, opt)
+	for i, l := range ls {
+		l.outcome = outs[i]
+		// The cascade saw the process exit; its status follows from the
+		// reaper (or the pidfd watch) within moments.
+		select {
+		case <-l.done:
+		case <-time.After(5 * time.Second):
+			d.log.Warn("exit not collected after stop", "id", l.id, "pid", l.target.PID)
+		}
+		d.reg.Event("process.stop", "", l.id, string(outs[i].Result))
+		close(l.stopDone)
+	}
 }
 
 // endSession stops every process of a session and marks it ended.
@@ -382,7 +408,7 @@ func (d *Daemon) stopAll(ctx context.Context) []shutdown.Outcome {
 		wg.Add(1)
 		go func(id string) {
 			defer wg.Done()
-			out := d.endSession(id, "daemon stopped", d.cfg.Grace, 0)
+			out := d.endSession(id, "daemon stopped", 0, 0)
 			mu.Lock()
 			all = append(all, out...)
 			mu.Unlock()
@@ -432,7 +458,7 @@ func (d *Daemon) reconcile() {
 			continue
 		}
 		ended++
-		go d.endSession(s.ID, "was ending when the daemon stopped", d.cfg.Grace, 0)
+		go d.endSession(s.ID, "was ending when the daemon stopped", 0, 0)
 	}
 	d.log.Info("reconciled registry", "adopted", adopted, "lost", lost, "sessions_ended", ended)
 }

@@ -112,7 +112,7 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 		if _, err := d.reg.Session(req.ID); err != nil {
 			return conn.SendError(1, "session end %s: no such session (see `supervisor sessions --all`)", req.ID)
 		}
-		out := d.endSession(req.ID, "ended by request", grace(req.GraceMS, d.cfg.Grace), 0)
+		out := d.endSession(req.ID, "ended by request", time.Duration(req.GraceMS)*time.Millisecond, 0)
 		return conn.Send(api.TypeOutcomes, &api.Outcomes{Outcomes: out})
 	case api.TypeStop:
 		var req api.StopRequest
@@ -123,7 +123,7 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 		if err != nil {
 			return conn.SendError(1, "stop %s: %v", req.Target, err)
 		}
-		out := d.stopIDs(context.Background(), []string{p.ID}, shutdown.Options{Grace: grace(req.GraceMS, d.cfg.Grace)})
+		out := d.stopIDs(context.Background(), []string{p.ID}, shutdown.Options{Grace: time.Duration(req.GraceMS) * time.Millisecond})
 		return conn.Send(api.TypeOutcomes, &api.Outcomes{Outcomes: out})
 	case api.TypeStatus:
 		return conn.Send(api.TypeStatus, d.status())

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/proc"
+)
+
+// fakeHost is an agent host stand-in: the binary under another name (a
+// "supervisor" ancestor would count as a launcher, not a host) running the
+// host fixture, which starts n shims on their own pipes.
+type fakeHost struct {
+	cmd     *exec.Cmd
+	servers []int
+	tokens  []proc.Token
+	done    chan struct{}
+}
+
+func (in *instance) startHost(t *testing.T, n int, runArgs ...string) *fakeHost {
+	t.Helper()
+	link := filepath.Join(t.TempDir(), "fakehost")
+	if err := os.Symlink(bin, link); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"_fixture", "host", strconv.Itoa(n), "--", bin, "run"}, runArgs...)
+	cmd := exec.Command(link, args...)
+	cmd.Env = in.env
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = &prefixWriter{t: t, prefix: "host: "}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h := &fakeHost{cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(h.done) }()
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		<-h.done
+	})
+	r := bufio.NewReader(stdout)
+	for i := 0; i < n; i++ {
+		line, err := readLine(r, wait)
+		if err != nil {
+			t.Fatalf("host: waiting for child %d: %v", i, err)
+		}
+		f := strings.Fields(line) // child I ready PID
+		if len(f) != 4 || f[2] != "ready" {
+			t.Fatalf("host: got %q, want \"child I ready PID\"", line)
+		}
+		pid, _ := strconv.Atoi(f[3])
+		h.servers = append(h.servers, pid)
+		h.tokens = append(h.tokens, mustToken(t, pid))
+	}
+	return h
+}
+
+func TestHostDeathStopsOnlyItsSession(t *testing.T) {
+	in := newInstance(t)
+	// One server exits on SIGTERM, one ignores it (needs SIGKILL after the
+	// grace), one exits on stdin EOF.
+	a := in.startHost(t, 3, "--grace", "1s", "--", bin, "_fixture", "ignore-term")
+	b := in.startHost(t, 3, "--", bin, "_fixture", "sleep")
+
+	a.cmd.Process.Kill() // SIGKILL: no chance to clean up
+	for i, pid := range a.servers {
+		waitGonePID(t, pid, a.tokens[i])
+	}
+	for i, pid := range b.servers {
+		if !alive(pid, b.tokens[i]) {
+			t.Fatalf("server %d of the other host was stopped", pid)
+		}
+	}
+	// The session of host A is recorded as ended, B's is active.
+	var sessions []api.SessionInfo
+	out := in.mustRun("sessions", "--all", "--json")
+	if err := json.Unmarshal([]byte(out), &sessions); err != nil {
+		t.Fatalf("sessions --json: %v: %s", err, out)
+	}
+	states := map[int]string{}
+	for _, s := range sessions {
+		states[s.HostPID] = string(s.State)
+	}
+	if got := states[a.cmd.Process.Pid]; got != "ended" && got != "ending" {
+		t.Errorf("session of the dead host is %q, want ended", got)
+	}
+	if got := states[b.cmd.Process.Pid]; got != "active" {
+		t.Errorf("session of the live host is %q, want active", got)
+	}
+}
+
+func TestConcurrentShimsStartOneDaemon(t *testing.T) {
+	in := newInstance(t)
+	const n = 20
+	shims := make([]*shimProc, n)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	pids := map[int]bool{}
+	for i := range shims {
+		shims[i] = in.startShim("--", bin, "_fixture", "echo", "--ready")
+	}
+	for _, s := range shims {
+		wg.Add(1)
+		go func(s *shimProc) {
+			defer wg.Done()
+			line, err := readLine(s.stdout, wait)
+			if err != nil {
+				t.Errorf("shim %d: %v", s.cmd.Process.Pid, err)
+				return
+			}
+			var pid int
+			fmt.Sscanf(line, "ready %d", &pid)
+			mu.Lock()
+			pids[pid] = true
+			mu.Unlock()
+		}(s)
+	}
+	wg.Wait()
+	if len(pids) != n {
+		t.Fatalf("got %d distinct servers, want %d", len(pids), n)
+	}
+	if d := daemonsOf(in.state); len(d) != 1 {
+		t.Fatalf("got %d daemons %v, want exactly 1", len(d), d)
+	}
+	running := 0
+	for _, p := range in.mustProcesses(false) {
+		if pids[p.PID] && p.State == "running" {
+			running++
+		}
+	}
+	if running != n {
+		t.Fatalf("ps shows %d of the %d servers running", running, n)
+	}
+	for _, s := range shims {
+		s.stdin.Close()
+	}
+	for _, s := range shims {
+		if code := s.exitCode(t); code != 0 {
+			t.Errorf("shim exit %d, want 0", code)
+		}
+	}
+}
+
+func TestEndSessionAndStopByName(t *testing.T) {
+	in := newInstance(t)
+	s1 := in.startShim("--session", "work-1", "--name", "alpha", "--", bin, "_fixture", "sleep")
+	s2 := in.startShim("--session", "work-1", "--name", "beta", "--", bin, "_fixture", "ignore-term")
+	p1, p2 := s1.readyPID(t), s2.readyPID(t)
+
+	out := in.mustRun("stop", "alpha", "--grace", "2s")
+	if !strings.Contains(out, "exited on SIGTERM") {
+		t.Fatalf("stop alpha printed %q, want \"exited on SIGTERM\"", out)
+	}
+	if code := s1.exitCode(t); code != 128+15 {
+		t.Fatalf("shim of alpha exit %d, want 143", code)
+	}
+	out = in.mustRun("session", "end", "work-1", "--grace", "200ms", "--json")
+	var outcomes []struct {
+		PID    int    `json:"pid"`
+		Result string `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(out), &outcomes); err != nil {
+		t.Fatalf("session end --json: %v: %s", err, out)
+	}
+	if len(outcomes) != 1 || outcomes[0].PID != p2 || outcomes[0].Result != "killed" {
+		t.Fatalf("got outcomes %+v, want beta (pid %d) killed", outcomes, p2)
+	}
+	if code := s2.exitCode(t); code != 137 {
+		t.Fatalf("shim of beta exit %d, want 137", code)
+	}
+	_, errOut, code := in.run("stop", "alpha")
+	if code == 0 || !strings.Contains(errOut, "supervisor: ") || !strings.Contains(errOut, "alpha") {
+		t.Fatalf("stopping a gone name: exit %d, stderr %q; want a supervisor: error naming it", code, errOut)
+	}
+	_ = p1
+}
