@@ -1,0 +1,307 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/registry"
+)
+
+// rawConn opens a plain connection to the daemon's socket.
+func rawConn(t *testing.T, socket string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(wait))
+	return c
+}
+
+func frame(payload []byte) []byte {
+	b := make([]byte, 4+len(payload))
+	binary.BigEndian.PutUint32(b, uint32(len(payload)))
+	copy(b[4:], payload)
+	return b
+}
+
+const hello = `{"type":"hello","body":{"protocol":1,"version":"test","pid":1}}`
+
+// readReply reads one frame and returns its type, then checks the daemon
+// closed the connection after it.
+func expectErrorThenClose(t *testing.T, c net.Conn) {
+	t.Helper()
+	var hdr [4]byte
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		t.Fatalf("want an error reply, got %v", err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+	if _, err := io.ReadFull(c, body); err != nil {
+		t.Fatal(err)
+	}
+	var m api.Msg
+	if err := json.Unmarshal(body, &m); err != nil || m.Type != api.TypeError {
+		t.Fatalf("got reply %s, want an error message", body)
+	}
+	if _, err := c.Read(hdr[:]); !closedByPeer(err) {
+		t.Fatalf("after the error reply: got %v, want the daemon to close the connection", err)
+	}
+}
+
+// closedByPeer: a close with our unread bytes in its buffer arrives as a
+// reset rather than EOF; both mean the daemon hung up.
+func closedByPeer(err error) bool {
+	return err == io.EOF || errors.Is(err, syscall.ECONNRESET)
+}
+
+func readHello(t *testing.T, c net.Conn) {
+	t.Helper()
+	var hdr [4]byte
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+	io.ReadFull(c, body)
+	if !strings.Contains(string(body), `"hello"`) {
+		t.Fatalf("got %s, want hello", body)
+	}
+}
+
+func TestSocketRefusesBadMessages(t *testing.T) {
+	in := newInstance(t)
+	in.mustRun("run", "--name", "keeper", "--", bin, "_fixture", "exit", "0")
+	before := in.mustProcesses(true)
+
+	tests := []struct {
+		name      string
+		afterHelo bool
+		send      []byte
+	}{
+		{"garbage before hello", false, frame([]byte("this is not json"))},
+		{"no hello first", false, frame([]byte(`{"type":"ps","body":{}}`))},
+		{"oversized frame", false, []byte{0xff, 0xff, 0xff, 0xff, 'x'}},
+		{"empty frame", false, []byte{0, 0, 0, 0}},
+		{"garbage after hello", true, frame([]byte("{{{{"))},
+		{"unknown type", true, frame([]byte(`{"type":"reboot-the-machine"}`))},
+		{"wrong body", true, frame([]byte(`{"type":"ps","body":"a string"}`))},
+		{"run without fds", true, frame([]byte(`{"type":"run","body":{"argv":["true"],"session":"x"}}`))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := rawConn(t, in.socket())
+			if tt.afterHelo {
+				c.Write(frame([]byte(hello)))
+				readHello(t, c)
+			}
+			c.Write(tt.send)
+			expectErrorThenClose(t, c)
+		})
+	}
+	// The daemon and its registry carry on.
+	if _, _, code := in.run("status"); code != 0 {
+		t.Fatalf("status exit %d after bad messages, want 0", code)
+	}
+	if after := in.mustProcesses(true); !reflect.DeepEqual(ids(before), ids(after)) {
+		t.Fatalf("registry changed: before %v, after %v", ids(before), ids(after))
+	}
+}
+
+func ids(ps []registry.Process) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.ID+":"+string(p.State))
+	}
+	return out
+}
+
+// TestSocketRefusesForeignUID runs a daemon as another uid and connects as
+// root: the daemon must close the connection without answering.
+func TestSocketRefusesForeignUID(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run a daemon as another uid (SO_PEERCRED check)")
+	}
+	const nobody = 65534
+	dir, err := os.MkdirTemp("", "svf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chown(dir, nobody, nobody)
+	socket := filepath.Join(dir, "s.sock")
+	cmd := exec.Command(bin, "daemon", "--foreground")
+	cmd.Env = append(os.Environ(), api.EnvStateDir+"="+dir, api.EnvSocket+"="+socket, "HOME="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(wait):
+			cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	logs := bufio.NewReader(stderr)
+	// Wait for the daemon's start line.
+	for {
+		line, err := readLine(logs, wait)
+		if err != nil {
+			t.Fatalf("daemon as uid %d did not start: %v", nobody, err)
+		}
+		if strings.Contains(line, "daemon started") {
+			break
+		}
+	}
+	c := rawConn(t, socket)
+	c.Write(frame([]byte(hello)))
+	var b [1]byte
+	if n, err := c.Read(b[:]); !closedByPeer(err) {
+		t.Fatalf("foreign uid got %d bytes, err %v; want the connection closed unanswered", n, err)
+	}
+	for {
+		line, err := readLine(logs, wait)
+		if err != nil {
+			t.Fatalf("no log line about the refused uid: %v", err)
+		}
+		if strings.Contains(line, "another uid") && strings.Contains(line, "peer_uid=0") {
+			break
+		}
+	}
+	// The daemon is still there for its own user.
+	select {
+	case <-exited:
+		t.Fatal("daemon exited after refusing a foreign connection")
+	default:
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	in := newInstance(t)
+	tests := []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"missing --", []string{"run", bin, "_fixture", "exit", "0"}, nil, "must follow --"},
+		{"nothing after --", []string{"run", "--"}, nil, "must follow --"},
+		{"invalid session id", []string{"run", "--session", "bad/id", "--", "true"}, nil, "invalid session id"},
+		{"invalid session env", []string{"run", "--", "true"}, []string{"SUPERVISOR_SESSION=has space"}, "invalid session id"},
+		{"unknown flag", []string{"run", "--frobnicate", "--", "true"}, nil, "unknown flag"},
+		{"grace banana", []string{"run", "--grace", "banana", "--", "true"}, nil, "banana"},
+		{"negative grace", []string{"run", "--grace", "-1s", "--", "true"}, nil, "negative"},
+		{"unknown command", []string{"frobnicate"}, nil, "unknown command"},
+		{"stop needs a target", []string{"stop"}, nil, "arg"},
+		{"session end bad id", []string{"session", "end", "../x"}, nil, "invalid session id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := in.command(tt.args...)
+			cmd.Env = append(cmd.Env, tt.env...)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			if err == nil {
+				t.Fatalf("exit 0, want non-zero")
+			}
+			if !strings.HasPrefix(stderr.String(), "supervisor: ") || !strings.Contains(stderr.String(), tt.want) {
+				t.Fatalf("stderr %q, want a \"supervisor: \" error mentioning %q", stderr.String(), tt.want)
+			}
+		})
+	}
+	// Nothing was recorded and no daemon was started by bad input.
+	if pid := in.daemonPID(); pid != 0 {
+		t.Fatalf("bad input started a daemon (pid %d)", pid)
+	}
+	if _, err := os.Stat(filepath.Join(in.state, "registry.db")); err == nil {
+		t.Fatal("bad input created a registry")
+	}
+}
+
+func TestListingCommandsNeedADaemon(t *testing.T) {
+	in := newInstance(t)
+	tests := []struct {
+		args []string
+		code int
+	}{
+		{[]string{"status"}, 3},
+		{[]string{"ps"}, 1},
+		{[]string{"sessions", "--json"}, 1},
+		{[]string{"stop", "x"}, 1},
+		{[]string{"daemon", "stop"}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, errOut, code := in.run(tt.args...)
+			if code != tt.code || !strings.Contains(errOut, "not running") {
+				t.Fatalf("exit %d stderr %q, want exit %d saying the daemon is not running", code, errOut, tt.code)
+			}
+		})
+	}
+	if pid := in.daemonPID(); pid != 0 {
+		t.Fatalf("a listing command started a daemon (pid %d)", pid)
+	}
+}
+
+func TestRegistrySurvivesRestart(t *testing.T) {
+	in := newInstance(t)
+	in.mustRun("run", "--name", "one", "--", bin, "_fixture", "exit", "0")
+	in.mustRun("run", "--name", "two", "--", bin, "_fixture", "exit", "0")
+	in.run("run", "--name", "three", "--", "no-such-command")
+	before := in.mustRun("ps", "--all", "--json")
+	in.mustRun("daemon", "stop")
+	if pid := in.daemonPID(); pid != 0 {
+		t.Fatalf("daemon %d still answers after daemon stop", pid)
+	}
+	in.mustRun("daemon")
+	after := in.mustRun("ps", "--all", "--json")
+	if before != after {
+		t.Fatalf("ps --all --json changed across a restart:\nbefore: %s\nafter:  %s", before, after)
+	}
+	var ps []registry.Process
+	json.Unmarshal([]byte(after), &ps)
+	if len(ps) != 3 {
+		t.Fatalf("got %d records, want 3", len(ps))
+	}
+}
+
+func TestSecondDaemonSaysWhoHoldsTheLock(t *testing.T) {
+	in := newInstance(t)
+	in.mustRun("daemon")
+	pid := in.daemonPID()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "daemon", "--foreground")
+	cmd.Env = in.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("second daemon: %v, want exit 0: %s", err, out)
+	}
+	if !strings.Contains(string(out), "already running") || !strings.Contains(string(out), strconv.Itoa(pid)) {
+		t.Fatalf("second daemon said %q, want it to name pid %d", out, pid)
+	}
+	if _, _, code := in.run("status", "--json"); code != 0 {
+		t.Fatalf("status exit %d", code)
+	}
+}
