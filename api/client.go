@@ -36,6 +36,16 @@ func Dial(ctx context.Context, socket string) (*Client, error) {
 		nc.Close()
 		return nil, err
 	}
+	// The run request carries the caller's whole environment (secrets
+	// included): never hand it to a daemon of another uid, e.g. one that
+	// squats the /tmp fallback path.
+	if _, uid, err := conn.PeerCred(); err != nil || uid != os.Getuid() {
+		conn.Close()
+		if err == nil {
+			err = fmt.Errorf("the socket is served by uid %d, not %d: refusing to talk to it", uid, os.Getuid())
+		}
+		return nil, fmt.Errorf("connect %s: %w", socket, err)
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(dl)
 	}

@@ -131,8 +131,6 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		log.Error("record running process", "id", id, "err", err)
 	}
 	go d.monitor(l, started.Exit, true)
-	d.reg.Event("process.start", req.Session, id, fmt.Sprintf("pid %d %q", started.PID, req.Argv))
-	log.Info("started", "id", id, "pid", started.PID, "argv", req.Argv)
 
 	// A session that began ending while we spawned must not keep it.
 	if s, err := d.reg.Session(req.Session); err == nil && s.State != registry.SessionActive {
@@ -141,6 +139,8 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	if err := conn.Send(api.TypeStarted, &api.Started{ID: id, PID: started.PID, Session: req.Session}); err != nil {
 		log.Info("shim gone before start was confirmed", "id", id, "err", err)
 	}
+	d.reg.Event("process.start", req.Session, id, fmt.Sprintf("pid %d %q", started.PID, req.Argv))
+	log.Info("started", "id", id, "pid", started.PID, "argv", req.Argv)
 
 	shimGone := make(chan struct{})
 	stopReq := make(chan time.Duration, 1)

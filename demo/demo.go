@@ -1,11 +1,300 @@
 // Package demo is `supervisor demo`: a self-contained tour for a newcomer
-// (design §10).
+// (design §10). It needs nothing but the binary: a private daemon in a
+// temporary directory, a fake agent host running three fixture servers
+// through `supervisor run`, the host's SIGKILL and the cleanup with timings,
+// then a daemon crash and its recovery.
 package demo
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/daemon"
+	"github.com/seed-86a41135/supervisor/proc"
 )
 
+type tour struct {
+	w     io.Writer
+	exe   string
+	dir   string
+	paths api.Paths
+	env   []string
+	start time.Time
+
+	started []server // every server the tour started, for its own cleanup
+}
+
+// killLeftovers makes sure, by PID and token, that a tour that failed half
+// way leaves nothing running.
+func (t *tour) killLeftovers() {
+	for _, s := range t.started {
+		if fd, err := proc.OpenPidfd(s.pid, s.tok); err == nil {
+			unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+			unix.Close(fd)
+		}
+	}
+}
+
+// waitState waits (bounded) until every record listed by `supervisor WHAT
+// --all --json` (ps or sessions) is in state, so the tour prints settled
+// output: the final commit follows a process's exit by moments.
+func (t *tour) waitState(ctx context.Context, what, state string) {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		out, err := t.cli(what, "--json")
+		if what == "sessions" {
+			out, err = t.cli(what, "--all", "--json")
+		}
+		var recs []struct {
+			State string `json:"state"`
+		}
+		if err == nil && json.Unmarshal([]byte(out), &recs) == nil && len(recs) > 0 {
+			settled := true
+			for _, r := range recs {
+				settled = settled && r.State == state
+			}
+			if settled {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // Run runs the tour, writing it to w.
-func Run(ctx context.Context, w io.Writer) error { return nil }
+func Run(ctx context.Context, w io.Writer) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this binary: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "supervisor-demo-")
+	if err != nil {
+		return fmt.Errorf("create a temporary directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	t := &tour{w: w, exe: exe, dir: dir, start: time.Now()}
+	t.paths = api.Paths{StateDir: filepath.Join(dir, "state"), Socket: filepath.Join(dir, "s.sock")}
+	t.env = append(os.Environ(), api.EnvStateDir+"="+t.paths.StateDir, api.EnvSocket+"="+t.paths.Socket, "SUPERVISOR_SESSION=")
+	defer t.cli("daemon", "stop") // stops whatever is left, through the cascade
+
+	t.say("1. A private daemon in %s", dir)
+	if err := daemon.Launch(ctx, exe, t.paths, t.env); err != nil {
+		return err
+	}
+	t.show("status")
+
+	t.say("2. A fake agent host starts three MCP servers through `supervisor run`:")
+	t.say("   files (exits on SIGTERM), stubborn (ignores SIGTERM, --grace 1s), echo (exits on stdin EOF)")
+	defer t.killLeftovers()
+	host, servers, err := t.startHost("agent-host",
+		[]string{"run", "--name", "files", "--", exe, "_fixture", "sleep"},
+		[]string{"run", "--name", "stubborn", "--grace", "1s", "--", exe, "_fixture", "ignore-term"},
+		[]string{"run", "--name", "echo", "--", exe, "_fixture", "echo", "--ready"},
+	)
+	if err != nil {
+		return err
+	}
+	t.show("ps")
+
+	t.say("3. The host is SIGKILLed (pid %d): no chance to clean up its children.", host.Process.Pid)
+	watches := make([]chan time.Time, len(servers))
+	for i, s := range servers {
+		watches[i] = make(chan time.Time, 1)
+		go func(s server, ch chan time.Time) { ch <- waitGone(s.pid, s.tok, 30*time.Second) }(s, watches[i])
+	}
+	killed := time.Now()
+	host.Process.Kill()
+	host.Wait()
+	var last time.Time
+	for i, s := range servers {
+		gone := <-watches[i]
+		if gone.IsZero() {
+			return fmt.Errorf("server %s (pid %d) still running 30s after its host died", s.name, s.pid)
+		}
+		if gone.After(last) {
+			last = gone
+		}
+		t.say("   %-8s pid %-7d gone %v after the host's death", s.name, s.pid, gone.Sub(killed).Round(time.Millisecond))
+	}
+	t.say("   last process gone after %v: echo left on stdin EOF; after the 500ms EOF grace", last.Sub(killed).Round(time.Millisecond))
+	t.say("   files got SIGTERM and left; stubborn ignored it and got SIGKILL after its 1s grace.")
+	t.waitState(ctx, "sessions", "ended")
+	t.show("ps", "--all")
+	t.show("sessions", "--all")
+
+	t.say("4. The daemon crashes (SIGKILL) while another host's server runs; a new daemon re-adopts it.")
+	host2, servers2, err := t.startHost("other-host", []string{"run", "--name", "survivor", "--", exe, "_fixture", "sleep"})
+	if err != nil {
+		return err
+	}
+	t.waitState(ctx, "ps", "running")
+	dpid, err := t.daemonPID(ctx)
+	if err != nil {
+		return err
+	}
+	dtok, _ := proc.TokenOf(dpid)
+	syscall.Kill(dpid, syscall.SIGKILL)
+	waitGone(dpid, dtok, 30*time.Second)
+	alive := proc.Verify(servers2[0].pid, servers2[0].tok) == nil
+	t.say("   daemon %d killed; server survivor (pid %d) still running: %v", dpid, servers2[0].pid, alive)
+	if err := daemon.Launch(ctx, exe, t.paths, t.env); err != nil {
+		return err
+	}
+	t.show("ps")
+
+	t.say("5. That host now exits; the re-adopted session ends and its server is stopped.")
+	killed = time.Now()
+	host2.Process.Kill()
+	host2.Wait()
+	gone := waitGone(servers2[0].pid, servers2[0].tok, 30*time.Second)
+	if gone.IsZero() {
+		return fmt.Errorf("re-adopted server (pid %d) still running 30s after its host died", servers2[0].pid)
+	}
+	t.say("   survivor pid %d gone after %v", servers2[0].pid, gone.Sub(killed).Round(time.Millisecond))
+	t.say("")
+	t.say("Done in %v. Nothing is left running; the temporary directory is removed.", time.Since(t.start).Round(time.Millisecond))
+	return nil
+}
+
+type server struct {
+	name string
+	pid  int
+	tok  proc.Token
+}
+
+// startHost starts the host fixture under a non-launcher name, one
+// `supervisor ARGS...` child per element of runs, and waits until every
+// server said it is ready.
+func (t *tour) startHost(name string, runs ...[]string) (*exec.Cmd, []server, error) {
+	link := filepath.Join(t.dir, name)
+	if err := os.Symlink(t.exe, link); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, nil, err
+	}
+	// The host fixture starts one command N times; a tiny shell-free
+	// dispatcher would be overkill here, so start one host per server set
+	// through the fixture's "multi" form: each run separated by "::".
+	args := []string{"_fixture", "host-multi", t.exe}
+	for i, r := range runs {
+		if i > 0 {
+			args = append(args, "::")
+		}
+		args = append(args, r...)
+	}
+	cmd := exec.Command(link, args...)
+	cmd.Env = t.env
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	_ = stdin // held open: the host lives until killed
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("start fake host: %w", err)
+	}
+	r := bufio.NewReader(out)
+	var servers []server
+	for i := range runs {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, nil, fmt.Errorf("fake host: server %d did not start: %w", i, err)
+		}
+		f := strings.Fields(line) // child I ready PID
+		if len(f) != 4 || f[2] != "ready" {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, nil, fmt.Errorf("fake host: unexpected line %q", line)
+		}
+		pid, _ := strconv.Atoi(f[3])
+		tok, _ := proc.TokenOf(pid)
+		servers = append(servers, server{name: nameOf(runs[i]), pid: pid, tok: tok})
+		t.started = append(t.started, servers[len(servers)-1])
+	}
+	return cmd, servers, nil
+}
+
+func nameOf(run []string) string {
+	for i, a := range run {
+		if a == "--name" && i+1 < len(run) {
+			return run[i+1]
+		}
+	}
+	return "?"
+}
+
+func (t *tour) daemonPID(ctx context.Context) (int, error) {
+	c, err := api.Dial(ctx, t.paths.Socket)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	return c.Daemon.PID, nil
+}
+
+// waitGone waits on the process's pidfd and returns when it exited (zero
+// if it did not within limit).
+func waitGone(pid int, tok proc.Token, limit time.Duration) time.Time {
+	fd, err := proc.OpenPidfd(pid, tok)
+	if err != nil {
+		return time.Now()
+	}
+	defer unix.Close(fd)
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds())+1)
+		if err == nil && n > 0 {
+			return time.Now()
+		}
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	return time.Time{}
+}
+
+func (t *tour) say(format string, args ...any) {
+	fmt.Fprintf(t.w, format+"\n", args...)
+}
+
+// show runs a CLI command against the private daemon and prints it.
+func (t *tour) show(args ...string) {
+	t.say("\n$ supervisor %s", strings.Join(args, " "))
+	out, _ := t.cli(args...)
+	t.w.Write([]byte(indent(out)))
+	t.say("")
+}
+
+func (t *tour) cli(args ...string) (string, error) {
+	cmd := exec.Command(t.exe, args...)
+	cmd.Env = t.env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func indent(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = "  " + l
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
