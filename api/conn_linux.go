@@ -167,6 +167,9 @@ func (c *Conn) readFull(b []byte, fds *[]int) error {
 			return fmt.Errorf("receive: %w", err)
 		}
 		if n == 0 {
+			if got > 0 {
+				return io.ErrUnexpectedEOF
+			}
 			return io.EOF
 		}
 		got += n

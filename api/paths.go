@@ -57,7 +57,9 @@ func ResolvePaths(getenv func(string) string) (Paths, error) {
 	if p.Socket == "" {
 		p.Socket = filepath.Join(p.StateDir, "supervisor.sock")
 		if len(p.Socket) > maxSunPath {
-			p.Socket = filepath.Join(os.TempDir(), fmt.Sprintf("supervisor-%d", os.Getuid()), "supervisor.sock")
+			// A fixed /tmp, not $TMPDIR: hosts pass different TMPDIRs, and
+			// every shim of one user must reach the same daemon.
+			p.Socket = filepath.Join("/tmp", fmt.Sprintf("supervisor-%d", os.Getuid()), "supervisor.sock")
 		}
 	}
 	if len(p.Socket) > maxSunPath {

@@ -68,7 +68,15 @@ type Daemon struct {
 	conns    map[*api.Conn]bool // open connections, closed on exit
 	stopping bool               // refusing new runs
 
-	stopReq chan chan []shutdown.Outcome
+	stopReq chan stopRequest
+}
+
+// stopRequest is `daemon stop`: the outcomes go back on reply, and the
+// stopper waits for sent before exiting so the reply is not cut off by the
+// connections being closed.
+type stopRequest struct {
+	reply chan []shutdown.Outcome
+	sent  chan struct{}
 }
 
 // Run runs a daemon until it is stopped (signal or `daemon stop`). It
@@ -99,7 +107,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	d := &Daemon{
 		cfg: cfg, started: time.Now(),
 		live: map[string]*live{}, hosts: map[string]func(){}, conns: map[*api.Conn]bool{},
-		stopReq: make(chan chan []shutdown.Outcome),
+		stopReq: make(chan stopRequest),
 		feat:    map[string]bool{},
 	}
 	rot := &lumberjack.Logger{Filename: paths.Log(), MaxSize: 10, MaxBackups: 3}
@@ -160,18 +168,23 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		stopCtx, cancel := context.WithCancel(ctx)
 		g.Add(func() error {
 			defer signal.Stop(sigs)
-			var reply chan []shutdown.Outcome
+			var req *stopRequest
 			select {
 			case s := <-sigs:
 				d.log.Info("signal received: stopping every session", "signal", s)
-			case reply = <-d.stopReq:
+			case r := <-d.stopReq:
+				req = &r
 				d.log.Info("daemon stop requested: stopping every session")
 			case <-stopCtx.Done():
 				return nil
 			}
 			outcomes := d.stopAll(context.WithoutCancel(ctx))
-			if reply != nil {
-				reply <- outcomes
+			if req != nil {
+				req.reply <- outcomes
+				select {
+				case <-req.sent:
+				case <-time.After(5 * time.Second):
+				}
 			}
 			return nil
 		}, func(error) { cancel() })

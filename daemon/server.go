@@ -128,13 +128,14 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 	case api.TypeStatus:
 		return conn.Send(api.TypeStatus, d.status())
 	case api.TypeDaemonStop:
-		reply := make(chan []shutdown.Outcome, 1)
+		req := stopRequest{reply: make(chan []shutdown.Outcome, 1), sent: make(chan struct{})}
 		select {
-		case d.stopReq <- reply:
+		case d.stopReq <- req:
 		case <-time.After(time.Second):
 			return conn.SendError(125, "daemon is already stopping")
 		}
-		return conn.Send(api.TypeOutcomes, &api.Outcomes{Outcomes: <-reply})
+		defer close(req.sent)
+		return conn.Send(api.TypeOutcomes, &api.Outcomes{Outcomes: <-req.reply})
 	default:
 		return fmt.Errorf("%w: unknown message type %q", api.ErrMalformed, m.Type)
 	}

@@ -196,21 +196,19 @@ func (r *Registry) AddProcess(p Process) (Process, error) {
 	}
 	p = cloneProc(p)
 	r.mu.Lock()
-	if _, dup := r.procs[p.ID]; dup {
-		r.mu.Unlock()
+	_, dup := r.procs[p.ID]
+	r.mu.Unlock()
+	if dup {
 		return Process{}, fmt.Errorf("process %s already recorded", p.ID)
 	}
-	e := &procEntry{rec: p}
-	e.mu.Lock()
-	r.procs[p.ID] = e
-	r.mu.Unlock()
-	defer e.mu.Unlock()
+	// Committed first, visible after: nobody reads a record that may not
+	// be durable. Ids are random, so two adds of one id do not race.
 	if err := r.p.PutProcess(p); err != nil {
-		r.mu.Lock()
-		delete(r.procs, p.ID)
-		r.mu.Unlock()
 		return Process{}, fmt.Errorf("commit process %s: %w", p.ID, err)
 	}
+	r.mu.Lock()
+	r.procs[p.ID] = &procEntry{rec: p}
+	r.mu.Unlock()
 	return cloneProc(p), nil
 }
 

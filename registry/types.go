@@ -21,8 +21,8 @@ type ProcState string
 // The process state machine:
 //
 //	starting → running → stopping → exited | failed | lost
-//	starting → failed                 (spawn error)
-//	running  → exited | lost          (exited on its own, or vanished)
+//	starting → failed | stopping | lost   (spawn error, stopped early, crash)
+//	running  → exited | failed | lost     (exited on its own, or vanished)
 const (
 	StateStarting ProcState = "starting"
 	StateRunning  ProcState = "running"

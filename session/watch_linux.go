@@ -114,6 +114,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 		for _, ev := range events[:n] {
 			fd := int(ev.Fd)
 			if fd == w.evfd {
+				var buf [8]byte
+				unix.Read(w.evfd, buf[:]) // drain, or the next Run would spin
 				if ctx.Err() != nil {
 					return nil
 				}
@@ -122,7 +124,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.mu.Lock()
 			wt, ok := w.watches[fd]
 			w.mu.Unlock()
-			if ok && w.remove(wt) {
+			// Events are keyed by fd number: a cancelled watch's number may
+			// already belong to a new watch, so confirm this pidfd is the
+			// one that became readable before firing.
+			if ok && exited(wt.fd) && w.remove(wt) {
 				w.log.Debug("watched process exited", "pid", wt.pid)
 				wt.onExit()
 			}
@@ -144,4 +149,11 @@ func (w *Watcher) Close() error {
 	w.watches = nil
 	unix.Close(w.evfd)
 	return unix.Close(w.epfd)
+}
+
+// exited reports whether a pidfd is readable now (its process has exited).
+func exited(pidfd int) bool {
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
 }

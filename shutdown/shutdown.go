@@ -48,6 +48,9 @@ const (
 	Killed          Result = "killed"
 	AlreadyGone     Result = "already gone"
 	Unkillable      Result = "could not be killed"
+	// Interrupted means the caller's context ended the cascade early; Left
+	// says what was still running.
+	Interrupted Result = "interrupted"
 )
 
 // Outcome is what happened to one target and its tree.
@@ -118,11 +121,7 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 	defer r.closeAll()
 
 	r.snapshot(log)
-	for i := range targets {
-		if !r.leaders[i] && len(r.pids[i]) == 0 {
-			r.phase[i] = AlreadyGone
-		}
-	}
+	r.finish(AlreadyGone) // nothing of them was alive at the snapshot
 
 	if opt.EOFGrace > 0 && r.alive() > 0 {
 		r.wait(ctx, opt.EOFGrace)
@@ -133,10 +132,14 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 		r.waitFixedPoint(ctx, opt.Grace, unix.SIGTERM, log)
 		r.finish(ExitedOnSIGTERM)
 	}
-	if r.alive() > 0 {
+	if r.alive() > 0 && ctx.Err() == nil {
 		r.signal(unix.SIGKILL, log)
 		r.waitFixedPoint(ctx, opt.KillWait, unix.SIGKILL, log)
 		r.finish(Killed)
+	}
+	left := Unkillable
+	if ctx.Err() != nil {
+		left = Interrupted
 	}
 
 	out := make([]Outcome, len(targets))
@@ -149,7 +152,7 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 		}
 		if len(o.Left) > 0 {
 			sort.Ints(o.Left)
-			o.Result = Unkillable
+			o.Result = left
 		}
 		sort.Ints(o.PIDs)
 		out[i] = o
@@ -161,16 +164,36 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 // signal: once parents die, tree links are gone.
 func (r *run) snapshot(log hclog.Logger) {
 	for i, t := range r.targets {
-		if err := proc.Verify(t.PID, t.Token); err == nil || errors.Is(err, proc.ErrGone) && isZombieOf(t) {
-			r.leaders[i] = true
+		info, err := proc.Stat(t.PID)
+		if err != nil || t.Token.IsZero() || info.Token != t.Token {
+			continue // gone, or the pid is someone else's now
+		}
+		// A zombie leader still holds its group number, so the group is
+		// ours; a live one is a member itself even if it left its group.
+		r.leaders[i] = true
+		if info.State != 'Z' && info.State != 'X' {
+			r.add(i, info)
 		}
 	}
 	r.rescan(log)
 }
 
-func isZombieOf(t Target) bool {
-	info, err := proc.Stat(t.PID)
-	return err == nil && info.Token == t.Token
+// add opens a verified pidfd for a member of target i. Never PID 1, the
+// caller itself, an excluded PID or a process of another uid.
+func (r *run) add(i int, info proc.Info) bool {
+	if _, seen := r.members[info.PID]; seen {
+		return false
+	}
+	if info.PID == 1 || info.PID == os.Getpid() || info.UID != os.Getuid() || r.excluded(info.PID) {
+		return false
+	}
+	fd, err := proc.OpenPidfd(info.PID, info.Token)
+	if err != nil {
+		return false // exited between scan and open
+	}
+	r.members[info.PID] = &member{pid: info.PID, tok: info.Token, fd: fd, target: i}
+	r.pids[i] = append(r.pids[i], info.PID)
+	return true
 }
 
 // rescan adds members that appeared since the last scan (a fork during the
@@ -183,15 +206,14 @@ func (r *run) rescan(log hclog.Logger) int {
 	}
 	byPGID := map[int]int{}
 	for i, t := range r.targets {
-		if t.PGID > 0 {
-			byPGID[t.PGID] = i
+		if _, dup := byPGID[t.PGID]; t.PGID > 0 && !dup {
+			byPGID[t.PGID] = i // two targets in one group: the first owns it
 		}
 	}
-	self := os.Getpid()
 	added := 0
 	for _, info := range infos {
 		i, ok := byPGID[info.PGID]
-		if !ok || info.State == 'Z' || info.State == 'X' || info.PID == 1 || info.PID == self || r.excluded(info.PID) {
+		if !ok || info.State == 'Z' || info.State == 'X' {
 			continue
 		}
 		if _, seen := r.members[info.PID]; seen {
@@ -203,13 +225,9 @@ func (r *run) rescan(log hclog.Logger) int {
 		if !r.leaders[i] && !carriesMarker(info.PID, r.targets[i].ID) {
 			continue
 		}
-		fd, err := proc.OpenPidfd(info.PID, info.Token)
-		if err != nil {
-			continue // exited between scan and open
+		if r.add(i, info) {
+			added++
 		}
-		r.members[info.PID] = &member{pid: info.PID, tok: info.Token, fd: fd, target: i}
-		r.pids[i] = append(r.pids[i], info.PID)
-		added++
 	}
 	return added
 }

@@ -111,7 +111,18 @@ func (r *Reaper) reapAll() {
 	reaped := false
 	for {
 		var ws unix.WaitStatus
+		// wait4 runs under the lock Fork holds across fork and register:
+		// otherwise a child that exits at once could be reaped here before
+		// its waiter exists, and its status would be lost.
+		r.mu.Lock()
 		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		var ch chan Status
+		var ok bool
+		if err == nil && pid > 0 && (ws.Exited() || ws.Signaled()) {
+			ch, ok = r.waiters[pid]
+			delete(r.waiters, pid)
+		}
+		r.mu.Unlock()
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -127,10 +138,6 @@ func (r *Reaper) reapAll() {
 		} else {
 			st.Code = ws.ExitStatus()
 		}
-		r.mu.Lock()
-		ch, ok := r.waiters[pid]
-		delete(r.waiters, pid)
-		r.mu.Unlock()
 		if ok {
 			ch <- st
 		} else {

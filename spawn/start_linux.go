@@ -73,14 +73,16 @@ func Start(r *Reaper, req Request) (Started, error) {
 		return syscall.ForkExec(path, req.Argv, attr)
 	}, func(pid int) {
 		tok, tokErr = proc.TokenOf(pid)
+		if tokErr != nil {
+			// Refuse to track a process we could not identify rather than
+			// record a bad token. Still unreaped here, so the pid is ours.
+			syscall.Kill(-pid, syscall.SIGKILL)
+		}
 	})
 	if err != nil {
 		return Started{}, execError(req.Argv[0], err)
 	}
 	if tokErr != nil {
-		// Cannot happen while the child is unreaped; refuse to track a
-		// process we could not identify rather than record a bad token.
-		syscall.Kill(-pid, syscall.SIGKILL)
 		return Started{}, &StartError{Name: req.Argv[0], Code: 125, Err: fmt.Errorf("read creation token of %d: %w", pid, tokErr)}
 	}
 	return Started{PID: pid, PGID: pid, Token: tok, Path: path, Exit: exit}, nil
