@@ -250,26 +250,13 @@ func (t *tour) daemonPID(ctx context.Context) (int, error) {
 	return c.Daemon.PID, nil
 }
 
-// waitGone waits on the process's pidfd and returns when it exited (zero
-// if it did not within limit).
+// waitGone waits for the process to exit and returns when it did (zero if
+// it did not within limit).
 func waitGone(pid int, tok proc.Token, limit time.Duration) time.Time {
-	fd, err := proc.OpenPidfd(pid, tok)
-	if err != nil {
-		return time.Now()
+	if !proc.WaitExit(pid, tok, limit) {
+		return time.Time{}
 	}
-	defer unix.Close(fd)
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds())+1)
-		if err == nil && n > 0 {
-			return time.Now()
-		}
-		if err != nil && !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	return time.Time{}
+	return time.Now()
 }
 
 func (t *tour) say(format string, args ...any) {

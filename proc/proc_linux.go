@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -257,4 +258,42 @@ func Scan() ([]Info, error) {
 		out = append(out, info)
 	}
 	return out, nil
+}
+
+// WaitPidfd waits until a pidfd is readable (its process exited), for at
+// most limit (forever when limit < 0). It reports whether it exited.
+func WaitPidfd(pidfd int, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		ms := -1
+		if limit >= 0 {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return false
+			}
+			ms = int(left.Milliseconds()) + 1
+		}
+		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, ms)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		if n > 0 {
+			return true
+		}
+	}
+}
+
+// WaitExit waits for the process pid carrying tok to exit, through its
+// pidfd, for at most limit. A process already gone counts as exited.
+func WaitExit(pid int, tok Token, limit time.Duration) bool {
+	fd, err := OpenPidfd(pid, tok)
+	if err != nil {
+		return true
+	}
+	defer unix.Close(fd)
+	return WaitPidfd(fd, limit)
 }

@@ -202,17 +202,7 @@ func lostDaemon(stderr io.Writer, s api.Started, cause error) (int, error) {
 	if err != nil {
 		return fail(CodeSupervisorError, fmt.Errorf("server %d already gone", s.PID))
 	}
-	fd, err := proc.OpenPidfd(s.PID, tok)
-	if err != nil {
-		return fail(CodeSupervisorError, fmt.Errorf("server %d already gone", s.PID))
-	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		if _, err := unix.Poll(fds, -1); !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
+	proc.WaitExit(s.PID, tok, -1)
 	return fail(CodeSupervisorError, fmt.Errorf("server %d exited while the daemon was away; its status is unknown", s.PID))
 }
 

@@ -79,8 +79,8 @@ func newDaemonStopCommand() *cobra.Command {
 			if err := c.Call(api.TypeDaemonStop, nil, &resp); err != nil {
 				return err
 			}
-			if err := waitGone(pid, tok, 30*time.Second); err != nil {
-				return err
+			if !proc.WaitExit(pid, tok, 30*time.Second) {
+				return fmt.Errorf("daemon (pid %d) still running 30s after it was asked to stop; see its log", pid)
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), resp.Outcomes)
@@ -94,17 +94,4 @@ func newDaemonStopCommand() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcomes as JSON")
 	return cmd
-}
-
-// waitGone waits for a process to exit, through its pidfd.
-func waitGone(pid int, tok proc.Token, limit time.Duration) error {
-	fd, err := proc.OpenPidfd(pid, tok)
-	if err != nil {
-		return nil // already gone
-	}
-	defer closeFd(fd)
-	if !pollReadable(fd, limit) {
-		return fmt.Errorf("daemon (pid %d) still running %v after it was asked to stop; see its log", pid, limit)
-	}
-	return nil
 }

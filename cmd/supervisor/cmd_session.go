@@ -32,15 +32,7 @@ func newSessionEndCommand() *cobra.Command {
 			if err := checkGrace(grace); err != nil {
 				return err
 			}
-			var resp api.Outcomes
-			if err := call(api.TypeSessionEnd, &api.SessionEndRequest{ID: args[0], GraceMS: grace.Milliseconds()}, &resp); err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), resp.Outcomes)
-			}
-			printOutcomes(cmd.OutOrStdout(), resp.Outcomes)
-			return nil
+			return callCascade(cmd, api.TypeSessionEnd, &api.SessionEndRequest{ID: args[0], GraceMS: grace.Milliseconds()}, asJSON)
 		},
 	}
 	cmd.Flags().DurationVar(&grace, "grace", 0, "SIGTERM grace before SIGKILL (default 5s)")

@@ -19,15 +19,7 @@ func newStopCommand() *cobra.Command {
 			if err := checkGrace(grace); err != nil {
 				return err
 			}
-			var resp api.Outcomes
-			if err := call(api.TypeStop, &api.StopRequest{Target: args[0], GraceMS: grace.Milliseconds()}, &resp); err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), resp.Outcomes)
-			}
-			printOutcomes(cmd.OutOrStdout(), resp.Outcomes)
-			return nil
+			return callCascade(cmd, api.TypeStop, &api.StopRequest{Target: args[0], GraceMS: grace.Milliseconds()}, asJSON)
 		},
 	}
 	cmd.Flags().DurationVar(&grace, "grace", 0, "SIGTERM grace before SIGKILL (default 5s)")

@@ -8,6 +8,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/shutdown"
 )
 
@@ -55,4 +58,17 @@ func printOutcomes(w io.Writer, outs []shutdown.Outcome) {
 	for _, o := range outs {
 		fmt.Fprintln(w, o.String())
 	}
+}
+
+// callCascade sends a request answered by stop outcomes and prints them.
+func callCascade(cmd *cobra.Command, typ string, req any, asJSON bool) error {
+	var resp api.Outcomes
+	if err := call(typ, req, &resp); err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(cmd.OutOrStdout(), resp.Outcomes)
+	}
+	printOutcomes(cmd.OutOrStdout(), resp.Outcomes)
+	return nil
 }

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -112,19 +111,14 @@ func (in *instance) daemonPID() int {
 
 func killByPID(pid int) {
 	tok, err := proc.TokenOf(pid)
-	if err != nil {
+	if err != nil || proc.WaitExit(pid, tok, 10*time.Second) {
 		return
 	}
-	fd, err := proc.OpenPidfd(pid, tok)
-	if err != nil {
-		return
+	if fd, err := proc.OpenPidfd(pid, tok); err == nil {
+		unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		proc.WaitPidfd(fd, wait)
+		unix.Close(fd)
 	}
-	defer unix.Close(fd)
-	if pollReadable(fd, 10*time.Second) {
-		return
-	}
-	unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-	pollReadable(fd, wait)
 }
 
 func (in *instance) command(args ...string) *exec.Cmd {
@@ -271,12 +265,7 @@ func readLine(r *bufio.Reader, d time.Duration) (string, error) {
 // waitGonePID waits until pid (with the token it has now) has exited.
 func waitGonePID(t *testing.T, pid int, tok proc.Token) {
 	t.Helper()
-	fd, err := proc.OpenPidfd(pid, tok)
-	if err != nil {
-		return // already gone
-	}
-	defer unix.Close(fd)
-	if !pollReadable(fd, wait) {
+	if !proc.WaitExit(pid, tok, wait) {
 		t.Fatalf("process %d still alive after %v", pid, wait)
 	}
 }
@@ -321,5 +310,3 @@ func daemonsOf(state string) []int {
 	}
 	return out
 }
-
-var _ = syscall.SIGTERM
