@@ -209,19 +209,34 @@ func TestSignalsToShim(t *testing.T) {
 	})
 }
 
+// findByPID waits (bounded) for pid's record to reach a final state: the
+// final commit follows the process's exit by moments.
 func findByPID(t *testing.T, in *instance, pid int) registry.Process {
 	t.Helper()
+	return waitRecord(t, in, pid, func(p registry.Process) bool { return p.State.Final() })
+}
+
+// findByPIDState waits (bounded) for pid's record to be in state.
+func findByPIDState(t *testing.T, in *instance, pid int, state registry.ProcState) registry.Process {
+	t.Helper()
+	return waitRecord(t, in, pid, func(p registry.Process) bool { return p.State == state })
+}
+
+func waitRecord(t *testing.T, in *instance, pid int, ok func(registry.Process) bool) registry.Process {
+	t.Helper()
 	deadline := time.Now().Add(wait)
-	for {
+	var last registry.Process
+	for time.Now().Before(deadline) {
 		for _, p := range in.mustProcesses(true) {
-			if p.PID == pid && (p.State.Final() || time.Now().After(deadline)) {
-				return p
+			if p.PID == pid {
+				last = p
+				if ok(p) {
+					return p
+				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no final record for pid %d", pid)
-		}
-		// The record's final commit follows the exit by moments.
 		time.Sleep(20 * time.Millisecond)
 	}
+	t.Fatalf("record of pid %d never got there; last seen %+v", pid, last)
+	return last
 }

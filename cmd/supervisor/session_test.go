@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/proc"
 )
@@ -189,4 +191,46 @@ func TestEndSessionAndStopByName(t *testing.T) {
 		t.Fatalf("stopping a gone name: exit %d, stderr %q; want a supervisor: error naming it", code, errOut)
 	}
 	_ = p1
+}
+
+// TestDaemonCrashReadoptsServers: servers survive a SIGKILLed daemon (no
+// pdeathsig), a new daemon re-adopts them from the registry, and their
+// host's death still stops them.
+func TestDaemonCrashReadoptsServers(t *testing.T) {
+	in := newInstance(t)
+	h := in.startHost(t, 2, "--", bin, "_fixture", "sleep")
+	for _, pid := range h.servers {
+		if p := findByPIDState(t, in, pid, "running"); p.PID != pid {
+			t.Fatalf("no running record for %d", pid)
+		}
+	}
+	dpid := in.daemonPID()
+	killByPIDNow(t, dpid)
+	for i, pid := range h.servers {
+		if !alive(pid, h.tokens[i]) {
+			t.Fatalf("server %d died with the daemon", pid)
+		}
+	}
+	in.mustRun("daemon")
+	for _, pid := range h.servers {
+		findByPIDState(t, in, pid, "running")
+	}
+	h.cmd.Process.Kill()
+	for i, pid := range h.servers {
+		waitGonePID(t, pid, h.tokens[i])
+	}
+	for _, pid := range h.servers {
+		if p := findByPID(t, in, pid); p.State != "exited" {
+			t.Errorf("re-adopted server %d ended %s, want exited", pid, p.State)
+		}
+	}
+}
+
+func killByPIDNow(t *testing.T, pid int) {
+	t.Helper()
+	tok := mustToken(t, pid)
+	if err := unix.Kill(pid, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGonePID(t, pid, tok)
 }
