@@ -74,12 +74,15 @@ type Session struct {
 	HostCommand string       `json:"host_command"`
 	State       SessionState `json:"state"`
 	StartedAt   time.Time    `json:"started_at"`
-	EndedAt     *time.Time   `json:"ended_at,omitempty"`
+	EndedAt     *time.Time   `json:"ended_at"`
 	EndReason   string       `json:"end_reason,omitempty"`
 }
 
 // Process is one supervised process. It carries argv but never environment
 // values: those hold secrets.
+//
+// The JSON names are the `ps --json` contract of design §8: scripts use
+// them, so the contract fields are always present (null when unset).
 type Process struct {
 	ID        string     `json:"id"`
 	Session   string     `json:"session"`
@@ -94,11 +97,11 @@ type Process struct {
 	ShimToken Token      `json:"shim_token"`
 	State     ProcState  `json:"state"`
 	StartedAt time.Time  `json:"started_at"`
-	ExitedAt  *time.Time `json:"exited_at,omitempty"`
-	ExitCode  *int       `json:"exit_code,omitempty"`
-	Signal    string     `json:"signal,omitempty"`
+	ExitedAt  *time.Time `json:"exited_at"`
+	ExitCode  *int       `json:"exit_code"`
+	Signal    string     `json:"signal"`
 	Error     string     `json:"error,omitempty"` // why it failed or was lost
-	Port      int        `json:"port,omitempty"`
+	Port      int        `json:"port"`
 	Shared    bool       `json:"shared"`
 	Health    string     `json:"health"`
 	Restarts  int        `json:"restarts"`

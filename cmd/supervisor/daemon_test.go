@@ -305,3 +305,43 @@ func TestSecondDaemonSaysWhoHoldsTheLock(t *testing.T) {
 		t.Fatalf("status exit %d", code)
 	}
 }
+
+// TestJSONContract checks the field names of design §8 that scripts rely
+// on are all present in ps --json and sessions --json.
+func TestJSONContract(t *testing.T) {
+	in := newInstance(t)
+	if _, _, code := in.run("run", "--session", "contract", "--", bin, "_fixture", "exit", "4"); code != 4 {
+		t.Fatalf("run exit %d, want 4", code)
+	}
+	tests := []struct {
+		args []string
+		keys []string
+	}{
+		{[]string{"ps", "--all", "--json"}, []string{"id", "session", "name", "pid", "pgid", "state", "started_at",
+			"exited_at", "exit_code", "signal", "port", "shared", "health", "restarts", "argv"}},
+		{[]string{"sessions", "--all", "--json"}, []string{"id", "host_pid", "host_command", "state", "started_at",
+			"ended_at", "processes"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.args[0], func(t *testing.T) {
+			var recs []map[string]any
+			out := in.mustRun(tt.args...)
+			if err := json.Unmarshal([]byte(out), &recs); err != nil || len(recs) != 1 {
+				t.Fatalf("got %v records (%v) from %s, want 1", len(recs), err, out)
+			}
+			for _, k := range tt.keys {
+				if _, ok := recs[0][k]; !ok {
+					t.Errorf("%s: no %q field in %v", strings.Join(tt.args, " "), k, recs[0])
+				}
+			}
+			if ts, ok := recs[0]["started_at"].(string); !ok || !strings.HasSuffix(ts, "Z") {
+				t.Errorf("started_at %v, want an RFC 3339 UTC time", recs[0]["started_at"])
+			}
+		})
+	}
+	var ps []registry.Process
+	json.Unmarshal([]byte(in.mustRun("ps", "--all", "--json")), &ps)
+	if ps[0].ExitCode == nil || *ps[0].ExitCode != 4 || ps[0].State != "exited" {
+		t.Fatalf("got state %s exit_code %v, want exited with 4", ps[0].State, ps[0].ExitCode)
+	}
+}

@@ -99,16 +99,51 @@ func TestStdioByteExact(t *testing.T) {
 }
 
 // TestHostSeesEOFWhenServerExits: the server exits on its own while the host
-// still holds stdin open; the host's read of stdout must end.
+// still holds stdin open; the host's read of stdout must end, over pipes and
+// over a socketpair.
 func TestHostSeesEOFWhenServerExits(t *testing.T) {
-	in := newInstance(t)
-	s := in.startShim("--", bin, "_fixture", "exit", "3")
-	defer s.stdin.Close()
-	if _, err := readAllWithin(s.stdout, wait); err != nil {
-		t.Fatalf("stdout did not reach EOF after the server exited: %v", err)
-	}
-	if got := s.exitCode(t); got != 3 {
-		t.Fatalf("shim exit %d, want 3", got)
+	for _, kind := range []string{"pipe", "socketpair"} {
+		t.Run(kind, func(t *testing.T) {
+			in := newInstance(t)
+			cmd := in.command("run", "--", bin, "_fixture", "exit", "3")
+			cmd.Stderr = &prefixWriter{t: t, prefix: "shim: "}
+			var r io.Reader
+			if kind == "pipe" {
+				stdin, _ := cmd.StdinPipe()
+				defer stdin.Close() // held open throughout
+				r, _ = cmd.StdoutPipe()
+			} else {
+				fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				mine := os.NewFile(uintptr(fds[0]), "host")
+				theirs := os.NewFile(uintptr(fds[1]), "child")
+				defer mine.Close()
+				cmd.Stdin, cmd.Stdout = theirs, theirs
+				r = mine
+				defer theirs.Close()
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if f, ok := cmd.Stdout.(*os.File); ok && kind == "socketpair" {
+				f.Close() // only the child's copies remain
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			if _, err := readAllWithin(r, wait); err != nil {
+				t.Fatalf("stdout did not reach EOF after the server exited: %v", err)
+			}
+			select {
+			case <-done:
+			case <-time.After(wait):
+				t.Fatal("shim did not exit")
+			}
+			if got := cmd.ProcessState.ExitCode(); got != 3 {
+				t.Fatalf("shim exit %d, want 3", got)
+			}
+		})
 	}
 }
 
