@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,7 +27,7 @@ func Launch(ctx context.Context, exe string, paths api.Paths, env []string) erro
 	}
 	defer devnull.Close()
 	cmd := exec.Command(exe, "daemon", "--foreground")
-	cmd.Env = env
+	cmd.Env = daemonEnv(env)
 	cmd.Dir = "/"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -83,4 +84,23 @@ func EnsureRunning(ctx context.Context, exe string, paths api.Paths, env []strin
 		return nil, err
 	}
 	return api.Dial(ctx, paths.Socket)
+}
+
+// daemonKeep are the variables a daemon inherits from whoever started it.
+// Everything else stays behind: the starter's environment may hold secrets,
+// and its markers (SUPERVISOR_SESSION_ID, ...) would make the daemon look
+// like a member of some session's tree.
+var daemonKeep = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "TZ",
+	api.EnvStateDir, api.EnvSocket}
+
+func daemonEnv(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		for _, k := range daemonKeep {
+			if strings.HasPrefix(kv, k+"=") {
+				out = append(out, kv)
+			}
+		}
+	}
+	return out
 }

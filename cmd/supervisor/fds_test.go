@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
@@ -173,4 +174,27 @@ func holds(pid int, target string) bool {
 
 func pipeInodeName(st os.FileInfo) string {
 	return fmt.Sprintf("pipe:[%d]", st.Sys().(*syscall.Stat_t).Ino)
+}
+
+// TestDaemonEnvironmentIsMinimal: the auto-started daemon keeps only what it
+// needs from the first shim's environment: no secrets, no markers.
+func TestDaemonEnvironmentIsMinimal(t *testing.T) {
+	in := newInstance(t)
+	cmd := in.command("run", "--", bin, "_fixture", "exit", "0")
+	cmd.Env = append(cmd.Env, "API_TOKEN=secret-value", spawn.EnvSessionID+"=outer", spawn.EnvProcID+"=p-outer")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("run: %v: %s", err, out)
+	}
+	pid := in.daemonPID()
+	env, err := proc.Environ(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range env {
+		for _, bad := range []string{"API_TOKEN=", spawn.EnvSessionID + "=", spawn.EnvProcID + "="} {
+			if strings.HasPrefix(kv, bad) {
+				t.Errorf("daemon environment has %q", kv)
+			}
+		}
+	}
 }
