@@ -21,8 +21,8 @@ func fakeEnv(m map[string]string) func(string) string {
 }
 
 func TestResolvePaths(t *testing.T) {
+	cwd, _ := os.Getwd()
 	t.Setenv("TMPDIR", "") // os.TempDir() is then /tmp
-	uid := os.Getuid()
 	long := "/" + strings.Repeat("d", 120)
 	tests := []struct {
 		name       string
@@ -59,7 +59,13 @@ func TestResolvePaths(t *testing.T) {
 			name:       "over-long state dir falls back to tmp",
 			env:        map[string]string{EnvStateDir: long},
 			wantState:  long,
-			wantSocket: fmt.Sprintf("/tmp/supervisor-%d/supervisor.sock", uid),
+			wantSocket: FallbackSocket(long),
+		},
+		{
+			name:       "relative socket is made absolute",
+			env:        map[string]string{EnvStateDir: "/srv/sup", EnvSocket: "rel.sock"},
+			wantState:  "/srv/sup",
+			wantSocket: filepath.Join(cwd, "rel.sock"),
 		},
 		{
 			name:       "socket of exactly 107 bytes",
@@ -548,5 +554,15 @@ func TestSendError(t *testing.T) {
 	}
 	if m.Type != TypeError || e.Code != 127 || e.Message != `no such command "srv"` {
 		t.Errorf("error message: got %s %+v, want error 127 naming srv", m.Type, e)
+	}
+}
+
+func TestFallbackSocketIsPerStateDir(t *testing.T) {
+	a, b := FallbackSocket("/x/"+strings.Repeat("a", 120)), FallbackSocket("/x/"+strings.Repeat("b", 120))
+	if a == b {
+		t.Fatalf("two state dirs share the fallback socket %s", a)
+	}
+	if want := fmt.Sprintf("/tmp/supervisor-%d/", os.Getuid()); !strings.HasPrefix(a, want) || len(a) > maxSunPath {
+		t.Fatalf("fallback %q, want a short path under %s", a, want)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,6 +46,9 @@ func NewConn(c *net.UnixConn) (*Conn, error) {
 	}
 	return &Conn{c: c, rc: rc}, nil
 }
+
+// SetDeadline sets the read and write deadline; the zero time clears it.
+func (c *Conn) SetDeadline(t time.Time) error { return c.c.SetDeadline(t) }
 
 // Close closes the connection.
 func (c *Conn) Close() error { return c.c.Close() }

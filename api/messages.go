@@ -57,10 +57,14 @@ func (e *Error) Error() string { return e.Message }
 
 // RunRequest asks the daemon to start a server on the shim's stdio (the
 // three fds travel with the frame).
+//
+// Argv, Env and Cwd travel as bytes (base64 in JSON): they need not be
+// UTF-8, and JSON strings would replace invalid bytes and blow control
+// characters up sixfold.
 type RunRequest struct {
-	Argv        []string   `json:"argv"`
-	Cwd         string     `json:"cwd"`
-	Env         []string   `json:"env"`
+	Argv        Bytes      `json:"argv"`
+	Cwd         ByteString `json:"cwd"`
+	Env         Bytes      `json:"env"`
 	Name        string     `json:"name,omitempty"`
 	Session     string     `json:"session"`
 	Label       string     `json:"label,omitempty"`
@@ -149,4 +153,45 @@ type Status struct {
 	Sessions  int             `json:"sessions"`
 	Processes int             `json:"processes"`
 	Records   int             `json:"records"`
+}
+
+// Bytes is a list of strings carried byte-exact (base64) on the wire.
+type Bytes []string
+
+// MarshalJSON encodes each string as base64 bytes.
+func (b Bytes) MarshalJSON() ([]byte, error) {
+	raw := make([][]byte, len(b))
+	for i, s := range b {
+		raw[i] = []byte(s)
+	}
+	return json.Marshal(raw)
+}
+
+// UnmarshalJSON decodes base64 bytes.
+func (b *Bytes) UnmarshalJSON(data []byte) error {
+	var raw [][]byte
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*b = make(Bytes, len(raw))
+	for i, r := range raw {
+		(*b)[i] = string(r)
+	}
+	return nil
+}
+
+// ByteString is a string carried byte-exact (base64) on the wire.
+type ByteString string
+
+// MarshalJSON encodes the string as base64 bytes.
+func (s ByteString) MarshalJSON() ([]byte, error) { return json.Marshal([]byte(s)) }
+
+// UnmarshalJSON decodes base64 bytes.
+func (s *ByteString) UnmarshalJSON(data []byte) error {
+	var raw []byte
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*s = ByteString(raw)
+	return nil
 }

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -57,16 +59,28 @@ func ResolvePaths(getenv func(string) string) (Paths, error) {
 	if p.Socket == "" {
 		p.Socket = filepath.Join(p.StateDir, "supervisor.sock")
 		if len(p.Socket) > maxSunPath {
-			// A fixed /tmp, not $TMPDIR: hosts pass different TMPDIRs, and
-			// every shim of one user must reach the same daemon.
-			p.Socket = filepath.Join("/tmp", fmt.Sprintf("supervisor-%d", os.Getuid()), "supervisor.sock")
+			p.Socket = FallbackSocket(p.StateDir)
 		}
+	} else if p.Socket, err = filepath.Abs(p.Socket); err != nil {
+		return Paths{}, fmt.Errorf("%s %q: %w", EnvSocket, getenv(EnvSocket), err)
 	}
 	if len(p.Socket) > maxSunPath {
 		return Paths{}, fmt.Errorf("socket path %q is %d bytes, longer than the %d a unix socket allows; set %s to a shorter path",
 			p.Socket, len(p.Socket), maxSunPath, EnvSocket)
 	}
 	return p, nil
+}
+
+// FallbackDir is the per-uid directory for sockets whose default path is
+// too long for sun_path. A fixed /tmp, not $TMPDIR: hosts pass different
+// TMPDIRs, and every shim of one user must reach the same daemon.
+func FallbackDir() string { return filepath.Join("/tmp", fmt.Sprintf("supervisor-%d", os.Getuid())) }
+
+// FallbackSocket names the socket of stateDir in FallbackDir: one per state
+// directory, so two instances with long paths do not share a daemon.
+func FallbackSocket(stateDir string) string {
+	sum := sha256.Sum256([]byte(stateDir))
+	return filepath.Join(FallbackDir(), hex.EncodeToString(sum[:6])+".sock")
 }
 
 // EnsurePrivateDir creates dir with mode 0700 if missing and checks that an

@@ -95,7 +95,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err := api.EnsurePrivateDir(paths.StateDir); err != nil {
 		return err
 	}
-	if err := api.EnsurePrivateDir(filepath.Dir(paths.Socket)); err != nil {
+	if err := socketDir(paths); err != nil {
 		return err
 	}
 	lock, err := lockSingleton(paths.Lock())
@@ -118,9 +118,6 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	d.log = hclog.New(&hclog.LoggerOptions{Name: "supervisor", Output: out, Level: hclog.LevelFromString(cfg.LogLevel)})
 
-	if err := proc.MarkInheritedCloexec(); err != nil {
-		d.log.Warn("mark inherited fds close-on-exec", "err", err)
-	}
 	if err := proc.SetChildSubreaper(); err != nil {
 		d.log.Warn("not a subreaper: orphaned descendants will go to init", "err", err)
 	} else {
@@ -149,7 +146,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	// Reconcile before the socket accepts anything (design §7).
 	d.reconcile()
 
-	os.Remove(paths.Socket) // we hold the lock: any socket file is stale
+	if err := removeStaleSocket(paths.Socket); err != nil {
+		return err
+	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: paths.Socket, Net: "unix"})
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", paths.Socket, err)
@@ -229,15 +228,27 @@ func (d *Daemon) closeConns() {
 func (d *Daemon) serve(ln *net.UnixListener) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	backoff := 5 * time.Millisecond
 	for {
 		nc, err := ln.AcceptUnix()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			d.log.Warn("accept", "err", err)
+			// Out of fds or buffers is a passing state of the machine, not
+			// a reason to leave every server unsupervised: wait and retry,
+			// as net/http does.
+			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+				errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.ECONNABORTED) {
+				d.log.Warn("accept failed; retrying", "err", err, "in", backoff)
+				time.Sleep(backoff)
+				backoff = min(2*backoff, time.Second)
+				continue
+			}
+			d.log.Error("accept", "err", err)
 			return fmt.Errorf("accept on %s: %w", d.cfg.Paths.Socket, err)
 		}
+		backoff = 5 * time.Millisecond
 		conn, err := api.NewConn(nc)
 		if err != nil {
 			nc.Close()
@@ -258,4 +269,39 @@ func (d *Daemon) serve(ln *net.UnixListener) error {
 			d.handle(conn)
 		}()
 	}
+}
+
+// socketDir prepares the socket's directory. The state directory and the
+// /tmp fallback are ours to create and restrict; a directory the user chose
+// through SUPERVISOR_SOCKET is created if missing but never re-moded (it may
+// be their home): the socket's own 0600 mode guards access.
+func socketDir(p api.Paths) error {
+	dir := filepath.Dir(p.Socket)
+	if dir == p.StateDir || dir == api.FallbackDir() {
+		return api.EnsurePrivateDir(dir)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create socket directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// removeStaleSocket removes a socket left by a dead daemon (we hold the
+// singleton lock, so no live one serves it). Anything else at that path is
+// not ours to delete.
+func removeStaleSocket(path string) error {
+	st, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("check %s: %w", path, err)
+	}
+	if st.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("%s exists and is not a socket; refusing to replace it (set %s to another path)", path, api.EnvSocket)
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("remove stale socket %s: %w", path, err)
+	}
+	return nil
 }

@@ -93,7 +93,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		name = baseName(req.Argv[0])
 	}
 	if _, err := d.reg.AddProcess(registry.Process{
-		ID: id, Session: req.Session, Name: name, Argv: req.Argv, Cwd: req.Cwd,
+		ID: id, Session: req.Session, Name: name, Argv: req.Argv, Cwd: string(req.Cwd),
 		ShimPID: req.ShimPID, ShimToken: req.ShimToken, Stdio: stdio,
 	}); err != nil {
 		closeFiles()
@@ -101,7 +101,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		return
 	}
 	started, err := spawn.Start(d.reaper, spawn.Request{
-		Argv: req.Argv, Env: req.Env, Dir: req.Cwd, Stdio: files,
+		Argv: req.Argv, Env: req.Env, Dir: string(req.Cwd), Stdio: files,
 		SessionID: req.Session, ProcID: id,
 	})
 	if err != nil {

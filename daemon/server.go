@@ -12,6 +12,9 @@ import (
 	"github.com/seed-86a41135/supervisor/shutdown"
 )
 
+// helloTimeout bounds how long a new connection may take to say hello.
+const helloTimeout = 10 * time.Second
+
 // handle serves one connection: peer check, hello, then requests until the
 // peer closes. A run request turns the connection into that server's
 // lifeline.
@@ -27,10 +30,17 @@ func (d *Daemon) handle(conn *api.Conn) {
 	}
 	log := d.log.With("peer", pid)
 
+	// A peer that connects and says nothing must not hold a connection
+	// (and an fd) forever.
+	conn.SetDeadline(time.Now().Add(helloTimeout))
 	m, fds, err := conn.Recv()
 	closeFds(fds)
 	if err != nil {
-		d.refuse(conn, log, err)
+		if isEOF(err) {
+			log.Debug("peer closed before hello")
+		} else {
+			d.refuse(conn, log, err)
+		}
 		return
 	}
 	if m.Type != api.TypeHello {
@@ -50,6 +60,7 @@ func (d *Daemon) handle(conn *api.Conn) {
 	if err := conn.Send(api.TypeHello, &api.Hello{Protocol: api.Protocol, Version: api.Version, PID: os.Getpid()}); err != nil {
 		return
 	}
+	conn.SetDeadline(time.Time{})
 
 	for {
 		m, fds, err := conn.Recv()

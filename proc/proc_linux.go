@@ -185,28 +185,35 @@ func SetChildSubreaper() error {
 	return nil
 }
 
-// MarkInheritedCloexec sets close-on-exec on every fd above 2. Hosts leak fds
-// without it into their children (a pipe on fd 251 was seen), and Go's
-// os/exec passes such fds on: without this, an auto-started daemon would hold
-// a host pipe open forever.
-func MarkInheritedCloexec() error {
-	err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
-	if err == nil {
-		return nil
+// MarkInheritedCloexec sets close-on-exec on every fd above 2 that lacks it
+// and returns those fds: they were inherited (Go opens all of its own with
+// O_CLOEXEC), typically leaked by a host's shell — a pipe on fd 251 was seen.
+// Go's os/exec would pass them on: without this, an auto-started daemon
+// would hold a host pipe open forever. A long-lived process should also
+// close the returned fds itself.
+func MarkInheritedCloexec() ([]int, error) {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		// No /proc: mark everything, remember nothing.
+		if cerr := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); cerr != nil {
+			return nil, fmt.Errorf("close_range: %v; list /proc/self/fd: %w", cerr, err)
+		}
+		return nil, nil
 	}
-	// Kernels before 5.11: walk /proc/self/fd.
-	entries, rerr := os.ReadDir("/proc/self/fd")
-	if rerr != nil {
-		return fmt.Errorf("close_range: %v; list /proc/self/fd: %w", err, rerr)
-	}
+	var marked []int
 	for _, e := range entries {
-		fd, convErr := strconv.Atoi(e.Name())
-		if convErr != nil || fd < 3 {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd < 3 {
 			continue
 		}
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil || flags&unix.FD_CLOEXEC != 0 {
+			continue // closed meanwhile (the ReadDir handle itself), or ours
+		}
 		unix.CloseOnExec(fd)
+		marked = append(marked, fd)
 	}
-	return nil
+	return marked, nil
 }
 
 // FdKind describes the file an fd refers to: "pipe", "socket", "tty",

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"bufio"
 	"errors"
 	"os"
 	"os/exec"
@@ -325,13 +326,20 @@ func TestMarkInheritedCloexec(t *testing.T) {
 			t.Fatalf("fd %d: FD_CLOEXEC set before the call; the test needs it clear", fd)
 		}
 	}
-	if err := MarkInheritedCloexec(); err != nil {
+	marked, err := MarkInheritedCloexec()
+	if err != nil {
 		t.Fatalf("MarkInheritedCloexec: %v", err)
 	}
 	for _, fd := range p {
 		if got := fdFlags(t, fd) & unix.FD_CLOEXEC; got == 0 {
 			t.Errorf("fd %d FD_CLOEXEC: got clear, want set", fd)
 		}
+		if !slices.Contains(marked, fd) {
+			t.Errorf("marked %v, want it to include %d", marked, fd)
+		}
+	}
+	if again, _ := MarkInheritedCloexec(); slices.Contains(again, p[0]) {
+		t.Errorf("second call returned %v: fds already close-on-exec are not inherited ones", again)
 	}
 }
 
@@ -403,21 +411,28 @@ func TestFdKind(t *testing.T) {
 }
 
 func TestCmdlineAndEnviron(t *testing.T) {
-	cmd := exec.Command("sleep", "30")
+	// The child says it runs: right after exec its cmdline can still be
+	// empty (the kernel sets the new argv up after closing the exec pipe).
+	cmd := exec.Command("/bin/sh", "-c", "echo ready; read x")
 	cmd.Env = []string{"PROC_TEST_MARK=yes", "OTHER=1"}
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); <-done })
+	if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
 
 	argv, err := Cmdline(cmd.Process.Pid)
 	if err != nil {
 		t.Fatalf("Cmdline: %v", err)
 	}
-	if len(argv) != 2 || argv[1] != "30" {
-		t.Errorf("Cmdline: got %q, want [sleep 30]", argv)
+	if want := []string{"/bin/sh", "-c", "echo ready; read x"}; !slices.Equal(argv, want) {
+		t.Errorf("Cmdline: got %q, want %q", argv, want)
 	}
 	env, err := Environ(cmd.Process.Pid)
 	if err != nil {

@@ -63,7 +63,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 	// Inherited fds a host leaked without close-on-exec must not reach the
 	// daemon we may start (it would hold a host pipe open forever).
-	if err := proc.MarkInheritedCloexec(); err != nil {
+	if _, err := proc.MarkInheritedCloexec(); err != nil {
 		return fail(CodeSupervisorError, err)
 	}
 	if len(o.Argv) == 0 {
@@ -100,12 +100,15 @@ func Run(ctx context.Context, o Options) (int, error) {
 	defer c.Close()
 
 	req := api.RunRequest{
-		Argv: o.Argv, Cwd: cwd, Env: o.Env, Name: o.Name,
+		Argv: o.Argv, Cwd: api.ByteString(cwd), Env: o.Env, Name: o.Name,
 		Session: ident.ID, Label: ident.Label,
 		HostPID: ident.HostPID, HostToken: ident.HostToken, HostCommand: ident.HostCommand,
 		GraceMS: o.Grace.Milliseconds(), ShimPID: os.Getpid(), ShimToken: selfTok,
 	}
 	if err := c.Send(api.TypeRun, &req, 0, 1, 2); err != nil {
+		if errors.Is(err, api.ErrFrameTooLarge) {
+			err = fmt.Errorf("the command line and environment are too large to hand to the daemon: %w", err)
+		}
 		return fail(CodeSupervisorError, err)
 	}
 	// The daemon holds its own references now. Drop ours of stdin and

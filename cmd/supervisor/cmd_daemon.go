@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,7 +15,7 @@ import (
 	"github.com/seed-86a41135/supervisor/proc"
 )
 
-func newDaemonCommand() *cobra.Command {
+func newDaemonCommand(inherited []int) *cobra.Command {
 	var foreground bool
 	var logLevel string
 	cmd := &cobra.Command{
@@ -27,6 +28,10 @@ func newDaemonCommand() *cobra.Command {
 				return err
 			}
 			if foreground {
+				// A long-lived daemon must not hold fds leaked into it.
+				for _, fd := range inherited {
+					syscall.Close(fd)
+				}
 				err := daemon.Run(context.Background(), daemon.Config{Paths: p, Stderr: cmd.ErrOrStderr(), LogLevel: logLevel})
 				var already *daemon.AlreadyRunningError
 				if errors.As(err, &already) {

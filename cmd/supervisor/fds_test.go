@@ -198,3 +198,19 @@ func TestDaemonEnvironmentIsMinimal(t *testing.T) {
 		}
 	}
 }
+
+// TestBinaryArgvAndEnv: argv and environment need not be UTF-8; they reach
+// the server byte for byte, as with a direct spawn.
+func TestBinaryArgvAndEnv(t *testing.T) {
+	in := newInstance(t)
+	arg := "a\xff\xfe\x01b"
+	cmd := in.command("run", "--", "/bin/sh", "-c", `printf '%s|%s' "$1" "$BIN_VAR"`, "sh", arg)
+	cmd.Env = append(cmd.Env, "BIN_VAR=x\xffy")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if want := arg + "|x\xffy"; string(out) != want {
+		t.Fatalf("got %q, want %q", out, want)
+	}
+}

@@ -4,8 +4,13 @@ package main
 
 import (
 	"os"
+
+	"github.com/seed-86a41135/supervisor/proc"
 )
 
 func main() {
-	os.Exit(execute(os.Args[1:]))
+	// Hosts leak fds without close-on-exec into their children; whatever
+	// this process starts (a daemon, above all) must not inherit them.
+	inherited, _ := proc.MarkInheritedCloexec()
+	os.Exit(execute(os.Args[1:], inherited))
 }

@@ -36,8 +36,10 @@ type hintError struct {
 func (e *hintError) Error() string { return e.err.Error() }
 func (e *hintError) Unwrap() error { return e.err }
 
-func execute(args []string) int {
-	root := newRootCommand()
+// execute runs the CLI. inherited are the fds this process inherited
+// without close-on-exec (already marked so); a daemon closes them.
+func execute(args []string, inherited []int) int {
+	root := newRootCommand(inherited)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
 	if err == nil {
@@ -62,7 +64,7 @@ func execute(args []string) int {
 	return code
 }
 
-func newRootCommand() *cobra.Command {
+func newRootCommand(inherited []int) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "supervisor",
 		Short:         "A process supervisor for AI agent hosts' MCP servers",
@@ -80,7 +82,7 @@ func newRootCommand() *cobra.Command {
 		newSessionCommand(),
 		newStopCommand(),
 		newStatusCommand(),
-		newDaemonCommand(),
+		newDaemonCommand(inherited),
 		newVersionCommand(),
 		newDemoCommand(),
 		newFixtureCommand(),

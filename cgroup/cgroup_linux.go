@@ -1,0 +1,230 @@
+// Package cgroup owns the supervisor's cgroup v2 subtree: finding a writable
+// cgroup2 hierarchy, one cgroup per session with a fresh child per server,
+// cgroup.kill, and the wait for `populated 0`. It is optional: callers fall
+// back to process groups and markers where Detect fails.
+//
+// # Caveats
+//
+// On this kernel a child cloned into a cgroup after `cgroup.kill` was written
+// to it is killed at once, every time. A cgroup is therefore never reused:
+// each server gets a fresh one (mkdir costs ~9 µs), and processes enter it
+// at clone time (SysProcAttr.UseCgroupFD), because moving a process in after
+// it started can miss a child it forked first.
+package cgroup
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Manager creates and removes cgroups below one root directory.
+type Manager struct {
+	root string
+}
+
+// Detect finds a writable cgroup2 hierarchy and prepares root/name below the
+// calling process's own cgroup. It fails (and the caller runs without
+// cgroups) when there is no cgroup2 mount or it is not writable.
+func Detect(name string) (*Manager, error) {
+	mount, err := cgroup2Mount()
+	if err != nil {
+		return nil, err
+	}
+	own, err := ownCgroup()
+	if err != nil {
+		return nil, err
+	}
+	root := filepath.Join(mount, own, name)
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("cgroup2 at %s is not writable: %w", mount, err)
+	}
+	probe := filepath.Join(root, fmt.Sprintf("probe-%d", os.Getpid()))
+	if err := os.Mkdir(probe, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("cgroup2 at %s is not writable: %w", root, err)
+	}
+	os.Remove(probe)
+	return &Manager{root: root}, nil
+}
+
+// Root is the directory every session cgroup lives in.
+func (m *Manager) Root() string { return m.root }
+
+// Server is a fresh cgroup for one server, opened for UseCgroupFD.
+type Server struct {
+	Path string
+	Fd   int
+}
+
+// NewServer creates root/s-SESSION/PROC and opens it. The caller closes Fd
+// after the clone. Names are prefixed so no id can be "." or "..".
+func (m *Manager) NewServer(session, proc string) (Server, error) {
+	dir := filepath.Join(m.root, "s-"+session, proc)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Server{}, fmt.Errorf("create cgroup %s: %w", dir, err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		os.Remove(dir)
+		return Server{}, fmt.Errorf("open cgroup %s: %w", dir, err)
+	}
+	return Server{Path: dir, Fd: fd}, nil
+}
+
+// Kill writes cgroup.kill: every process in the cgroup and below gets
+// SIGKILL, atomically, including ones forked a moment ago.
+func Kill(path string) error {
+	if err := os.WriteFile(filepath.Join(path, "cgroup.kill"), []byte("1"), 0); err != nil {
+		return fmt.Errorf("cgroup.kill %s: %w", path, err)
+	}
+	return nil
+}
+
+// Procs lists the processes in the cgroup and its descendants.
+func Procs(path string) ([]int, error) {
+	var out []int
+	err := filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		if err != nil {
+			return nil // removed during the walk
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				out = append(out, pid)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Populated reports whether any process is in the cgroup or below.
+func Populated(path string) (bool, error) {
+	f, err := os.Open(filepath.Join(path, "cgroup.events"))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	defer f.Close()
+	return populated(f)
+}
+
+func populated(f *os.File) (bool, error) {
+	if _, err := f.Seek(0, 0); err != nil {
+		return false, err
+	}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "populated "); ok {
+			return v != "0", nil
+		}
+	}
+	return false, sc.Err()
+}
+
+// Events opens a cgroup's cgroup.events file. The kernel signals each
+// change of it with POLLPRI, so a poll on it waits for the cgroup to empty
+// without a timer; IsPopulated re-reads it.
+func Events(path string) (*os.File, error) {
+	return os.Open(filepath.Join(path, "cgroup.events"))
+}
+
+// IsPopulated re-reads an open cgroup.events file.
+func IsPopulated(f *os.File) (bool, error) { return populated(f) }
+
+// WaitEmpty waits until `cgroup.events` says `populated 0` or limit has
+// passed, on POLLPRI events.
+func WaitEmpty(path string, limit time.Duration) bool {
+	f, err := Events(path)
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	defer f.Close()
+	deadline := time.Now().Add(limit)
+	for {
+		if pop, err := populated(f); err != nil || !pop {
+			return err == nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLPRI}}
+		if _, err := unix.Poll(fds, int(left.Milliseconds())+1); err != nil && !errors.Is(err, unix.EINTR) {
+			return false
+		}
+	}
+}
+
+// Remove deletes a server cgroup, and its session cgroup once that is
+// empty. A cgroup that still has processes is left (EBUSY) and reported.
+func Remove(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove cgroup %s: %w", path, err)
+	}
+	os.Remove(filepath.Dir(path)) // the session's, when it was the last server
+	return nil
+}
+
+func cgroup2Mount() (string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", fmt.Errorf("read mountinfo: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	var found []string
+	for sc.Scan() {
+		// ... mount-point ... - fstype source options
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok || !strings.HasPrefix(post, "cgroup2 ") {
+			continue
+		}
+		fields := strings.Fields(pre)
+		if len(fields) >= 5 {
+			found = append(found, fields[4])
+		}
+	}
+	for _, want := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		for _, m := range found {
+			if m == want {
+				return m, nil
+			}
+		}
+	}
+	if len(found) > 0 {
+		return found[0], nil
+	}
+	return "", errors.New("no cgroup2 hierarchy is mounted")
+}
+
+func ownCgroup() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", fmt.Errorf("read /proc/self/cgroup: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return p, nil
+		}
+	}
+	return "", errors.New("this process has no cgroup2 path")
+}
