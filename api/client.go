@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"syscall"
@@ -96,6 +97,9 @@ func (c *Client) Call(typ string, req any, resp any) error {
 	m, fds, err := c.Recv()
 	closeFds(fds)
 	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("the daemon closed the connection before answering %s (did it exit? see supervisor.log in its state directory): %w", typ, err)
+		}
 		return fmt.Errorf("read reply to %s: %w", typ, err)
 	}
 	return DecodeReply(m, resp)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
@@ -51,6 +52,9 @@ type Hello struct {
 type Error struct {
 	Message string `json:"message"`
 	Code    int    `json:"code,omitempty"`
+	// Retry says the condition passes by itself (the daemon is stopping,
+	// the session is being ended): the client may try again shortly.
+	Retry bool `json:"retry,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -78,9 +82,10 @@ type RunRequest struct {
 
 // Started answers a run request once the server runs.
 type Started struct {
-	ID      string `json:"id"`
-	PID     int    `json:"pid"`
-	Session string `json:"session"`
+	ID      string     `json:"id"`
+	PID     int        `json:"pid"`
+	Token   proc.Token `json:"token"`
+	Session string     `json:"session"`
 }
 
 // Exited tells the shim how its server ended.
@@ -194,4 +199,13 @@ func (s *ByteString) UnmarshalJSON(data []byte) error {
 	}
 	*s = ByteString(raw)
 	return nil
+}
+
+// Millis converts a duration to the wire's milliseconds, rounding up so a
+// positive duration never becomes 0 (which means "the default").
+func Millis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }

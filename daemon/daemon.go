@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/signal"
@@ -95,15 +96,6 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err := api.EnsurePrivateDir(paths.StateDir); err != nil {
 		return err
 	}
-	if err := socketDir(paths); err != nil {
-		return err
-	}
-	lock, err := lockSingleton(paths.Lock())
-	if err != nil {
-		return err
-	}
-	defer lock.Close()
-
 	d := &Daemon{
 		cfg: cfg, started: time.Now(),
 		live: map[string]*live{}, hosts: map[string]func(){}, conns: map[*api.Conn]bool{},
@@ -117,6 +109,23 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		out = io.MultiWriter(rot, cfg.Stderr)
 	}
 	d.log = hclog.New(&hclog.LoggerOptions{Name: "supervisor", Output: out, Level: hclog.LevelFromString(cfg.LogLevel)})
+	// A detached daemon's stderr is /dev/null: why it could not start must
+	// be in the log the CLI points users to.
+	defer func() {
+		var already *AlreadyRunningError
+		if err != nil && !errors.As(err, &already) {
+			d.log.Error("daemon cannot run", "err", err)
+		}
+	}()
+
+	if err := socketDir(paths); err != nil {
+		return err
+	}
+	lock, err := lockSingleton(paths.Lock())
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 
 	if err := proc.SetChildSubreaper(); err != nil {
 		d.log.Warn("not a subreaper: orphaned descendants will go to init", "err", err)
@@ -126,7 +135,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	d.feat["pidfd"] = proc.PidfdSupported()
 	d.feat["cgroup"] = false
 
-	d.store, err = store.Open(paths.DB(), store.Options{})
+	d.store, err = openStore(paths.DB(), d.log)
 	if err != nil {
 		return err
 	}
@@ -304,4 +313,25 @@ func removeStaleSocket(path string) error {
 		return fmt.Errorf("remove stale socket %s: %w", path, err)
 	}
 	return nil
+}
+
+// openStore opens the registry. A file bbolt cannot read is moved aside as
+// registry.db.corrupt-<time> and a fresh one is started (design §7): the
+// registry is a cache of the truth, and the daemon must come up. A file
+// held by another daemon, of a newer schema, or not readable for
+// permissions is an error instead: moving those aside would lose data.
+func openStore(path string, log hclog.Logger) (*store.Store, error) {
+	s, err := store.Open(path, store.Options{})
+	if err == nil {
+		return s, nil
+	}
+	if errors.Is(err, store.ErrLocked) || errors.Is(err, store.ErrSchema) || errors.Is(err, fs.ErrPermission) {
+		return nil, err
+	}
+	aside := path + ".corrupt-" + time.Now().UTC().Format("20060102T150405Z")
+	if rerr := os.Rename(path, aside); rerr != nil {
+		return nil, fmt.Errorf("%w (moving it aside failed: %v)", err, rerr)
+	}
+	log.Error("registry unreadable: moved aside, starting a fresh one", "err", err, "moved_to", aside)
+	return store.Open(path, store.Options{})
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"sync"
 	"syscall"
 	"time"
@@ -39,8 +40,22 @@ type live struct {
 	status spawn.Status  // valid after done
 
 	stopMu   sync.Mutex
-	stopDone chan struct{} // non-nil once a stop is under way
+	stopDone chan struct{} // non-nil while a stop is under way
+	force    chan struct{} // closed to cut the running stop's grace short
 	outcome  shutdown.Outcome
+}
+
+// forceStop ends the grace of the stop under way: SIGKILL now.
+func (l *live) forceStop() {
+	l.stopMu.Lock()
+	defer l.stopMu.Unlock()
+	if l.force != nil {
+		select {
+		case <-l.force:
+		default:
+			close(l.force)
+		}
+	}
 }
 
 // serveRun starts req's server on the three fds and then stays on the
@@ -79,12 +94,13 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	d.mu.Unlock()
 	if stopping {
 		closeFiles()
-		conn.SendError(125, "the daemon is stopping; retry in a moment")
+		conn.Send(api.TypeError, &api.Error{Code: 125, Retry: true, Message: "the daemon is stopping"})
 		return
 	}
 	if err := d.openSession(req); err != nil {
 		closeFiles()
-		conn.SendError(125, "run: %v", err)
+		conn.Send(api.TypeError, &api.Error{Code: 125, Message: "run: " + err.Error(),
+			Retry: errors.Is(err, registry.ErrBadTransition)})
 		return
 	}
 	id := newID()
@@ -94,7 +110,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	}
 	if _, err := d.reg.AddProcess(registry.Process{
 		ID: id, Session: req.Session, Name: name, Argv: req.Argv, Cwd: string(req.Cwd),
-		ShimPID: req.ShimPID, ShimToken: req.ShimToken, Stdio: stdio,
+		ShimPID: req.ShimPID, ShimToken: req.ShimToken, Stdio: stdio, GraceMS: req.GraceMS,
 	}); err != nil {
 		closeFiles()
 		conn.SendError(125, "run: %v", err)
@@ -125,8 +141,15 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	d.mu.Lock()
 	d.live[id] = l
 	d.mu.Unlock()
-	if _, err := d.reg.Transition(id, registry.StateRunning, func(p *registry.Process) {
+	// PID and token are recorded whatever a concurrent stop did to the
+	// state meanwhile: a stopping record without them could not be found
+	// again after a crash.
+	if _, err := d.reg.Update(id, func(p *registry.Process) error {
 		p.PID, p.PGID, p.Token, p.Path = started.PID, started.PGID, started.Token, started.Path
+		if p.State == registry.StateStarting {
+			p.State = registry.StateRunning
+		}
+		return nil
 	}); err != nil {
 		log.Error("record running process", "id", id, "err", err)
 	}
@@ -136,7 +159,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	if s, err := d.reg.Session(req.Session); err == nil && s.State != registry.SessionActive {
 		d.stopIDs(context.Background(), []string{id}, shutdown.Options{})
 	}
-	if err := conn.Send(api.TypeStarted, &api.Started{ID: id, PID: started.PID, Session: req.Session}); err != nil {
+	if err := conn.Send(api.TypeStarted, &api.Started{ID: id, PID: started.PID, Token: started.Token, Session: req.Session}); err != nil {
 		log.Info("shim gone before start was confirmed", "id", id, "err", err)
 	}
 	d.reg.Event("process.start", req.Session, id, fmt.Sprintf("pid %d %q", started.PID, req.Argv))
@@ -304,11 +327,20 @@ func (d *Daemon) stopIDs(ctx context.Context, ids []string, opt shutdown.Options
 		l.stopMu.Lock()
 		if l.stopDone == nil {
 			l.stopDone = make(chan struct{})
+			l.force = make(chan struct{})
 			mine = append(mine, l)
 		} else {
 			theirs = append(theirs, l)
 		}
 		l.stopMu.Unlock()
+	}
+	// A second request does not wait out the first one's grace when it
+	// asks for a shorter one: after its own grace, it forces the stop.
+	for _, l := range theirs {
+		if opt.Grace > 0 {
+			t := time.AfterFunc(opt.Grace, l.forceStop)
+			defer t.Stop()
+		}
 	}
 	// An explicit grace applies to all; otherwise each process keeps the
 	// grace it was started with, and each grace gets its own cascade, run
@@ -334,7 +366,12 @@ func (d *Daemon) stopIDs(ctx context.Context, ids []string, opt shutdown.Options
 	}
 	wg.Wait()
 	for _, l := range theirs {
-		<-l.stopDone
+		l.stopMu.Lock()
+		done := l.stopDone
+		l.stopMu.Unlock()
+		if done != nil {
+			<-done
+		}
 	}
 	for _, l := range append(mine, theirs...) {
 		out[idx[l.id]] = l.outcome
@@ -345,12 +382,24 @@ func (d *Daemon) stopIDs(ctx context.Context, ids []string, opt shutdown.Options
 // cascadeLive stops ls through one cascade and publishes the outcomes.
 func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Options) {
 	targets := make([]shutdown.Target, 0, len(ls))
+	forces := make([]<-chan struct{}, 0, len(ls))
 	for _, l := range ls {
-		// Commit before acting: a crash mid-stop leaves "stopping".
-		d.reg.Transition(l.id, registry.StateStopping, nil)
+		// Commit before acting: a crash mid-stop leaves "stopping", which
+		// the next daemon resumes.
+		if _, err := d.reg.Transition(l.id, registry.StateStopping, nil); err != nil &&
+			!errors.Is(err, registry.ErrBadTransition) {
+			d.log.Error("record stopping", "id", l.id, "err", err)
+		}
 		targets = append(targets, l.target)
+		l.stopMu.Lock()
+		forces = append(forces, l.force)
+		l.stopMu.Unlock()
 	}
+	opt.Force = anyClosed(forces)
 	outs := d.cascade.Stop(ctx, targets, opt)
+	for _, l := range ls {
+		l.forceStop() // the stop is over; this also ends anyClosed's goroutine
+	}
 	for i, l := range ls {
 		l.outcome = outs[i]
 		// The cascade saw the process exit; its status follows from the
@@ -361,8 +410,32 @@ func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Optio
 			d.log.Warn("exit not collected after stop", "id", l.id, "pid", l.target.PID)
 		}
 		d.reg.Event("process.stop", "", l.id, string(outs[i].Result))
+		l.stopMu.Lock()
 		close(l.stopDone)
+		// A stop that left something alive can be asked for again.
+		l.stopDone, l.force = nil, nil
+		l.stopMu.Unlock()
 	}
+}
+
+// anyClosed returns a channel closed once any of chans is closed (nil when
+// there are none); its goroutine ends with the first close.
+func anyClosed(chans []<-chan struct{}) <-chan struct{} {
+	out := make(chan struct{})
+	cases := make([]reflect.SelectCase, 0, len(chans))
+	for _, c := range chans {
+		if c != nil {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
+		}
+	}
+	if len(cases) == 0 {
+		return nil
+	}
+	go func() {
+		reflect.Select(cases)
+		close(out)
+	}()
+	return out
 }
 
 // endSession stops every process of a session and marks it ended.
@@ -431,13 +504,17 @@ func (d *Daemon) reconcile() {
 			exit := make(chan spawn.Status, 1)
 			pid := p.PID
 			if _, err := d.watcher.Watch(p.PID, p.Token, func() { exit <- spawn.Status{PID: pid} }); err == nil {
-				l := &live{id: p.ID, done: make(chan struct{}),
+				l := &live{id: p.ID, done: make(chan struct{}), grace: time.Duration(p.GraceMS) * time.Millisecond,
 					target: shutdown.Target{ID: p.ID, PID: p.PID, PGID: p.PGID, Token: p.Token}}
 				d.mu.Lock()
 				d.live[p.ID] = l
 				d.mu.Unlock()
 				go d.monitor(l, exit, false)
 				adopted++
+				if p.State == registry.StateStopping {
+					// The previous daemon died mid-stop: finish the job.
+					go d.stopIDs(context.Background(), []string{p.ID}, shutdown.Options{})
+				}
 				continue
 			}
 		}

@@ -196,7 +196,9 @@ func (t *tour) startHost(name string, runs ...[]string) (*exec.Cmd, []server, er
 	}
 	cmd := exec.Command(link, args...)
 	cmd.Env = t.env
-	cmd.Stderr = os.Stderr
+	// The shims' own messages (a shim that lost the daemon in step 4 says
+	// so) would interleave with the tour; its log has them.
+	cmd.Stderr = io.Discard
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, nil, err

@@ -82,7 +82,7 @@ func (r *Registry) OpenSession(s Session) (Session, bool, error) {
 		return e.rec, false, nil
 	}
 	if e.rec.State == SessionEnding {
-		return e.rec, false, fmt.Errorf("session %s is ending: %w", s.ID, ErrBadTransition)
+		return e.rec, false, fmt.Errorf("session %s is being ended; retry once it has ended: %w", s.ID, ErrBadTransition)
 	}
 	s.State = SessionActive
 	s.StartedAt = r.now().UTC()

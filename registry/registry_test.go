@@ -100,6 +100,7 @@ func TestCanTransition(t *testing.T) {
 		{StateStarting, StateFailed}:   true,
 		{StateStarting, StateStopping}: true,
 		{StateStarting, StateLost}:     true,
+		{StateStarting, StateExited}:   true,
 		{StateRunning, StateStopping}:  true,
 		{StateRunning, StateExited}:    true,
 		{StateRunning, StateLost}:      true,
@@ -255,7 +256,7 @@ func TestTransitionForbidden(t *testing.T) {
 		path []ProcState // transitions applied first
 		to   ProcState
 	}{
-		{"starting→exited", nil, StateExited},
+		{"starting→running after exit", []ProcState{StateExited}, StateRunning},
 		{"stopping→running", []ProcState{StateRunning, StateStopping}, StateRunning},
 		{"exited→running", []ProcState{StateRunning, StateExited}, StateRunning},
 		{"failed→stopping", []ProcState{StateFailed}, StateStopping},
@@ -301,9 +302,9 @@ func TestUpdateForbiddenStateChange(t *testing.T) {
 	if _, err := r.AddProcess(Process{ID: "p1"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := r.Update("p1", func(p *Process) error { p.State = StateExited; return nil })
+	_, err := r.Update("p1", func(p *Process) error { p.State = StateStarting + "-bogus"; return nil })
 	if !errors.Is(err, ErrBadTransition) {
-		t.Errorf("Update starting→exited: got %v, want %v", err, ErrBadTransition)
+		t.Errorf("Update starting→bogus: got %v, want %v", err, ErrBadTransition)
 	}
 	fnErr := errors.New("abort")
 	if _, err := r.Update("p1", func(p *Process) error { p.Name = "x"; return fnErr }); !errors.Is(err, fnErr) {

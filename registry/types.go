@@ -21,7 +21,8 @@ type ProcState string
 // The process state machine:
 //
 //	starting → running → stopping → exited | failed | lost
-//	starting → failed | stopping | lost   (spawn error, stopped early, crash)
+//	starting → failed | stopping | lost | exited   (spawn error, stopped or
+//	                                             exited before recorded, crash)
 //	running  → exited | failed | lost     (exited on its own, or vanished)
 const (
 	StateStarting ProcState = "starting"
@@ -38,7 +39,7 @@ func (s ProcState) Final() bool {
 }
 
 var transitions = map[ProcState][]ProcState{
-	StateStarting: {StateRunning, StateFailed, StateStopping, StateLost},
+	StateStarting: {StateRunning, StateFailed, StateStopping, StateLost, StateExited},
 	StateRunning:  {StateStopping, StateExited, StateLost, StateFailed},
 	StateStopping: {StateExited, StateFailed, StateLost},
 }
@@ -105,6 +106,9 @@ type Process struct {
 	Shared    bool       `json:"shared"`
 	Health    string     `json:"health"`
 	Restarts  int        `json:"restarts"`
+	// GraceMS is the process's own --grace, kept so a daemon that
+	// re-adopts it after a restart stops it the same way.
+	GraceMS int64 `json:"grace_ms,omitempty"`
 	// Stdio holds the inodes of the host stdio channels the process was
 	// given, so the stop cascade can find every holder of them.
 	Stdio []StdioInode `json:"stdio,omitempty"`

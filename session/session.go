@@ -30,6 +30,15 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 // ErrInvalidID is returned for a session id outside [A-Za-z0-9._-]{1,128}.
 var ErrInvalidID = errors.New("session ids are 1 to 128 characters of A-Z a-z 0-9 . _ -")
 
+// ErrHostGone means the shim's host exited before the shim could find it.
+var ErrHostGone = errors.New("the host that started this server has already exited; " +
+	"pass --session ID to run it without a host")
+
+// isInit reports whether a process is what orphans are re-parented to.
+func isInit(p proc.Info) bool {
+	return p.PID == 1 || p.Comm == "systemd" || p.Comm == "init" || p.Comm == "launchd"
+}
+
 // ValidateID checks an explicit session id.
 func ValidateID(id string) error {
 	if !idPattern.MatchString(id) {
@@ -60,6 +69,12 @@ func Identify(ppid int, explicit string, env []string) (Identity, error) {
 	host, err := findHost(ppid)
 	if err != nil {
 		return Identity{}, err
+	}
+	// Reparented to init (or a subreaper such as systemd --user): the host
+	// died before we could see it, and a session tied to init would never
+	// end. With an explicit session the caller owns its lifetime instead.
+	if explicit == "" && isInit(host) {
+		return Identity{}, fmt.Errorf("parent is %s (pid %d): %w", host.Comm, host.PID, ErrHostGone)
 	}
 	cmd, _ := proc.Cmdline(host.PID)
 	id := Identity{

@@ -453,3 +453,15 @@ func TestWatcherClose(t *testing.T) {
 		t.Errorf("Watch after Close: got nil error, want an error")
 	}
 }
+
+// TestIdentifyRefusesInitAsHost: a shim re-parented to init has lost its
+// host; a session tied to init would never end.
+func TestIdentifyRefusesInitAsHost(t *testing.T) {
+	if _, err := Identify(1, "", nil); !errors.Is(err, ErrHostGone) {
+		t.Fatalf("Identify(1): got %v, want ErrHostGone", err)
+	}
+	id, err := Identify(1, "explicit-1", nil)
+	if err != nil || id.ID != "explicit-1" {
+		t.Fatalf("Identify(1, explicit): got %+v, %v; want the explicit session", id, err)
+	}
+}

@@ -91,52 +91,29 @@ func Run(ctx context.Context, o Options) (int, error) {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	dctx, cancel := context.WithTimeout(ctx, o.StartTimeout)
-	c, err := daemon.EnsureRunning(dctx, o.Exe, o.Paths, o.Env)
-	cancel()
-	if err != nil {
-		return fail(CodeSupervisorError, fmt.Errorf("reach the daemon: %w", err))
-	}
-	defer c.Close()
-
 	req := api.RunRequest{
 		Argv: o.Argv, Cwd: api.ByteString(cwd), Env: o.Env, Name: o.Name,
 		Session: ident.ID, Label: ident.Label,
 		HostPID: ident.HostPID, HostToken: ident.HostToken, HostCommand: ident.HostCommand,
-		GraceMS: o.Grace.Milliseconds(), ShimPID: os.Getpid(), ShimToken: selfTok,
+		GraceMS: api.Millis(o.Grace), ShimPID: os.Getpid(), ShimToken: selfTok,
 	}
-	if err := c.Send(api.TypeRun, &req, 0, 1, 2); err != nil {
-		if errors.Is(err, api.ErrFrameTooLarge) {
-			err = fmt.Errorf("the command line and environment are too large to hand to the daemon: %w", err)
+	c, started, msgs, err := startServer(ctx, o, &req)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return e.Code, err
 		}
 		return fail(CodeSupervisorError, err)
 	}
-	// The daemon holds its own references now. Drop ours of stdin and
-	// stdout so EOF semantics are exactly those of a direct spawn; stderr
-	// stays for our own messages and closes when we exit with the server.
+	defer c.Close()
+	// The daemon and the server hold their own references now. Drop ours
+	// of stdin and stdout so EOF semantics are exactly those of a direct
+	// spawn; stderr stays for our own messages and closes when we exit with
+	// the server.
 	if err := detachStdio(); err != nil {
 		return fail(CodeSupervisorError, err)
 	}
 
-	type recv struct {
-		m   api.Msg
-		err error
-	}
-	msgs := make(chan recv, 1)
-	go func() { // ends when c is closed (deferred above)
-		for {
-			m, fds, err := c.Recv()
-			for _, fd := range fds {
-				unix.Close(fd)
-			}
-			msgs <- recv{m, err}
-			if err != nil {
-				return
-			}
-		}
-	}()
-
-	var started api.Started
 	signalled := 0
 	for {
 		select {
@@ -146,29 +123,18 @@ func Run(ctx context.Context, o Options) (int, error) {
 			if signalled > 1 {
 				g = time.Millisecond // asked twice: do not wait out the grace
 			}
-			if err := c.Send(api.TypeStopSelf, &api.StopSelf{GraceMS: g.Milliseconds()}); err != nil {
+			if err := c.Send(api.TypeStopSelf, &api.StopSelf{GraceMS: api.Millis(g)}); err != nil {
 				return fail(CodeSupervisorError, fmt.Errorf("forward %v: %w", s, err))
 			}
 		case r := <-msgs:
 			if r.err != nil {
-				if started.PID == 0 {
-					return fail(CodeSupervisorError, fmt.Errorf("daemon closed the connection before starting the server: %w", r.err))
-				}
-				return lostDaemon(o.Stderr, started, r.err)
+				return lostDaemon(o.Stderr, started, r.err, sigs)
 			}
 			switch r.m.Type {
 			case api.TypeError:
 				var e api.Error
 				api.Decode(r.m, &e)
-				code := e.Code
-				if code == 0 {
-					code = CodeSupervisorError
-				}
-				return fail(code, errors.New(e.Message))
-			case api.TypeStarted:
-				if err := api.Decode(r.m, &started); err != nil {
-					return fail(CodeSupervisorError, err)
-				}
+				return fail(orCode(e.Code), errors.New(e.Message))
 			case api.TypeExited:
 				var ex api.Exited
 				if err := api.Decode(r.m, &ex); err != nil {
@@ -178,6 +144,79 @@ func Run(ctx context.Context, o Options) (int, error) {
 			}
 		}
 	}
+}
+
+type recv struct {
+	m   api.Msg
+	err error
+}
+
+// startServer reaches the daemon (starting it if needed), hands it the run
+// request with fds 0-2 and waits for the server to start. A daemon that is
+// stopping, or a session being ended, is retried until StartTimeout: a
+// fresh daemon (or session) follows in moments.
+func startServer(ctx context.Context, o Options, req *api.RunRequest) (*api.Client, api.Started, <-chan recv, error) {
+	deadline := time.Now().Add(o.StartTimeout)
+	for {
+		dctx, cancel := context.WithDeadline(ctx, deadline)
+		c, err := daemon.EnsureRunning(dctx, o.Exe, o.Paths, o.Env)
+		cancel()
+		if err != nil {
+			return nil, api.Started{}, nil, fmt.Errorf("reach the daemon: %w", err)
+		}
+		if err := c.Send(api.TypeRun, req, 0, 1, 2); err != nil {
+			c.Close()
+			if errors.Is(err, api.ErrFrameTooLarge) {
+				err = fmt.Errorf("the command line and environment are too large to hand to the daemon: %w", err)
+			}
+			return nil, api.Started{}, nil, err
+		}
+		msgs := make(chan recv, 1)
+		go func() { // ends when c is closed
+			for {
+				m, fds, err := c.Recv()
+				for _, fd := range fds {
+					unix.Close(fd)
+				}
+				msgs <- recv{m, err}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		r := <-msgs
+		switch {
+		case r.err != nil:
+			c.Close()
+			return nil, api.Started{}, nil, fmt.Errorf("the daemon closed the connection before starting the server: %w", r.err)
+		case r.m.Type == api.TypeStarted:
+			var st api.Started
+			if err := api.Decode(r.m, &st); err != nil {
+				c.Close()
+				return nil, api.Started{}, nil, err
+			}
+			return c, st, msgs, nil
+		case r.m.Type == api.TypeError:
+			c.Close()
+			var e api.Error
+			api.Decode(r.m, &e)
+			if e.Retry && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			return nil, api.Started{}, nil, &Error{Code: orCode(e.Code), Err: errors.New(e.Message)}
+		default:
+			c.Close()
+			return nil, api.Started{}, nil, fmt.Errorf("%w: %q before started", api.ErrMalformed, r.m.Type)
+		}
+	}
+}
+
+func orCode(code int) int {
+	if code == 0 {
+		return CodeSupervisorError
+	}
+	return code
 }
 
 // detachStdio points fds 0 and 1 at /dev/null (closing them outright would
@@ -198,15 +237,25 @@ func detachStdio() error {
 
 // lostDaemon waits for the server after the daemon went away: the server
 // keeps running (design §2), and the shim keeps standing for it until it
-// exits. Its status cannot be known: it is not our child.
-func lostDaemon(stderr io.Writer, s api.Started, cause error) (int, error) {
+// exits, forwarding stop signals to it directly. Its status cannot be
+// known: it is not our child.
+func lostDaemon(stderr io.Writer, s api.Started, cause error, sigs <-chan os.Signal) (int, error) {
 	fmt.Fprintf(stderr, "supervisor: lost the daemon (%v); server %s (pid %d) keeps running unsupervised\n", cause, s.ID, s.PID)
-	tok, err := proc.TokenOf(s.PID)
+	fd, err := proc.OpenPidfd(s.PID, s.Token)
 	if err != nil {
 		return fail(CodeSupervisorError, fmt.Errorf("server %d already gone", s.PID))
 	}
-	proc.WaitExit(s.PID, tok, -1)
-	return fail(CodeSupervisorError, fmt.Errorf("server %d exited while the daemon was away; its status is unknown", s.PID))
+	defer unix.Close(fd)
+	exited := make(chan struct{})
+	go func() { proc.WaitPidfd(fd, -1); close(exited) }()
+	for {
+		select {
+		case <-exited:
+			return fail(CodeSupervisorError, fmt.Errorf("server %d exited while the daemon was away; its status is unknown", s.PID))
+		case sig := <-sigs:
+			unix.PidfdSendSignal(fd, sig.(syscall.Signal), nil, 0)
+		}
+	}
 }
 
 func lookEnv(env []string, key string) string {

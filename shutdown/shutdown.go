@@ -73,6 +73,9 @@ type Options struct {
 	Grace time.Duration
 	// KillWait bounds the wait after SIGKILL. Default 5 s.
 	KillWait time.Duration
+	// Force, when closed, cuts the EOF grace and the SIGTERM grace short:
+	// a second, more urgent stop request.
+	Force <-chan struct{}
 }
 
 // DefaultGrace is the SIGTERM grace of design §6.
@@ -123,13 +126,25 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 	r.snapshot(log)
 	r.finish(AlreadyGone) // nothing of them was alive at the snapshot
 
+	// The graces end early when ctx is done or Force is closed.
+	graceCtx, cancelGrace := context.WithCancel(ctx)
+	defer cancelGrace()
+	if opt.Force != nil {
+		go func() {
+			select {
+			case <-opt.Force:
+				cancelGrace()
+			case <-graceCtx.Done():
+			}
+		}()
+	}
 	if opt.EOFGrace > 0 && r.alive() > 0 {
-		r.wait(ctx, opt.EOFGrace)
+		r.wait(graceCtx, opt.EOFGrace)
 		r.finish(ExitedOnEOF)
 	}
 	if r.alive() > 0 {
 		r.signal(unix.SIGTERM, log)
-		r.waitFixedPoint(ctx, opt.Grace, unix.SIGTERM, log)
+		r.waitFixedPoint(graceCtx, opt.Grace, unix.SIGTERM, log)
 		r.finish(ExitedOnSIGTERM)
 	}
 	if r.alive() > 0 && ctx.Err() == nil {

@@ -6,6 +6,7 @@ package spawn
 // reaper of its test.
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -358,13 +359,18 @@ func TestStartKilled(t *testing.T) {
 
 func TestStartMarkers(t *testing.T) {
 	r := newReaper(t)
-	files, _, _ := stdio(t)
+	files, _, out := stdio(t)
+	// The child says it runs: right after exec, /proc/PID/environ can
+	// still be empty (the kernel sets it up after closing the exec pipe).
 	st, exit := start(t, r, Request{
-		Argv: []string{"sleep", "30"},
+		Argv: []string{"/bin/sh", "-c", "echo ready; read x"},
 		Env: []string{"PATH=/usr/bin:/bin", "KEEP=1",
 			EnvSessionID + "=parent-session", EnvProcID + "=parent-proc"},
 		Stdio: files, SessionID: "sess-1", ProcID: "proc-1",
 	})
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatalf("waiting for the child: %v", err)
+	}
 	env, err := proc.Environ(st.PID)
 	if err != nil {
 		t.Fatalf("Environ(child): %v", err)

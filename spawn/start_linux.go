@@ -93,7 +93,10 @@ func execError(name string, err error) error {
 	if errors.As(err, &errno) {
 		switch errno {
 		case syscall.ENOENT:
-			return &StartError{Name: name, Code: CodeNotFound, Err: err}
+			// The file was found (Resolve checked), so what is missing is
+			// the interpreter its #! line names; a shell says 126 too.
+			return &StartError{Name: name, Code: CodeNotExecutable,
+				Err: fmt.Errorf("bad interpreter: the program its #! line names does not exist: %w", err)}
 		case syscall.EACCES, syscall.ENOEXEC, syscall.EISDIR, syscall.EPERM:
 			return &StartError{Name: name, Code: CodeNotExecutable, Err: err}
 		}

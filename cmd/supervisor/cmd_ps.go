@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/session"
 )
 
 type psOptions struct {
@@ -21,6 +22,11 @@ func newPsCommand() *cobra.Command {
 		Short: "List supervised processes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.session != "" {
+				if err := session.ValidateID(o.session); err != nil {
+					return fmt.Errorf("--session: %w", err)
+				}
+			}
 			var resp api.Processes
 			if err := call(api.TypePs, &api.PsRequest{All: o.all, Session: o.session}, &resp); err != nil {
 				return err

@@ -32,7 +32,7 @@ func newSessionEndCommand() *cobra.Command {
 			if err := checkGrace(grace); err != nil {
 				return err
 			}
-			return callCascade(cmd, api.TypeSessionEnd, &api.SessionEndRequest{ID: args[0], GraceMS: grace.Milliseconds()}, asJSON)
+			return callCascade(cmd, api.TypeSessionEnd, &api.SessionEndRequest{ID: args[0], GraceMS: api.Millis(grace)}, asJSON)
 		},
 	}
 	cmd.Flags().DurationVar(&grace, "grace", 0, "SIGTERM grace before SIGKILL (default 5s)")

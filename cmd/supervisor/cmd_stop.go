@@ -19,7 +19,7 @@ func newStopCommand() *cobra.Command {
 			if err := checkGrace(grace); err != nil {
 				return err
 			}
-			return callCascade(cmd, api.TypeStop, &api.StopRequest{Target: args[0], GraceMS: grace.Milliseconds()}, asJSON)
+			return callCascade(cmd, api.TypeStop, &api.StopRequest{Target: args[0], GraceMS: api.Millis(grace)}, asJSON)
 		},
 	}
 	cmd.Flags().DurationVar(&grace, "grace", 0, "SIGTERM grace before SIGKILL (default 5s)")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -58,8 +59,12 @@ func execute(args []string, inherited []int) int {
 	}
 	fmt.Fprintf(os.Stderr, "supervisor: %v\n", err)
 	var he *hintError
-	if errors.As(err, &he) && he.hint != "" {
+	switch {
+	case errors.As(err, &he) && he.hint != "":
 		fmt.Fprintf(os.Stderr, "hint: %s\n", he.hint)
+	case errors.As(err, &ee):
+	case cmd != nil && isUsageError(err):
+		fmt.Fprintf(os.Stderr, "hint: see `%s --help`\n", cmd.CommandPath())
 	}
 	return code
 }
@@ -129,4 +134,16 @@ func checkGrace(d time.Duration) error {
 func writeJSON(w io.Writer, v any) error {
 	enc := newJSONEncoder(w)
 	return enc.Encode(v)
+}
+
+// isUsageError recognizes cobra's argument and command errors, which carry
+// no hint of their own.
+func isUsageError(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"arg(s)", "unknown command", "requires at least", "accepts "} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }

@@ -30,11 +30,28 @@ type fakeHost struct {
 
 func (in *instance) startHost(t *testing.T, n int, runArgs ...string) *fakeHost {
 	t.Helper()
+	return in.startHostArgs(t, n, append([]string{"_fixture", "host", strconv.Itoa(n), "--", bin, "run"}, runArgs...))
+}
+
+// startHostMulti starts one `supervisor run ARGS` per element of runs.
+func (in *instance) startHostMulti(t *testing.T, runs ...[]string) *fakeHost {
+	t.Helper()
+	args := []string{"_fixture", "host-multi", bin}
+	for i, r := range runs {
+		if i > 0 {
+			args = append(args, "::")
+		}
+		args = append(args, append([]string{"run"}, r...)...)
+	}
+	return in.startHostArgs(t, len(runs), args)
+}
+
+func (in *instance) startHostArgs(t *testing.T, n int, args []string) *fakeHost {
+	t.Helper()
 	link := filepath.Join(t.TempDir(), "fakehost")
 	if err := os.Symlink(bin, link); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"_fixture", "host", strconv.Itoa(n), "--", bin, "run"}, runArgs...)
 	cmd := exec.Command(link, args...)
 	cmd.Env = in.env
 	stdin, err := cmd.StdinPipe()
@@ -77,7 +94,10 @@ func TestHostDeathStopsOnlyItsSession(t *testing.T) {
 	in := newInstance(t)
 	// One server exits on SIGTERM, one ignores it (needs SIGKILL after the
 	// grace), one exits on stdin EOF.
-	a := in.startHost(t, 3, "--grace", "1s", "--", bin, "_fixture", "ignore-term")
+	a := in.startHostMulti(t,
+		[]string{"--", bin, "_fixture", "sleep"},
+		[]string{"--grace", "1s", "--", bin, "_fixture", "ignore-term"},
+		[]string{"--", bin, "_fixture", "echo", "--ready"})
 	b := in.startHost(t, 3, "--", bin, "_fixture", "sleep")
 
 	a.cmd.Process.Kill() // SIGKILL: no chance to clean up
@@ -87,6 +107,12 @@ func TestHostDeathStopsOnlyItsSession(t *testing.T) {
 	for i, pid := range b.servers {
 		if !alive(pid, b.tokens[i]) {
 			t.Fatalf("server %d of the other host was stopped", pid)
+		}
+	}
+	// Each ended the way its kind does.
+	for i, want := range []string{"SIGTERM", "SIGKILL", ""} {
+		if p := findByPID(t, in, a.servers[i]); p.Signal != want {
+			t.Errorf("server %d ended with signal %q, want %q", i, p.Signal, want)
 		}
 	}
 	// The session of host A is recorded as ended, B's is active.
