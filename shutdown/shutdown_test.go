@@ -416,10 +416,43 @@ func TestStopContextCancel(t *testing.T) {
 	select {
 	case out := <-done:
 		if len(out) != 1 || out[0].ID != "slow" {
-			t.Errorf("outcomes: got %+v, want one for slow", out)
+			t.Fatalf("outcomes: got %+v, want one for slow", out)
+		}
+		// Interrupted, with what is still running; no SIGKILL was sent.
+		if out[0].Result != Interrupted || len(out[0].Left) != 1 || out[0].Left[0] != h.cmd.Process.Pid {
+			t.Errorf("outcome: got %+v, want %q leaving pid %d", out[0], Interrupted, h.cmd.Process.Pid)
+		}
+		select {
+		case <-h.reaped:
+			t.Errorf("the helper was killed although the cascade was cancelled")
+		default:
 		}
 	case <-time.After(eventWait):
 		t.Fatalf("Stop did not return within %v of cancel (grace 1h)", eventWait)
+	}
+}
+
+func TestForceCutsTheGrace(t *testing.T) {
+	h := startHelper(t, "report-term") // exits only on SIGKILL
+	if l := h.line(t); l != "ready" {
+		t.Fatalf("helper: got %q, want ready", l)
+	}
+	force := make(chan struct{})
+	done := make(chan []Outcome, 1)
+	go func() {
+		done <- (&Cascade{}).Stop(context.Background(), []Target{h.target("slow")}, Options{Grace: time.Hour, Force: force})
+	}()
+	if l := h.line(t); l != "term" {
+		t.Fatalf("helper: got %q, want term", l)
+	}
+	close(force)
+	select {
+	case out := <-done:
+		if out[0].Result != Killed {
+			t.Errorf("outcome: got %+v, want %q", out[0], Killed)
+		}
+	case <-time.After(eventWait):
+		t.Fatalf("Stop did not return within %v of Force (grace 1h)", eventWait)
 	}
 }
 

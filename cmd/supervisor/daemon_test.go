@@ -212,7 +212,7 @@ func TestBadInput(t *testing.T) {
 		{"grace banana", []string{"run", "--grace", "banana", "--", "true"}, nil, "banana"},
 		{"negative grace", []string{"run", "--grace", "-1s", "--", "true"}, nil, "negative"},
 		{"unknown command", []string{"frobnicate"}, nil, "unknown command"},
-		{"stop needs a target", []string{"stop"}, nil, "arg"},
+		{"stop needs a target", []string{"stop"}, nil, "accepts 1 arg"},
 		{"session end bad id", []string{"session", "end", "../x"}, nil, "invalid session id"},
 	}
 	for _, tt := range tests {
