@@ -88,23 +88,66 @@ func parseStat(b []byte) (Info, error) {
 	return info, nil
 }
 
-// TokenOf returns the creation token of the process now holding pid.
+// TokenOf returns the full creation token of the process now holding pid,
+// pidfs inode included where the kernel has one.
 func TokenOf(pid int) (Token, error) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return Token{}, fmt.Errorf("pid %d: %w", pid, ErrGone)
+		}
+		// No pidfd (old kernel, seccomp): stat alone.
+		info, serr := Stat(pid)
+		return info.Token, serr
+	}
+	defer unix.Close(fd)
+	return tokenOfPidfd(pid, fd)
+}
+
+// tokenOfPidfd reads the token of the process fd refers to. The stat is
+// read after the pidfd exists, and the pidfd is checked to still refer to
+// a live process afterwards, so the two halves describe one process.
+func tokenOfPidfd(pid, fd int) (Token, error) {
 	info, err := Stat(pid)
 	if err != nil {
 		return Token{}, err
 	}
-	return info.Token, nil
+	tok := info.Token
+	tok.PidfsInode = PidfdInode(fd)
+	if unix.PidfdSendSignal(fd, 0, nil, 0) != nil && info.State != 'Z' {
+		return Token{}, fmt.Errorf("pid %d: %w", pid, ErrGone)
+	}
+	return tok, nil
 }
+
+// PidfdInode returns the pidfs inode of a pidfd: unique per process for the
+// life of the boot on kernels with pidfs (6.9+), 0 where pidfds are
+// anonymous inodes (all of them share one inode there, so it means nothing).
+func PidfdInode(fd int) uint64 {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return 0
+	}
+	var fs unix.Statfs_t
+	if unix.Fstatfs(fd, &fs) != nil || fs.Type != pidfsMagic {
+		return 0
+	}
+	return st.Ino
+}
+
+// pidfsMagic is PID_FS_MAGIC from linux/magic.h.
+const pidfsMagic = 0x50494446
 
 // Verify returns nil when pid is alive (not a zombie) and carries tok.
 func Verify(pid int, tok Token) error {
-	info, err := Stat(pid)
+	fd, err := OpenPidfd(pid, tok)
 	if err != nil {
 		return err
 	}
-	if tok.IsZero() || info.Token != tok {
-		return fmt.Errorf("pid %d: %w", pid, ErrTokenMismatch)
+	defer unix.Close(fd)
+	info, err := Stat(pid)
+	if err != nil {
+		return err
 	}
 	if info.State == 'Z' || info.State == 'X' {
 		return fmt.Errorf("pid %d is a zombie: %w", pid, ErrGone)
@@ -116,6 +159,9 @@ func Verify(pid int, tok Token) error {
 // it refers to still carries tok: a pidfd binds to whoever owns the PID at
 // open time, so the check must come second. The caller closes the fd.
 func OpenPidfd(pid int, tok Token) (int, error) {
+	if pid <= 0 {
+		return -1, fmt.Errorf("pid %d: %w", pid, ErrGone)
+	}
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {
@@ -123,8 +169,8 @@ func OpenPidfd(pid int, tok Token) (int, error) {
 		}
 		return -1, fmt.Errorf("pidfd_open %d: %w", pid, err)
 	}
-	info, err := Stat(pid)
-	if err == nil && (tok.IsZero() || info.Token != tok) {
+	got, err := tokenOfPidfd(pid, fd)
+	if err == nil && !tok.Matches(got) {
 		err = fmt.Errorf("pid %d: %w", pid, ErrTokenMismatch)
 	}
 	if err != nil {

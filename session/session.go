@@ -76,6 +76,11 @@ func Identify(ppid int, explicit string, env []string) (Identity, error) {
 	if explicit == "" && isInit(host) {
 		return Identity{}, fmt.Errorf("parent is %s (pid %d): %w", host.Comm, host.PID, ErrHostGone)
 	}
+	// The full token (pidfs inode included) makes the host watch immune
+	// to a PID recycled within one clock tick.
+	if tok, err := proc.TokenOf(host.PID); err == nil && tok.Matches(host.Token) {
+		host.Token = tok
+	}
 	cmd, _ := proc.Cmdline(host.PID)
 	id := Identity{
 		ID:          fmt.Sprintf("host-%d-%d", host.PID, host.Token.StartTicks),

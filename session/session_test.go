@@ -208,7 +208,7 @@ func TestIdentifySkipsShell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id.HostToken != self {
+	if !id.HostToken.Matches(self) {
 		t.Errorf("HostToken: got %v, want %v", id.HostToken, self)
 	}
 }

@@ -180,7 +180,7 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 func (r *run) snapshot(log hclog.Logger) {
 	for i, t := range r.targets {
 		info, err := proc.Stat(t.PID)
-		if err != nil || t.Token.IsZero() || info.Token != t.Token {
+		if err != nil || !t.Token.Matches(info.Token) {
 			continue // gone, or the pid is someone else's now
 		}
 		// A zombie leader still holds its group number, so the group is

@@ -337,7 +337,7 @@ func TestStartKilled(t *testing.T) {
 	if info.PGID != st.PID {
 		t.Errorf("PGID: got %d, want %d (own group)", info.PGID, st.PID)
 	}
-	if info.Token != st.Token {
+	if !info.Token.Matches(st.Token) {
 		t.Errorf("Token: got %v, want %v", st.Token, info.Token)
 	}
 	if self, _ := proc.Stat(os.Getpid()); info.PGID == self.PGID {
