@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"reflect"
 	"sync"
 	"syscall"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/cgroup"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/session"
@@ -136,23 +136,25 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		conn.SendError(code, "%v", err)
 		return
 	}
-	l := &live{id: id, done: make(chan struct{}), grace: time.Duration(req.GraceMS) * time.Millisecond,
-		target: shutdown.Target{ID: id, PID: started.PID, PGID: started.PGID, Token: started.Token}}
-	d.mu.Lock()
-	d.live[id] = l
-	d.mu.Unlock()
 	// PID and token are recorded whatever a concurrent stop did to the
 	// state meanwhile: a stopping record without them could not be found
 	// again after a crash.
-	if _, err := d.reg.Update(id, func(p *registry.Process) error {
+	rec, err := d.reg.Update(id, func(p *registry.Process) error {
 		p.PID, p.PGID, p.Token, p.Path = started.PID, started.PGID, started.Token, started.Path
 		if p.State == registry.StateStarting {
 			p.State = registry.StateRunning
 		}
 		return nil
-	}); err != nil {
+	})
+	if err != nil {
 		log.Error("record running process", "id", id, "err", err)
+		rec.PID, rec.PGID, rec.Token = started.PID, started.PGID, started.Token
 	}
+	l := &live{id: id, done: make(chan struct{}), grace: time.Duration(req.GraceMS) * time.Millisecond,
+		target: d.targetOf(rec)}
+	d.mu.Lock()
+	d.live[id] = l
+	d.mu.Unlock()
 	go d.monitor(l, started.Exit, true)
 
 	// A session that began ending while we spawned must not keep it.
@@ -301,10 +303,71 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status, spawned bool) {
 	}
 	p, _ := d.reg.Process(l.id)
 	d.reg.Event("process.exit", p.Session, l.id, fmt.Sprintf("pid %d code %d signal %s", st.PID, st.Code, p.Signal))
+
+	// Exited on its own (no stop under way): whatever it left behind in its
+	// group, under its marker or holding the host's pipes goes through the
+	// cascade, so the host sees EOF — the npx leftovers hosts hit today.
+	l.stopMu.Lock()
+	leftovers := l.stopDone == nil
+	if leftovers {
+		l.stopDone, l.force = make(chan struct{}), make(chan struct{})
+	}
+	l.stopMu.Unlock()
+	if leftovers {
+		g := l.grace
+		if g <= 0 {
+			g = d.cfg.Grace
+		}
+		out := d.cascade.Stop(context.Background(), []shutdown.Target{l.target}, shutdown.Options{Grace: g, Force: l.force})
+		if len(out[0].Procs) > 0 {
+			d.log.Info("stopped what an exited server left behind", "id", l.id, "outcome", out[0].String())
+			d.reg.Event("process.leftovers", p.Session, l.id, out[0].String())
+			d.recordStop(l.id, out[0])
+		}
+		l.forceStop() // idempotent: a stop request may have closed it already
+		l.stopMu.Lock()
+		l.outcome = out[0]
+		close(l.stopDone)
+		l.stopDone, l.force = nil, nil
+		l.stopMu.Unlock()
+	}
+	if l.target.Cgroup != "" {
+		if err := cgroup.Remove(l.target.Cgroup); err != nil {
+			d.log.Warn("remove cgroup", "err", err)
+		}
+	}
 	d.mu.Lock()
 	delete(d.live, l.id)
 	d.mu.Unlock()
 	close(l.done)
+}
+
+// recordStop keeps a cascade's outcome in the process record.
+func (d *Daemon) recordStop(id string, o shutdown.Outcome) {
+	rec := &registry.StopRecord{Result: string(o.Result), Left: o.Left, Spared: o.Spared}
+	for _, p := range o.Procs {
+		rec.Procs = append(rec.Procs, registry.StoppedProc{PID: p.PID, Role: string(p.Role), Result: string(p.Result)})
+	}
+	if _, err := d.reg.Update(id, func(p *registry.Process) error { p.Stop = rec; return nil }); err != nil {
+		d.log.Error("record stop outcome", "id", id, "err", err)
+	}
+}
+
+// targetOf builds the cascade's view of a process record: its tree is
+// found by group, marker, cgroup and the inodes of the host channels it
+// was given; its shim and its host are never signalled.
+func (d *Daemon) targetOf(p registry.Process) shutdown.Target {
+	t := shutdown.Target{ID: p.ID, PID: p.PID, PGID: p.PGID, Token: p.Token, Session: p.Session, Cgroup: p.Cgroup}
+	for _, s := range p.Stdio {
+		t.Stdio = append(t.Stdio, shutdown.Channel{Fd: s.Fd, Kind: s.Kind, Inode: s.Inode})
+	}
+	if p.ShimPID > 0 {
+		t.Spared = append(t.Spared, shutdown.Proc{PID: p.ShimPID, Token: p.ShimToken})
+	}
+	if s, err := d.reg.Session(p.Session); err == nil && s.HostPID > 0 {
+		t.Spared = append(t.Spared, shutdown.Proc{PID: s.HostPID, Token: s.HostToken})
+	}
+	return t
 }
 
 // stopIDs runs the cascade for the live processes among ids and returns one
@@ -342,29 +405,9 @@ func (d *Daemon) stopIDs(ctx context.Context, ids []string, opt shutdown.Options
 			defer t.Stop()
 		}
 	}
-	// An explicit grace applies to all; otherwise each process keeps the
-	// grace it was started with, and each grace gets its own cascade, run
-	// side by side.
-	byGrace := map[time.Duration][]*live{}
-	for _, l := range mine {
-		g := opt.Grace
-		if g <= 0 {
-			g = l.grace
-		}
-		if g <= 0 {
-			g = d.cfg.Grace
-		}
-		byGrace[g] = append(byGrace[g], l)
+	if len(mine) > 0 {
+		d.cascadeLive(ctx, mine, opt)
 	}
-	var wg sync.WaitGroup
-	for g, ls := range byGrace {
-		wg.Add(1)
-		go func(o shutdown.Options, ls []*live) {
-			defer wg.Done()
-			d.cascadeLive(ctx, ls, o)
-		}(shutdown.Options{Grace: g, EOFGrace: opt.EOFGrace, KillWait: opt.KillWait}, ls)
-	}
-	wg.Wait()
 	for _, l := range theirs {
 		l.stopMu.Lock()
 		done := l.stopDone
@@ -379,10 +422,11 @@ func (d *Daemon) stopIDs(ctx context.Context, ids []string, opt shutdown.Options
 	return out
 }
 
-// cascadeLive stops ls through one cascade and publishes the outcomes.
+// cascadeLive stops ls through one cascade and publishes the outcomes. An
+// explicit opt.Grace applies to all; otherwise each process keeps the grace
+// it was started with.
 func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Options) {
 	targets := make([]shutdown.Target, 0, len(ls))
-	forces := make([]<-chan struct{}, 0, len(ls))
 	for _, l := range ls {
 		// Commit before acting: a crash mid-stop leaves "stopping", which
 		// the next daemon resumes.
@@ -390,16 +434,20 @@ func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Optio
 			!errors.Is(err, registry.ErrBadTransition) {
 			d.log.Error("record stopping", "id", l.id, "err", err)
 		}
-		targets = append(targets, l.target)
+		t := l.target
+		t.Grace = opt.Grace
+		if t.Grace <= 0 {
+			t.Grace = l.grace
+		}
 		l.stopMu.Lock()
-		forces = append(forces, l.force)
+		t.Force = l.force
 		l.stopMu.Unlock()
+		targets = append(targets, t)
 	}
-	opt.Force = anyClosed(forces)
+	opt.Grace = d.cfg.Grace
+	// Marker holders of processes someone else is stopping are theirs.
+	opt.SkipProc = d.isLive
 	outs := d.cascade.Stop(ctx, targets, opt)
-	for _, l := range ls {
-		l.forceStop() // the stop is over; this also ends anyClosed's goroutine
-	}
 	for i, l := range ls {
 		l.outcome = outs[i]
 		// The cascade saw the process exit; its status follows from the
@@ -409,7 +457,8 @@ func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Optio
 		case <-time.After(5 * time.Second):
 			d.log.Warn("exit not collected after stop", "id", l.id, "pid", l.target.PID)
 		}
-		d.reg.Event("process.stop", "", l.id, string(outs[i].Result))
+		d.reg.Event("process.stop", "", l.id, outs[i].String())
+		d.recordStop(l.id, outs[i])
 		l.stopMu.Lock()
 		close(l.stopDone)
 		// A stop that left something alive can be asked for again.
@@ -418,24 +467,10 @@ func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Optio
 	}
 }
 
-// anyClosed returns a channel closed once any of chans is closed (nil when
-// there are none); its goroutine ends with the first close.
-func anyClosed(chans []<-chan struct{}) <-chan struct{} {
-	out := make(chan struct{})
-	cases := make([]reflect.SelectCase, 0, len(chans))
-	for _, c := range chans {
-		if c != nil {
-			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
-		}
-	}
-	if len(cases) == 0 {
-		return nil
-	}
-	go func() {
-		reflect.Select(cases)
-		close(out)
-	}()
-	return out
+func (d *Daemon) isLive(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.live[id] != nil
 }
 
 // endSession stops every process of a session and marks it ended.
@@ -454,7 +489,7 @@ func (d *Daemon) endSession(id, reason string, grace, eofGrace time.Duration) []
 	for _, p := range d.reg.Processes(registry.Filter{Session: id}) {
 		ids = append(ids, p.ID)
 	}
-	out := d.stopIDs(context.Background(), ids, shutdown.Options{Grace: grace, EOFGrace: eofGrace})
+	out := d.stopIDs(context.Background(), ids, shutdown.Options{Grace: grace, EOFGrace: eofGrace, WholeSession: true})
 	if _, err := d.reg.SetSessionState(id, registry.SessionEnded, reason); err != nil &&
 		!errors.Is(err, registry.ErrBadTransition) {
 		d.log.Error("mark session ended", "session", id, "err", err)
@@ -505,7 +540,7 @@ func (d *Daemon) reconcile() {
 			pid := p.PID
 			if _, err := d.watcher.Watch(p.PID, p.Token, func() { exit <- spawn.Status{PID: pid} }); err == nil {
 				l := &live{id: p.ID, done: make(chan struct{}), grace: time.Duration(p.GraceMS) * time.Millisecond,
-					target: shutdown.Target{ID: p.ID, PID: p.PID, PGID: p.PGID, Token: p.Token}}
+					target: d.targetOf(p)}
 				d.mu.Lock()
 				d.live[p.ID] = l
 				d.mu.Unlock()

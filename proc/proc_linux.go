@@ -350,3 +350,80 @@ func WaitExit(pid int, tok Token, limit time.Duration) bool {
 	defer unix.Close(fd)
 	return WaitPidfd(fd, limit)
 }
+
+// FdRef is one open fd of a process that refers to a pipe or socket.
+type FdRef struct {
+	PID    int
+	Fd     int
+	Kind   string // "pipe" or "socket"
+	Inode  uint64
+	Access int // O_RDONLY, O_WRONLY or O_RDWR, from /proc/PID/fdinfo
+}
+
+// FdHolders lists the fds of pids that refer to a pipe or socket whose
+// inode is in want. Links are read with readlink only: stat on /proc/PID/fd
+// entries hangs on a process in uninterruptible sleep.
+func FdHolders(pids []int, want map[uint64]bool) []FdRef {
+	var out []FdRef
+	for _, pid := range pids {
+		dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+		d, err := os.Open(dir)
+		if err != nil {
+			continue
+		}
+		names, _ := d.Readdirnames(-1)
+		d.Close()
+		for _, n := range names {
+			link, err := os.Readlink(dir + "/" + n)
+			if err != nil {
+				continue
+			}
+			kind, ino, ok := parseFdLink(link)
+			if !ok || !want[ino] {
+				continue
+			}
+			fd, _ := strconv.Atoi(n)
+			out = append(out, FdRef{PID: pid, Fd: fd, Kind: kind, Inode: ino, Access: fdAccess(pid, n)})
+		}
+	}
+	return out
+}
+
+// parseFdLink parses "pipe:[123]" and "socket:[123]".
+func parseFdLink(link string) (kind string, ino uint64, ok bool) {
+	k, rest, found := strings.Cut(link, ":[")
+	if !found || (k != "pipe" && k != "socket") || !strings.HasSuffix(rest, "]") {
+		return "", 0, false
+	}
+	ino, err := strconv.ParseUint(rest[:len(rest)-1], 10, 64)
+	return k, ino, err == nil
+}
+
+// fdAccess reads the access mode from /proc/PID/fdinfo/FD ("flags:" is
+// octal); unknown counts as O_RDWR so a holder is never missed.
+func fdAccess(pid int, fd string) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/fdinfo/" + fd)
+	if err != nil {
+		return unix.O_RDWR
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			flags, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+			if err != nil {
+				return unix.O_RDWR
+			}
+			return int(flags) & unix.O_ACCMODE
+		}
+	}
+	return unix.O_RDWR
+}
+
+// EnvValue returns the value of key in an environment list.
+func EnvValue(env []string, key string) (string, bool) {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}

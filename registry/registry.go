@@ -344,5 +344,12 @@ func cloneProc(p Process) Process {
 		t := *p.ExitedAt
 		p.ExitedAt = &t
 	}
+	if p.Stop != nil {
+		st := *p.Stop
+		st.Procs = append([]StoppedProc(nil), st.Procs...)
+		st.Left = append([]int(nil), st.Left...)
+		st.Spared = append([]int(nil), st.Spared...)
+		p.Stop = &st
+	}
 	return p
 }

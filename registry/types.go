@@ -106,6 +106,12 @@ type Process struct {
 	Shared    bool       `json:"shared"`
 	Health    string     `json:"health"`
 	Restarts  int        `json:"restarts"`
+	// Cgroup is the server's own cgroup directory, when cgroups are in use.
+	Cgroup string `json:"cgroup,omitempty"`
+	// Stop says how the process and its tree were stopped, last time the
+	// stop cascade ran for it (a stop, its session's end, or its leftovers
+	// after it exited on its own).
+	Stop *StopRecord `json:"stop,omitempty"`
 	// GraceMS is the process's own --grace, kept so a daemon that
 	// re-adopts it after a restart stops it the same way.
 	GraceMS int64 `json:"grace_ms,omitempty"`
@@ -119,6 +125,21 @@ type StdioInode struct {
 	Fd    int    `json:"fd"`
 	Kind  string `json:"kind"` // "pipe", "socket", "file", "tty", ...
 	Inode uint64 `json:"inode"`
+}
+
+// StopRecord is the outcome of the stop cascade for one process.
+type StopRecord struct {
+	Result string        `json:"result"`
+	Procs  []StoppedProc `json:"procs,omitempty"`
+	Left   []int         `json:"left,omitempty"`
+	Spared []int         `json:"spared,omitempty"`
+}
+
+// StoppedProc is one process of a stopped tree.
+type StoppedProc struct {
+	PID    int    `json:"pid"`
+	Role   string `json:"role"`
+	Result string `json:"result"`
 }
 
 // Event is one entry of the capped lifecycle log.

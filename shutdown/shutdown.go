@@ -1,20 +1,27 @@
 // Package shutdown owns the stop cascade (design §6): given a set of
 // processes and a grace, it snapshots their trees, asks them to stop,
 // forces what is left, re-scans to a fixed point and reports what happened
-// to each. It never starts or waits for (reaps) a process; the daemon's
-// reaper does that.
+// to each process. It never starts or reaps a process; the daemon's reaper
+// does that.
 //
-// This version of the cascade covers each target's process group: SIGTERM
-// to every member, the grace, SIGKILL to what is left, re-scan. Members are
-// signalled through pidfds opened and verified against their creation token,
-// so a recycled PID is never hit. Escaped descendants, pipe holders and
-// cgroups extend the snapshot step (snapshot.go) without changing the rest.
+// The snapshot of a target (snapshot.go) takes, before any signal: its
+// leader, its process group, every descendant by PPID (tree links vanish
+// once parents die), every process carrying its marker
+// (SUPERVISOR_PROC_ID, or the session's SUPERVISOR_SESSION_ID when a whole
+// session ends), every process in its cgroup, and every process outside all
+// of that which holds the server's end of a host stdio channel (the pipe
+// holders that keep a host from seeing EOF). Tree, group, marker and cgroup
+// members get SIGTERM and the grace; pipe holders outside the tree get
+// SIGKILL with what is left.
 //
 // # Caveats
 //
-// Waiting is event-driven: each member's pidfd becomes readable when it
-// exits, and the cascade polls the set of pidfds with a deadline. There is
-// no sleep loop.
+// Every signal goes through a pidfd opened and verified against the
+// process's creation token, so a recycled PID is never hit. Never
+// signalled: PID 1, the caller, Excluded PIDs, the Spared processes of a
+// target (its shim, its host), and processes of another uid. Waiting is
+// event-driven: pidfds become readable when their process exits and
+// cgroup.events raises POLLPRI when it changes; there is no sleep loop.
 package shutdown
 
 import (
@@ -28,18 +35,47 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
+	"github.com/seed-86a41135/supervisor/cgroup"
 	"github.com/seed-86a41135/supervisor/proc"
 )
 
-// Target is one supervised process to stop, with its group.
+// Target is one supervised process to stop, with what identifies its tree.
 type Target struct {
 	ID    string
 	PID   int
 	PGID  int
 	Token proc.Token
+	// Session is the value of the target's SUPERVISOR_SESSION_ID marker.
+	Session string
+	// Stdio are the host channels the server was given: their holders
+	// outside the tree are killed so the host sees EOF.
+	Stdio []Channel
+	// Cgroup is the server's own cgroup directory, if it has one.
+	Cgroup string
+	// Spared are never signalled even when they hold a channel: the shim
+	// (which exits with the server) and the host.
+	Spared []Proc
+	// Grace is this target's SIGTERM grace; zero means Options.Grace.
+	Grace time.Duration
+	// Force, when closed, ends this target's graces: SIGKILL now (a
+	// second, more urgent stop request for it).
+	Force <-chan struct{}
 }
 
-// Result says how a target ended.
+// Channel is one host stdio channel handed to a server.
+type Channel struct {
+	Fd    int    // 0, 1 or 2 in the server
+	Kind  string // "pipe" or "socket"
+	Inode uint64
+}
+
+// Proc is a process named by PID and creation token.
+type Proc struct {
+	PID   int
+	Token proc.Token
+}
+
+// Result says how a target, or one process of it, ended.
 type Result string
 
 const (
@@ -53,6 +89,25 @@ const (
 	Interrupted Result = "interrupted"
 )
 
+// Role says why a process belonged to a target's tree.
+type Role string
+
+const (
+	RoleLeader Role = "leader"
+	RoleGroup  Role = "group"
+	RoleTree   Role = "descendant"
+	RoleMarker Role = "marker"
+	RoleCgroup Role = "cgroup"
+	RoleHolder Role = "pipe holder"
+)
+
+// ProcOutcome is what happened to one process of a target's tree.
+type ProcOutcome struct {
+	PID    int    `json:"pid"`
+	Role   Role   `json:"role"`
+	Result Result `json:"result"`
+}
+
 // Outcome is what happened to one target and its tree.
 type Outcome struct {
 	ID     string `json:"id"`
@@ -60,8 +115,14 @@ type Outcome struct {
 	Result Result `json:"result"`
 	// PIDs lists every process of the target's tree that was stopped.
 	PIDs []int `json:"pids,omitempty"`
-	// Left lists processes still alive after SIGKILL (Result Unkillable).
+	// Procs says, per process, why it was part of the tree and how it
+	// ended.
+	Procs []ProcOutcome `json:"procs,omitempty"`
+	// Left lists processes still alive at the end (Unkillable or
+	// Interrupted).
 	Left []int `json:"left,omitempty"`
+	// Spared lists marker holders left alone for SUPERVISOR_KEEP=1.
+	Spared []int `json:"spared,omitempty"`
 }
 
 // Options tune one cascade. Zero values take the defaults.
@@ -76,6 +137,14 @@ type Options struct {
 	// Force, when closed, cuts the EOF grace and the SIGTERM grace short:
 	// a second, more urgent stop request.
 	Force <-chan struct{}
+	// WholeSession makes every holder of the targets' session marker part
+	// of the tree, not only holders of their process markers: the session
+	// is ending, so nothing started for it may stay.
+	WholeSession bool
+	// SkipProc, when set, says a SUPERVISOR_PROC_ID outside the targets
+	// names a process someone else is stopping: its marker holders are not
+	// claimed through the session marker.
+	SkipProc func(procID string) bool
 }
 
 // DefaultGrace is the SIGTERM grace of design §6.
@@ -84,30 +153,16 @@ const DefaultGrace = 5 * time.Second
 // Cascade stops sets of processes. The zero value is usable.
 type Cascade struct {
 	Log hclog.Logger
-	// Excluded PIDs are never signalled (the daemon itself, the host).
+	// Excluded PIDs are never signalled (the daemon itself).
 	Excluded []int
 }
 
-type member struct {
-	pid    int
-	tok    proc.Token
-	fd     int // pidfd; -1 once exited
-	target int // index into targets
-}
-
-type run struct {
-	c       *Cascade
-	targets []Target
-	members map[int]*member
-	phase   []Result // per target: the phase in which it finished
-	pids    [][]int
-	leaders []bool // leader was alive at the snapshot
-}
-
 // Stop runs the cascade for targets and returns one outcome per target, in
-// order. It returns when every process is gone, or when KillWait after
-// SIGKILL has passed, or when ctx is done (the outcomes then say what is
-// left).
+// order. Each target gets its own grace (Target.Grace, else opt.Grace): a
+// session's servers are stopped side by side, each escalated to SIGKILL
+// when its own grace is over. Stop returns when every process is gone, or
+// when KillWait after a target's SIGKILL has passed, or when ctx is done
+// (the outcomes then say what is left).
 func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Outcome {
 	if opt.Grace <= 0 {
 		opt.Grace = DefaultGrace
@@ -119,14 +174,14 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	r := &run{c: c, targets: targets, members: map[int]*member{},
-		phase: make([]Result, len(targets)), pids: make([][]int, len(targets)), leaders: make([]bool, len(targets))}
+	r := newRun(c, targets, opt, log)
 	defer r.closeAll()
 
-	r.snapshot(log)
-	r.finish(AlreadyGone) // nothing of them was alive at the snapshot
+	r.collect()
+	r.finish() // nothing of them was alive at the snapshot: already gone
 
-	// The graces end early when ctx is done or Force is closed.
+	// The graces end early when ctx is done or opt.Force is closed; a
+	// target's own Force ends only its graces, and pokes the wait.
 	graceCtx, cancelGrace := context.WithCancel(ctx)
 	defer cancelGrace()
 	if opt.Force != nil {
@@ -138,165 +193,225 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 			}
 		}()
 	}
-	if opt.EOFGrace > 0 && r.alive() > 0 {
-		r.wait(graceCtx, opt.EOFGrace)
-		r.finish(ExitedOnEOF)
+	r.watchForces(graceCtx)
+
+	if opt.EOFGrace > 0 && r.aliveMembers() > 0 && !r.anyForced() {
+		r.setPhase(ExitedOnEOF)
+		r.wait(graceCtx, time.Now().Add(opt.EOFGrace))
+		r.finish()
 	}
-	if r.alive() > 0 {
-		r.signal(unix.SIGTERM, log)
-		r.waitFixedPoint(graceCtx, opt.Grace, unix.SIGTERM, log)
-		r.finish(ExitedOnSIGTERM)
-	}
-	if r.alive() > 0 && ctx.Err() == nil {
-		r.signal(unix.SIGKILL, log)
-		r.waitFixedPoint(ctx, opt.KillWait, unix.SIGKILL, log)
-		r.finish(Killed)
+
+	start := time.Now()
+	r.setPhase(ExitedOnSIGTERM)
+	r.signalNew()
+	killedAt := make([]time.Time, len(targets))
+	for {
+		r.finish()
+		pending := 0
+		next := time.Time{}
+		for i := range targets {
+			if r.result[i] != "" {
+				continue
+			}
+			// Escalate when the grace is over, or forced, or when only pipe
+			// holders outside the tree are left: the tree is gone, and the
+			// host is waiting for EOF.
+			if r.tphase[i] == ExitedOnSIGTERM && (graceCtx.Err() != nil || r.forced[i].Load() ||
+				!time.Now().Before(start.Add(r.grace(i))) || r.onlyHolders(i)) {
+				if ctx.Err() != nil {
+					continue // cancelled: no escalation
+				}
+				r.escalate(i)
+				killedAt[i] = time.Now()
+			}
+			var until time.Time
+			if r.tphase[i] == Killed {
+				until = killedAt[i].Add(opt.KillWait)
+				if !time.Now().Before(until) {
+					continue // gave up: reported as left
+				}
+			} else {
+				until = start.Add(r.grace(i))
+			}
+			pending++
+			if next.IsZero() || until.Before(next) {
+				next = until
+			}
+		}
+		if pending == 0 || ctx.Err() != nil {
+			break
+		}
+		waitCtx := graceCtx
+		if r.anyKilled() {
+			waitCtx = ctx // a force cannot hurry what is already SIGKILLed
+		}
+		r.wait(waitCtx, next)
+		if r.collect() > 0 {
+			r.signalNew() // forked during the stop: the fixed point
+		}
 	}
 	left := Unkillable
 	if ctx.Err() != nil {
 		left = Interrupted
 	}
+	return r.outcomes(left)
+}
 
-	out := make([]Outcome, len(targets))
-	for i, t := range targets {
-		o := Outcome{ID: t.ID, PID: t.PID, Result: r.phase[i], PIDs: r.pids[i]}
-		for _, m := range r.members {
-			if m.target == i && m.fd >= 0 {
-				o.Left = append(o.Left, m.pid)
+// watchForces marks a target forced when its Force channel closes, and
+// pokes the wait so it re-evaluates at once. The goroutines end with ctx.
+func (r *run) watchForces(ctx context.Context) {
+	for i, t := range r.targets {
+		if t.Force == nil {
+			continue
+		}
+		go func(i int, force <-chan struct{}) {
+			select {
+			case <-force:
+				r.forced[i].Store(true)
+				one := [8]byte{1}
+				unix.Write(r.poke, one[:])
+			case <-ctx.Done():
+			}
+		}(i, t.Force)
+	}
+}
+
+func (r *run) anyForced() bool {
+	for i := range r.targets {
+		if r.forced[i].Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// grace is target i's SIGTERM grace.
+func (r *run) grace(i int) time.Duration {
+	if g := r.targets[i].Grace; g > 0 {
+		return g
+	}
+	return r.opt.Grace
+}
+
+// setPhase moves every unfinished target to phase p.
+func (r *run) setPhase(p Result) {
+	for i := range r.targets {
+		if r.result[i] == "" {
+			r.tphase[i] = p
+		}
+	}
+}
+
+// onlyHolders reports whether target i has live pipe holders but no other
+// live member and an empty cgroup.
+func (r *run) onlyHolders(i int) bool {
+	holders := false
+	for _, m := range r.members {
+		if m.target != i || m.fd < 0 {
+			continue
+		}
+		if m.role != RoleHolder {
+			return false
+		}
+		holders = true
+	}
+	return holders && !r.populated(i)
+}
+
+func (r *run) anyKilled() bool {
+	for i := range r.targets {
+		if r.result[i] == "" && r.tphase[i] == Killed {
+			return true
+		}
+	}
+	return false
+}
+
+// escalate moves target i to SIGKILL: its cgroup, its members and the pipe
+// holders outside its tree.
+func (r *run) escalate(i int) {
+	r.tphase[i] = Killed
+	if t := r.targets[i]; t.Cgroup != "" {
+		if err := cgroup.Kill(t.Cgroup); err != nil && !errors.Is(err, os.ErrNotExist) {
+			r.log.Warn("cgroup.kill", "cgroup", t.Cgroup, "err", err)
+		}
+	}
+	for _, m := range r.members {
+		if m.target == i {
+			r.send(m, unix.SIGKILL)
+		}
+	}
+}
+
+// signalNew signals members that have not had their target's current
+// signal yet: SIGTERM in the grace (never to pipe holders outside the
+// tree: they get SIGKILL with what is left), SIGKILL after it.
+func (r *run) signalNew() {
+	for _, m := range r.members {
+		if m.fd < 0 {
+			continue
+		}
+		switch r.tphase[m.target] {
+		case ExitedOnSIGTERM:
+			if m.role != RoleHolder && m.sent == 0 {
+				r.send(m, unix.SIGTERM)
+			}
+		case Killed:
+			if m.sent != unix.SIGKILL {
+				r.send(m, unix.SIGKILL)
 			}
 		}
-		if len(o.Left) > 0 {
-			sort.Ints(o.Left)
+	}
+	for i, t := range r.targets {
+		if r.result[i] == "" && r.tphase[i] == Killed && t.Cgroup != "" && r.populated(i) {
+			cgroup.Kill(t.Cgroup) // a process forked into it meanwhile
+		}
+	}
+}
+
+func (r *run) send(m *member, sig unix.Signal) {
+	if m.fd < 0 {
+		return
+	}
+	m.sent = sig
+	if err := unix.PidfdSendSignal(m.fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		r.log.Warn("signal", "pid", m.pid, "signal", sig, "err", err)
+	}
+}
+
+// outcomes assembles the per-target reports.
+func (r *run) outcomes(left Result) []Outcome {
+	out := make([]Outcome, len(r.targets))
+	for i, t := range r.targets {
+		o := Outcome{ID: t.ID, PID: t.PID, Result: r.result[i], Spared: r.spared[i]}
+		for _, m := range r.members {
+			if m.target != i {
+				continue
+			}
+			res := m.result
+			if m.fd >= 0 {
+				o.Left = append(o.Left, m.pid)
+				res = left
+			}
+			o.PIDs = append(o.PIDs, m.pid)
+			o.Procs = append(o.Procs, ProcOutcome{PID: m.pid, Role: m.role, Result: res})
+		}
+		if len(o.Left) > 0 || r.populated(i) || o.Result == "" {
 			o.Result = left
 		}
 		sort.Ints(o.PIDs)
+		sort.Ints(o.Left)
+		sort.Slice(o.Procs, func(a, b int) bool { return o.Procs[a].PID < o.Procs[b].PID })
 		out[i] = o
 	}
 	return out
 }
 
-// snapshot records every live member of each target's group before any
-// signal: once parents die, tree links are gone.
-func (r *run) snapshot(log hclog.Logger) {
-	for i, t := range r.targets {
-		info, err := proc.Stat(t.PID)
-		if err != nil || !t.Token.Matches(info.Token) {
-			continue // gone, or the pid is someone else's now
-		}
-		// A zombie leader still holds its group number, so the group is
-		// ours; a live one is a member itself even if it left its group.
-		r.leaders[i] = true
-		if info.State != 'Z' && info.State != 'X' {
-			r.add(i, info)
-		}
-	}
-	r.rescan(log)
-}
-
-// add opens a verified pidfd for a member of target i. Never PID 1, the
-// caller itself, an excluded PID or a process of another uid.
-func (r *run) add(i int, info proc.Info) bool {
-	if _, seen := r.members[info.PID]; seen {
-		return false
-	}
-	if info.PID == 1 || info.PID == os.Getpid() || info.UID != os.Getuid() || r.excluded(info.PID) {
-		return false
-	}
-	fd, err := proc.OpenPidfd(info.PID, info.Token)
-	if err != nil {
-		return false // exited between scan and open
-	}
-	r.members[info.PID] = &member{pid: info.PID, tok: info.Token, fd: fd, target: i}
-	r.pids[i] = append(r.pids[i], info.PID)
-	return true
-}
-
-// rescan adds members that appeared since the last scan (a fork during the
-// kill) and returns how many it added.
-func (r *run) rescan(log hclog.Logger) int {
-	infos, err := proc.Scan()
-	if err != nil {
-		log.Warn("scan processes", "err", err)
-		return 0
-	}
-	byPGID := map[int]int{}
-	for i, t := range r.targets {
-		if _, dup := byPGID[t.PGID]; t.PGID > 0 && !dup {
-			byPGID[t.PGID] = i // two targets in one group: the first owns it
-		}
-	}
-	added := 0
-	for _, info := range infos {
-		i, ok := byPGID[info.PGID]
-		if !ok || info.State == 'Z' || info.State == 'X' {
-			continue
-		}
-		if _, seen := r.members[info.PID]; seen {
-			continue
-		}
-		// A group whose leader is gone could in principle be a recycled
-		// number; only act on it when the leader was ours at the snapshot
-		// or the member carries our marker.
-		if !r.leaders[i] && !carriesMarker(info.PID, r.targets[i].ID) {
-			continue
-		}
-		if r.add(i, info) {
-			added++
-		}
-	}
-	return added
-}
-
-func carriesMarker(pid int, procID string) bool {
-	env, err := proc.Environ(pid)
-	if err != nil {
-		return false
-	}
-	for _, kv := range env {
-		if kv == "SUPERVISOR_PROC_ID="+procID {
-			return true
-		}
-	}
-	return false
-}
-
-func (r *run) excluded(pid int) bool {
-	for _, p := range r.c.Excluded {
-		if p == pid {
-			return true
-		}
-	}
-	return false
-}
-
-func (r *run) signal(sig unix.Signal, log hclog.Logger) {
-	for _, m := range r.members {
-		if m.fd < 0 {
-			continue
-		}
-		if err := unix.PidfdSendSignal(m.fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
-			log.Warn("signal", "pid", m.pid, "signal", sig, "err", err)
-		}
-	}
-}
-
-// waitFixedPoint waits for the members to exit, re-scanning whenever they
-// have so that a process forked during the stop is caught and signalled too.
-func (r *run) waitFixedPoint(ctx context.Context, d time.Duration, sig unix.Signal, log hclog.Logger) {
-	deadline := time.Now().Add(d)
-	for {
-		r.wait(ctx, time.Until(deadline))
-		if r.rescan(log) == 0 || ctx.Err() != nil || time.Now().After(deadline) {
-			return
-		}
-		r.signal(sig, log)
-	}
-}
-
-// finish marks every target whose members are all gone as ended in phase.
-func (r *run) finish(phase Result) {
+// finish marks every target whose processes are all gone (and whose cgroup
+// is empty) as ended in its current phase.
+func (r *run) finish() {
 	for i := range r.targets {
-		if r.phase[i] != "" {
+		if r.result[i] != "" || r.populated(i) {
 			continue
 		}
 		done := true
@@ -307,60 +422,83 @@ func (r *run) finish(phase Result) {
 			}
 		}
 		if done {
-			r.phase[i] = phase
+			r.result[i] = r.tphase[i]
 		}
 	}
 }
 
-func (r *run) alive() int {
+// aliveMembers counts live processes that get graces (not pipe holders).
+func (r *run) aliveMembers() int {
 	n := 0
 	for _, m := range r.members {
-		if m.fd >= 0 {
+		if m.fd >= 0 && m.role != RoleHolder {
 			n++
 		}
 	}
 	return n
 }
 
-// wait polls the live members' pidfds until all have exited, d has passed
-// or ctx is done.
-func (r *run) wait(ctx context.Context, d time.Duration) {
-	deadline := time.Now().Add(d)
+// wait polls the pidfds of the members being waited for — pipe holders
+// only once their target is in SIGKILL — and the cgroup.events of targets
+// in SIGKILL, until all of them are done, deadline has passed or ctx is
+// done.
+func (r *run) wait(ctx context.Context, deadline time.Time) {
 	cancelFd, stop := ctxFd(ctx)
 	defer stop()
-	for r.alive() > 0 {
-		remaining := time.Until(deadline)
-		if remaining <= 0 || ctx.Err() != nil {
-			return
-		}
-		fds := make([]unix.PollFd, 0, len(r.members)+1)
+	for {
+		fds := make([]unix.PollFd, 0, len(r.members)+len(r.events)+1)
 		owners := make([]*member, 0, len(r.members))
 		for _, m := range r.members {
-			if m.fd >= 0 {
+			if m.fd >= 0 && (m.role != RoleHolder || r.tphase[m.target] == Killed) {
 				fds = append(fds, unix.PollFd{Fd: int32(m.fd), Events: unix.POLLIN})
 				owners = append(owners, m)
 			}
 		}
+		nPids := len(fds)
+		for i, f := range r.events {
+			if f != nil && r.result[i] == "" && r.populated(i) {
+				fds = append(fds, unix.PollFd{Fd: int32(f.Fd()), Events: unix.POLLPRI})
+			}
+		}
+		if len(fds) == 0 {
+			return
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 || ctx.Err() != nil {
+			return
+		}
 		if cancelFd >= 0 {
 			fds = append(fds, unix.PollFd{Fd: int32(cancelFd), Events: unix.POLLIN})
 		}
-		ms := int(remaining.Milliseconds()) + 1
-		n, err := unix.Poll(fds, ms)
+		pokeIdx := -1
+		if r.poke >= 0 {
+			pokeIdx = len(fds)
+			fds = append(fds, unix.PollFd{Fd: int32(r.poke), Events: unix.POLLIN})
+		}
+		n, err := unix.Poll(fds, int(remaining.Milliseconds())+1)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
-		if err != nil || n == 0 {
-			if err != nil {
-				return
-			}
+		if err != nil {
+			return
+		}
+		if n == 0 {
 			continue
 		}
 		for i, m := range owners {
-			if fds[i].Revents != 0 {
+			if i < nPids && fds[i].Revents != 0 {
 				unix.Close(m.fd)
 				m.fd = -1
+				m.result = r.tphase[m.target]
 			}
 		}
+		if pokeIdx >= 0 && fds[pokeIdx].Revents != 0 {
+			var buf [8]byte
+			unix.Read(r.poke, buf[:])
+			return // a target was forced: re-evaluate
+		}
+		// A cgroup that emptied ends the wait only together with the
+		// pidfds; its event just re-evaluates the set.
 	}
 }
 
@@ -370,6 +508,14 @@ func (r *run) closeAll() {
 			unix.Close(m.fd)
 			m.fd = -1
 		}
+	}
+	for _, f := range r.events {
+		if f != nil {
+			f.Close()
+		}
+	}
+	if r.poke >= 0 {
+		unix.Close(r.poke)
 	}
 }
 
@@ -396,11 +542,20 @@ func ctxFd(ctx context.Context) (int, func()) {
 // String renders an outcome for people.
 func (o Outcome) String() string {
 	s := fmt.Sprintf("%s (pid %d): %s", o.ID, o.PID, o.Result)
-	if len(o.PIDs) > 1 {
-		s += fmt.Sprintf(", pids %v", o.PIDs)
+	var extra []string
+	for _, p := range o.Procs {
+		if p.PID != o.PID {
+			extra = append(extra, fmt.Sprintf("%s %d %s", p.Role, p.PID, p.Result))
+		}
+	}
+	if len(extra) > 0 {
+		s += fmt.Sprintf("; also %v", extra)
+	}
+	if len(o.Spared) > 0 {
+		s += fmt.Sprintf("; spared (SUPERVISOR_KEEP=1): %v", o.Spared)
 	}
 	if len(o.Left) > 0 {
-		s += fmt.Sprintf(", still alive: %v", o.Left)
+		s += fmt.Sprintf("; still alive: %v", o.Left)
 	}
 	return s
 }

@@ -1,0 +1,359 @@
+package shutdown
+
+import (
+	"os"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+
+	"github.com/seed-86a41135/supervisor/cgroup"
+	"github.com/seed-86a41135/supervisor/proc"
+)
+
+// Marker variables (set by spawn; duplicated here so the cascade does not
+// depend on the package that starts processes).
+const (
+	envSessionID = "SUPERVISOR_SESSION_ID"
+	envProcID    = "SUPERVISOR_PROC_ID"
+	// EnvKeep=1 in a descendant's environment spares it from the tree and
+	// marker sweeps (Jenkins' BUILD_ID=dontKillMe); never when it holds a
+	// host pipe, since the host would hang.
+	EnvKeep = "SUPERVISOR_KEEP"
+)
+
+type member struct {
+	pid    int
+	tok    proc.Token
+	fd     int // pidfd; -1 once exited
+	target int // index into targets
+	role   Role
+	result Result      // the phase in which it exited
+	sent   unix.Signal // the last signal sent to it
+}
+
+type run struct {
+	c       *Cascade
+	targets []Target
+	opt     Options
+	log     hclog.Logger
+
+	members map[int]*member
+	result  []Result     // per target
+	leaders []bool       // per target: its leader was ours at the snapshot
+	spared  [][]int      // per target: kept for SUPERVISOR_KEEP=1
+	kept    map[int]bool // every spared pid, so it is logged once
+	events  []*os.File   // per target: its cgroup.events, if any
+	byID    map[string]int
+	tphase  []Result // per target: the step under way
+	forced  []atomic.Bool
+	poke    int  // eventfd written when a target is forced
+	checked bool // leaders looked at
+	self    int
+	uid     int
+}
+
+func newRun(c *Cascade, targets []Target, opt Options, log hclog.Logger) *run {
+	r := &run{c: c, targets: targets, opt: opt, log: log,
+		members: map[int]*member{}, result: make([]Result, len(targets)), tphase: make([]Result, len(targets)),
+		forced: make([]atomic.Bool, len(targets)), poke: -1,
+		leaders: make([]bool, len(targets)), spared: make([][]int, len(targets)),
+		kept: map[int]bool{}, events: make([]*os.File, len(targets)), byID: map[string]int{},
+		self: os.Getpid(), uid: os.Getuid()}
+	if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
+		r.poke = fd
+	}
+	for i, t := range targets {
+		r.tphase[i] = AlreadyGone
+		if _, dup := r.byID[t.ID]; !dup {
+			r.byID[t.ID] = i
+		}
+		if t.Cgroup != "" {
+			if f, err := cgroup.Events(t.Cgroup); err == nil {
+				r.events[i] = f
+			}
+		}
+	}
+	return r
+}
+
+// collect adds every process that belongs to a target's tree and is not a
+// member yet, and returns how many it added. The first call is the
+// snapshot taken before any signal; later calls find what was forked since.
+func (r *run) collect() int {
+	infos, err := proc.Scan()
+	if err != nil {
+		r.log.Warn("scan processes", "err", err)
+		return 0
+	}
+	byPID := make(map[int]proc.Info, len(infos))
+	children := map[int][]int{}
+	for _, info := range infos {
+		byPID[info.PID] = info
+		children[info.PPID] = append(children[info.PPID], info.PID)
+	}
+	added := 0
+
+	if !r.checked {
+		r.checked = true
+		for i, t := range r.targets {
+			info, ok := byPID[t.PID]
+			if !ok || !t.Token.Matches(info.Token) {
+				continue // gone, or the pid is someone else's now
+			}
+			// A zombie leader still holds its group number, so the group
+			// is ours; a live one is a member itself even if it left it.
+			r.leaders[i] = true
+			if r.add(i, info, RoleLeader) {
+				added++
+			}
+		}
+	}
+
+	// The process group. A group whose leader is gone could be a recycled
+	// number: act on it only when the leader was ours at the snapshot or
+	// the member carries our marker.
+	groupOf := map[int]int{}
+	for i, t := range r.targets {
+		if _, dup := groupOf[t.PGID]; t.PGID > 1 && !dup {
+			groupOf[t.PGID] = i
+		}
+	}
+	for _, info := range infos {
+		i, ok := groupOf[info.PGID]
+		if !ok || r.members[info.PID] != nil {
+			continue
+		}
+		if !r.leaders[i] && !r.hasMarker(info.PID, envProcID, r.targets[i].ID) {
+			continue
+		}
+		if r.add(i, info, RoleGroup) {
+			added++
+		}
+	}
+
+	// The cgroup: nothing in it escaped.
+	for i, t := range r.targets {
+		if t.Cgroup == "" {
+			continue
+		}
+		pids, _ := cgroup.Procs(t.Cgroup)
+		for _, pid := range pids {
+			if info, ok := byPID[pid]; ok && r.add(i, info, RoleCgroup) {
+				added++
+			}
+		}
+	}
+
+	// Markers: escaped descendants prove themselves ours by environment.
+	for _, info := range infos {
+		if r.members[info.PID] != nil || !r.candidate(info) {
+			continue
+		}
+		env, err := proc.Environ(info.PID)
+		if err != nil {
+			continue
+		}
+		i, ok := r.markerTarget(env)
+		if !ok || r.keep(i, info.PID, env) {
+			continue
+		}
+		if r.add(i, info, RoleMarker) {
+			added++
+		}
+	}
+
+	// Descendants by PPID of every member, transitively: a setsid child
+	// with its environment cleared is still found while its parent lives.
+	queue := make([]*member, 0, len(r.members))
+	for _, m := range r.members {
+		if m.role != RoleHolder {
+			queue = append(queue, m)
+		}
+	}
+	for len(queue) > 0 {
+		m := queue[0]
+		queue = queue[1:]
+		for _, child := range children[m.pid] {
+			info := byPID[child]
+			if r.members[child] != nil || !r.candidate(info) {
+				continue
+			}
+			if env, err := proc.Environ(child); err == nil && r.keep(m.target, child, env) {
+				continue
+			}
+			if r.add(m.target, info, RoleTree) {
+				added++
+				queue = append(queue, r.members[child])
+			}
+		}
+	}
+
+	added += r.collectHolders(infos)
+	return added
+}
+
+// collectHolders adds processes outside the tree that hold the server's end
+// of a host stdio channel: for a pipe its write end (fd 1 and 2 of the
+// server), for a socket any fd on the server-side inode.
+func (r *run) collectHolders(infos []proc.Info) int {
+	type want struct {
+		target int
+		pipe   bool
+	}
+	wanted := map[uint64]want{}
+	inodes := map[uint64]bool{}
+	for i, t := range r.targets {
+		for _, ch := range t.Stdio {
+			// stdout is what the host reads to EOF (a socketpair serves
+			// stdin and stdout on one inode). stderr is left out: hosts
+			// often hand every child their own stderr, and its other
+			// holders are none of this server's business.
+			switch {
+			case ch.Kind == "socket" && ch.Fd <= 1:
+				wanted[ch.Inode] = want{target: i}
+			case ch.Kind == "pipe" && ch.Fd == 1:
+				wanted[ch.Inode] = want{target: i, pipe: true}
+			default:
+				continue
+			}
+			inodes[ch.Inode] = true
+		}
+	}
+	if len(inodes) == 0 {
+		return 0
+	}
+	var pids []int
+	byPID := map[int]proc.Info{}
+	for _, info := range infos {
+		if r.members[info.PID] == nil && r.candidate(info) {
+			pids = append(pids, info.PID)
+			byPID[info.PID] = info
+		}
+	}
+	added := 0
+	for _, ref := range proc.FdHolders(pids, inodes) {
+		w := wanted[ref.Inode]
+		if w.pipe && ref.Access == unix.O_RDONLY {
+			continue // a reader of the host's pipe does not keep EOF away
+		}
+		if r.add(w.target, byPID[ref.PID], RoleHolder) {
+			added++
+			if r.kept[ref.PID] {
+				r.log.Info("not sparing a kept process: it holds a host stdio channel", "pid", ref.PID)
+				r.unspare(ref.PID)
+			}
+		}
+	}
+	return added
+}
+
+// candidate says whether a process may be signalled at all.
+func (r *run) candidate(info proc.Info) bool {
+	if info.PID <= 1 || info.PID == r.self || info.UID != r.uid || info.State == 'Z' || info.State == 'X' {
+		return false
+	}
+	for _, p := range r.c.Excluded {
+		if p == info.PID {
+			return false
+		}
+	}
+	for _, t := range r.targets {
+		for _, s := range t.Spared {
+			if s.PID == info.PID && s.Token.Matches(info.Token) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// add makes info a member of target i, through a pidfd verified against its
+// token. It reports whether it added one.
+func (r *run) add(i int, info proc.Info, role Role) bool {
+	if r.members[info.PID] != nil || !r.candidate(info) {
+		return false
+	}
+	fd, err := proc.OpenPidfd(info.PID, info.Token)
+	if err != nil {
+		return false // exited (or recycled) between scan and open
+	}
+	r.members[info.PID] = &member{pid: info.PID, tok: info.Token, fd: fd, target: i, role: role}
+	return true
+}
+
+// markerTarget finds the target an environment's markers point at.
+func (r *run) markerTarget(env []string) (int, bool) {
+	if id, ok := proc.EnvValue(env, envProcID); ok {
+		if i, ok := r.byID[id]; ok {
+			return i, true
+		}
+		if r.opt.SkipProc != nil && r.opt.SkipProc(id) {
+			return 0, false
+		}
+	}
+	if !r.opt.WholeSession {
+		return 0, false
+	}
+	sess, ok := proc.EnvValue(env, envSessionID)
+	if !ok || sess == "" {
+		return 0, false
+	}
+	for i, t := range r.targets {
+		if t.Session == sess {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// keep reports (and logs once) a process spared by SUPERVISOR_KEEP=1.
+func (r *run) keep(i, pid int, env []string) bool {
+	if v, _ := proc.EnvValue(env, EnvKeep); v != "1" {
+		return false
+	}
+	if !r.kept[pid] {
+		r.kept[pid] = true
+		r.spared[i] = append(r.spared[i], pid)
+		r.log.Info("sparing a process that asked to be kept", "pid", pid, "target", r.targets[i].ID, "env", EnvKeep+"=1")
+	}
+	return true
+}
+
+func (r *run) hasMarker(pid int, key, want string) bool {
+	env, err := proc.Environ(pid)
+	if err != nil {
+		return false
+	}
+	v, ok := proc.EnvValue(env, key)
+	return ok && v == want
+}
+
+// populated reports whether target i's cgroup still has processes.
+func (r *run) populated(i int) bool {
+	if r.events[i] == nil {
+		return false
+	}
+	pop, err := cgroup.IsPopulated(r.events[i])
+	return err == nil && pop
+}
+
+func (r *run) anyPopulated() bool {
+	for i := range r.targets {
+		if r.populated(i) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *run) unspare(pid int) {
+	for i, list := range r.spared {
+		for j, p := range list {
+			if p == pid {
+				r.spared[i] = append(list[:j:j], list[j+1:]...)
+				return
+			}
+		}
+	}
+}
