@@ -228,3 +228,30 @@ func ownCgroup() (string, error) {
 	}
 	return "", errors.New("this process has no cgroup2 path")
 }
+
+// RemoveRoot removes the manager's root and its session directories when
+// they hold no server cgroups any more.
+func (m *Manager) RemoveRoot() {
+	entries, _ := os.ReadDir(m.root)
+	for _, e := range entries {
+		if e.IsDir() {
+			os.Remove(filepath.Join(m.root, e.Name()))
+		}
+	}
+	os.Remove(m.root)
+	os.Remove(filepath.Dir(m.root)) // the per-uid parent, when this was the last instance
+}
+
+// Keep moves pid out of a server's cgroup into a "kept" cgroup beside the
+// sessions (root/kept), so cgroup.kill spares it: a process that asked to
+// be kept (SUPERVISOR_KEEP=1) outlives its server.
+func Keep(serverCgroup string, pid int) error {
+	kept := filepath.Join(filepath.Dir(filepath.Dir(serverCgroup)), "kept")
+	if err := os.MkdirAll(kept, 0o755); err != nil {
+		return fmt.Errorf("create cgroup %s: %w", kept, err)
+	}
+	if err := os.WriteFile(filepath.Join(kept, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+		return fmt.Errorf("move %d to %s: %w", pid, kept, err)
+	}
+	return nil
+}

@@ -12,6 +12,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +31,7 @@ import (
 	"gopkg.in/natefinch/lumberjack.v2"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/cgroup"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/session"
@@ -49,6 +52,10 @@ type Config struct {
 	EOFGrace time.Duration
 	// LogLevel is an hclog level name. Default "info".
 	LogLevel string
+	// Cgroups enables a cgroup per server where a writable cgroup2
+	// hierarchy exists (never required). Off, the cascade relies on
+	// process groups, markers and pipe holders alone.
+	Cgroups bool
 }
 
 // Daemon is one running supervisor daemon.
@@ -59,6 +66,7 @@ type Daemon struct {
 	reg     *registry.Registry
 	reaper  *spawn.Reaper
 	watcher *session.Watcher
+	cgroups *cgroup.Manager // nil: no cgroups (none writable, or turned off)
 	cascade *shutdown.Cascade
 	started time.Time
 	feat    map[string]bool
@@ -134,6 +142,20 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	d.feat["pidfd"] = proc.PidfdSupported()
 	d.feat["cgroup"] = false
+	if cfg.Cgroups {
+		// One subtree per instance (uid and state directory), so daemons
+		// of other instances never meet in a cgroup.
+		sum := sha256.Sum256([]byte(paths.StateDir))
+		name := filepath.Join(fmt.Sprintf("supervisor-%d", os.Getuid()), hex.EncodeToString(sum[:4]))
+		if m, err := cgroup.Detect(name); err != nil {
+			d.log.Info("cgroups not in use: process groups and markers only", "why", err)
+		} else {
+			d.cgroups = m
+			d.feat["cgroup"] = true
+			d.log.Info("cgroups in use", "root", m.Root())
+			defer m.RemoveRoot() // when empty: a daemon that keeps processes leaves it
+		}
+	}
 
 	d.store, err = openStore(paths.DB(), d.log)
 	if err != nil {

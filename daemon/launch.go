@@ -91,7 +91,11 @@ func EnsureRunning(ctx context.Context, exe string, paths api.Paths, env []strin
 // and its markers (SUPERVISOR_SESSION_ID, ...) would make the daemon look
 // like a member of some session's tree.
 var daemonKeep = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "TZ",
-	api.EnvStateDir, api.EnvSocket}
+	api.EnvStateDir, api.EnvSocket, EnvCgroups}
+
+// EnvCgroups set to "off" turns cgroups off for an auto-started daemon
+// (the default is auto).
+const EnvCgroups = "SUPERVISOR_CGROUPS"
 
 func daemonEnv(env []string) []string {
 	var out []string

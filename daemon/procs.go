@@ -108,23 +108,43 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	if name == "" {
 		name = baseName(req.Argv[0])
 	}
+	// A fresh cgroup per server: this kernel kills a child cloned into a
+	// cgroup that cgroup.kill was ever written to, so none is reused.
+	var cg cgroup.Server
+	if d.cgroups != nil {
+		var err error
+		if cg, err = d.cgroups.NewServer(req.Session, id); err != nil {
+			log.Warn("no cgroup for this server; process group and markers only", "err", err)
+		}
+	}
+	// The intent record, committed before the fork (design §7).
 	if _, err := d.reg.AddProcess(registry.Process{
 		ID: id, Session: req.Session, Name: name, Argv: req.Argv, Cwd: string(req.Cwd),
-		ShimPID: req.ShimPID, ShimToken: req.ShimToken, Stdio: stdio, GraceMS: req.GraceMS,
+		ShimPID: req.ShimPID, ShimToken: req.ShimToken, Stdio: stdio, GraceMS: req.GraceMS, Cgroup: cg.Path,
 	}); err != nil {
 		closeFiles()
+		if cg.Fd > 0 {
+			unix.Close(cg.Fd)
+			cgroup.Remove(cg.Path)
+		}
 		conn.SendError(125, "run: %v", err)
 		return
 	}
 	started, err := spawn.Start(d.reaper, spawn.Request{
 		Argv: req.Argv, Env: req.Env, Dir: string(req.Cwd), Stdio: files,
-		SessionID: req.Session, ProcID: id,
+		SessionID: req.Session, ProcID: id, CgroupFD: cg.Fd,
 	})
+	if cg.Fd > 0 {
+		unix.Close(cg.Fd)
+	}
 	if err != nil {
 		code := 125
 		var se *spawn.StartError
 		if errors.As(err, &se) {
 			code = se.Code
+		}
+		if cg.Path != "" {
+			cgroup.Remove(cg.Path)
 		}
 		d.reg.Transition(id, registry.StateFailed, func(p *registry.Process) {
 			p.Error = err.Error()

@@ -22,6 +22,12 @@ type Request struct {
 
 	SessionID string
 	ProcID    string
+
+	// CgroupFD, when not 0, is an open cgroup directory to clone the child
+	// into (SysProcAttr.UseCgroupFD): it is in the cgroup from its first
+	// instruction, so nothing it forks can be missed. (fd 0 is stdin,
+	// never a cgroup, so 0 can mean none.)
+	CgroupFD int
 }
 
 // Started is a process that was started.
@@ -66,6 +72,10 @@ func Start(r *Reaper, req Request) (Started, error) {
 		Env:   WithMarkers(req.Env, req.SessionID, req.ProcID),
 		Files: files,
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	}
+	if req.CgroupFD > 0 {
+		attr.Sys.UseCgroupFD = true
+		attr.Sys.CgroupFD = req.CgroupFD
 	}
 	var tok proc.Token
 	var tokErr error

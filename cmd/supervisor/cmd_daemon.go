@@ -17,7 +17,7 @@ import (
 
 func newDaemonCommand(inherited []int) *cobra.Command {
 	var foreground bool
-	var logLevel string
+	var logLevel, cgroups string
 	cmd := &cobra.Command{
 		Use:   "daemon [--foreground]",
 		Short: "Run the per-user daemon (detached unless --foreground)",
@@ -32,7 +32,11 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 				for _, fd := range inherited {
 					syscall.Close(fd)
 				}
-				err := daemon.Run(context.Background(), daemon.Config{Paths: p, Stderr: cmd.ErrOrStderr(), LogLevel: logLevel})
+				if cgroups != "auto" && cgroups != "off" {
+					return fmt.Errorf("--cgroups %q: want auto or off", cgroups)
+				}
+				err := daemon.Run(context.Background(), daemon.Config{Paths: p, Stderr: cmd.ErrOrStderr(),
+					LogLevel: logLevel, Cgroups: cgroups == "auto"})
 				var already *daemon.AlreadyRunningError
 				if errors.As(err, &already) {
 					fmt.Fprintf(cmd.ErrOrStderr(), "supervisor: %v\n", already)
@@ -62,6 +66,11 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&foreground, "foreground", false, "stay attached and log to stderr too")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	defCgroups := os.Getenv(daemon.EnvCgroups)
+	if defCgroups == "" {
+		defCgroups = "auto"
+	}
+	cmd.Flags().StringVar(&cgroups, "cgroups", defCgroups, "auto: a cgroup per server where cgroup2 is writable; off: process groups and markers only (also $"+daemon.EnvCgroups+")")
 	cmd.AddCommand(newDaemonStopCommand())
 	return cmd
 }
