@@ -76,8 +76,11 @@ type RunRequest struct {
 	HostToken   proc.Token `json:"host_token"`
 	HostCommand string     `json:"host_command"`
 	GraceMS     int64      `json:"grace_ms,omitempty"`
-	ShimPID     int        `json:"shim_pid"`
-	ShimToken   proc.Token `json:"shim_token"`
+	// MaxInstances caps live instances per (session, Name) when Name is
+	// set: nil means 1, 0 no cap. The newest wins.
+	MaxInstances *int       `json:"max_instances,omitempty"`
+	ShimPID      int        `json:"shim_pid"`
+	ShimToken    proc.Token `json:"shim_token"`
 }
 
 // Started answers a run request once the server runs.

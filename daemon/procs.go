@@ -186,6 +186,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	}
 	d.reg.Event("process.start", req.Session, id, fmt.Sprintf("pid %d %q", started.PID, req.Argv))
 	log.Info("started", "id", id, "pid", started.PID, "argv", req.Argv)
+	d.enforceCap(req, id)
 
 	shimGone := make(chan struct{})
 	stopReq := make(chan time.Duration, 1)
@@ -613,5 +614,35 @@ func baseName(s string) string {
 func closeFds(fds []int) {
 	for _, fd := range fds {
 		unix.Close(fd)
+	}
+}
+
+// enforceCap stops the oldest live instances of a named server in the
+// session beyond its cap (design §5: default 1, newest wins). Hosts that
+// reconnect often abandon the old server with its stdin still open; no
+// parent watchdog can see that.
+func (d *Daemon) enforceCap(req api.RunRequest, newID string) {
+	if req.Name == "" {
+		return
+	}
+	limit := 1
+	if req.MaxInstances != nil {
+		limit = *req.MaxInstances
+	}
+	if limit <= 0 {
+		return
+	}
+	var older []string // oldest first
+	for _, p := range d.reg.Processes(registry.Filter{Session: req.Session}) {
+		if p.Name == req.Name && p.ID != newID && d.isLive(p.ID) {
+			older = append(older, p.ID)
+		}
+	}
+	if excess := len(older) + 1 - limit; excess > 0 {
+		victims := older[:excess]
+		d.log.Info("instance cap: stopping older instances", "session", req.Session, "name", req.Name,
+			"cap", limit, "stopping", victims, "newest", newID)
+		d.reg.Event("instance.cap", req.Session, newID, fmt.Sprintf("stopping %v", victims))
+		go d.stopIDs(context.Background(), victims, shutdown.Options{})
 	}
 }

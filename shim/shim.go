@@ -33,10 +33,12 @@ type Options struct {
 	Name    string
 	Session string        // explicit session id; empty derives it from the host
 	Grace   time.Duration // SIGTERM grace for this server; 0 = daemon default
-	Exe     string        // this binary, to start the daemon
-	Paths   api.Paths
-	Env     []string
-	Stderr  io.Writer
+	// MaxInstances caps live instances of Name in the session (nil: 1).
+	MaxInstances *int
+	Exe          string // this binary, to start the daemon
+	Paths        api.Paths
+	Env          []string
+	Stderr       io.Writer
 	// StartTimeout bounds reaching (or starting) the daemon. Default 10 s.
 	StartTimeout time.Duration
 }
@@ -96,6 +98,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 		Session: ident.ID, Label: ident.Label,
 		HostPID: ident.HostPID, HostToken: ident.HostToken, HostCommand: ident.HostCommand,
 		GraceMS: api.Millis(o.Grace), ShimPID: os.Getpid(), ShimToken: selfTok,
+		MaxInstances: o.MaxInstances,
 	}
 	c, started, msgs, err := startServer(ctx, o, &req)
 	if err != nil {

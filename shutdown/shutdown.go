@@ -332,11 +332,6 @@ func (r *run) anyKilled() bool {
 func (r *run) escalate(i int) {
 	r.tphase[i] = Killed
 	if t := r.targets[i]; t.Cgroup != "" {
-		for _, pid := range r.spared[i] {
-			if err := cgroup.Keep(t.Cgroup, pid); err != nil {
-				r.log.Warn("could not keep a process out of cgroup.kill", "pid", pid, "err", err)
-			}
-		}
 		if err := cgroup.Kill(t.Cgroup); err != nil && !errors.Is(err, os.ErrNotExist) {
 			r.log.Warn("cgroup.kill", "cgroup", t.Cgroup, "err", err)
 		}

@@ -139,7 +139,16 @@ func (r *run) collect() int {
 		}
 		pids, _ := cgroup.Procs(t.Cgroup)
 		for _, pid := range pids {
-			if info, ok := byPID[pid]; ok && r.add(i, info, RoleCgroup) {
+			info, ok := byPID[pid]
+			if !ok || r.members[pid] != nil {
+				continue
+			}
+			// Everything in a fresh per-server cgroup is ours; only the
+			// leader cannot ask to be kept.
+			if env, err := proc.Environ(pid); err == nil && pid != t.PID && r.keep(i, pid, env) {
+				continue
+			}
+			if r.add(i, info, RoleCgroup) {
 				added++
 			}
 		}
@@ -316,6 +325,13 @@ func (r *run) keep(i, pid int, env []string) bool {
 		r.kept[pid] = true
 		r.spared[i] = append(r.spared[i], pid)
 		r.log.Info("sparing a process that asked to be kept", "pid", pid, "target", r.targets[i].ID, "env", EnvKeep+"=1")
+		// Out of the server's cgroup at once: cgroup.kill would not spare
+		// it, and the cgroup could never be found empty with it inside.
+		if cg := r.targets[i].Cgroup; cg != "" {
+			if err := cgroup.Keep(cg, pid); err != nil {
+				r.log.Warn("could not move a kept process out of its cgroup", "pid", pid, "err", err)
+			}
+		}
 	}
 	return true
 }

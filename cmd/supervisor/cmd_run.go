@@ -14,9 +14,10 @@ import (
 )
 
 type runOptions struct {
-	name    string
-	session string
-	grace   time.Duration
+	name         string
+	session      string
+	grace        time.Duration
+	maxInstances int
 }
 
 func newRunCommand() *cobra.Command {
@@ -54,8 +55,15 @@ executable, 125 for a supervisor error.`,
 			if err != nil {
 				return fmt.Errorf("find this binary: %w", err)
 			}
+			var maxInst *int
+			if cmd.Flags().Changed("max-instances") {
+				if o.maxInstances < 0 {
+					return fmt.Errorf("--max-instances %d: must be 0 (no cap) or more", o.maxInstances)
+				}
+				maxInst = &o.maxInstances
+			}
 			code, err := shim.Run(context.Background(), shim.Options{
-				Argv: args, Name: o.name, Session: o.session, Grace: o.grace,
+				Argv: args, Name: o.name, Session: o.session, Grace: o.grace, MaxInstances: maxInst,
 				Exe: exe, Paths: p, Env: os.Environ(),
 			})
 			if err != nil {
@@ -70,5 +78,6 @@ executable, 125 for a supervisor error.`,
 	cmd.Flags().StringVar(&o.name, "name", "", "server name (default: the command's base name)")
 	cmd.Flags().StringVar(&o.session, "session", "", "session id instead of the host-derived one ([A-Za-z0-9._-]{1,128}; also $SUPERVISOR_SESSION)")
 	cmd.Flags().DurationVar(&o.grace, "grace", 0, "SIGTERM grace before SIGKILL when stopping (default 5s)")
+	cmd.Flags().IntVar(&o.maxInstances, "max-instances", 1, "live instances of --name per session; the newest wins, older ones are stopped (0: no cap)")
 	return cmd
 }
