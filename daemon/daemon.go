@@ -52,6 +52,10 @@ type Config struct {
 	EOFGrace time.Duration
 	// LogLevel is an hclog level name. Default "info".
 	LogLevel string
+	// Init, when set, makes this daemon the init of an agent container:
+	// it runs Init's command, forwards signals to it, and when it exits
+	// stops everything left and returns (`supervisor init`).
+	Init *InitSpec
 	// Cgroups enables a cgroup per server where a writable cgroup2
 	// hierarchy exists (never required). Off, the cascade relies on
 	// process groups, markers and pipe holders alone.
@@ -192,7 +196,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	d.log.Info("daemon started", "pid", os.Getpid(), "version", api.Version, "state", paths.StateDir, "socket", paths.Socket)
 
 	var g run.Group
-	{ // the stopper: signals or `daemon stop` stop every session, then exit
+	if cfg.Init != nil {
+		ictx, cancel := context.WithCancel(ctx)
+		g.Add(func() error { return d.runInit(ictx, cfg.Init) }, func(error) { cancel() })
+	} else { // the stopper: signals or `daemon stop` stop every session, then exit
 		sigs := make(chan os.Signal, 1)
 		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 		stopCtx, cancel := context.WithCancel(ctx)
@@ -235,6 +242,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	err = g.Run()
 	d.log.Info("daemon exiting")
+	if errors.Is(err, errInitDone) {
+		return nil
+	}
 	return err
 }
 

@@ -91,6 +91,7 @@ func newRootCommand(inherited []int) *cobra.Command {
 		newVersionCommand(),
 		newDemoCommand(),
 		newFixtureCommand(),
+		newInitCommand(),
 	)
 	return root
 }

@@ -1,0 +1,134 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/shutdown"
+	"github.com/seed-86a41135/supervisor/spawn"
+)
+
+// InitSpec is the command `supervisor init` runs as the container's main
+// process. Code is set when Run returns: the command's exit status (its
+// code, 128+N for signal N, 126/127 when it could not start).
+type InitSpec struct {
+	Argv []string
+	Env  []string
+	Dir  string
+	Code int
+}
+
+// initSessionID and initProcID are the markers the command (and so all of
+// its descendants) carries: the final sweep finds escaped ones by them.
+const (
+	initSessionID = "init"
+	initProcID    = "init-command"
+)
+
+// forwarded are the signals init passes on to its command, as tini does.
+var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH}
+
+// runInit is the init actor: start the command through the daemon's reaper
+// (so the daemon stays the only waiter, and zombies re-parented to PID 1 or
+// to this subreaper are reaped), forward signals, and when the command
+// exits stop every session and every process left, then end the daemon.
+func (d *Daemon) runInit(ctx context.Context, spec *InitSpec) error {
+	stdio := [3]*os.File{}
+	for i, f := range []*os.File{os.Stdin, os.Stdout, os.Stderr} {
+		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			return fmt.Errorf("init: duplicate stdio %d: %w", i, err)
+		}
+		stdio[i] = os.NewFile(uintptr(fd), f.Name())
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+
+	started, err := spawn.Start(d.reaper, spawn.Request{
+		Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir, Stdio: stdio,
+		SessionID: initSessionID, ProcID: initProcID,
+	})
+	if err != nil {
+		spec.Code = 125
+		var se *spawn.StartError
+		if errors.As(err, &se) {
+			spec.Code = se.Code
+		}
+		d.log.Error("init: command did not start", "argv", spec.Argv, "err", err)
+		fmt.Fprintf(os.Stderr, "supervisor: init: %v\n", err)
+		d.finishInit(ctx, proc.Token{}, 0)
+		return errInitDone
+	}
+	d.log.Info("init: command started", "pid", started.PID, "argv", spec.Argv)
+	fd, _ := proc.OpenPidfd(started.PID, started.Token)
+	defer func() {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}()
+	for {
+		select {
+		case s := <-sigs:
+			if fd >= 0 {
+				unix.PidfdSendSignal(fd, s.(syscall.Signal), nil, 0)
+			}
+		case r := <-d.stopReq:
+			// `daemon stop` in init mode: ask the command to end; the rest
+			// follows from its exit.
+			if fd >= 0 {
+				unix.PidfdSendSignal(fd, unix.SIGTERM, nil, 0)
+			}
+			r.reply <- []shutdown.Outcome{}
+		case st := <-started.Exit:
+			spec.Code = st.ExitCode()
+			d.log.Info("init: command exited", "code", st.Code, "signal", st.Signal)
+			d.finishInit(ctx, started.Token, started.PID)
+			return errInitDone
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// errInitDone ends the daemon's run group once init's work is over.
+var errInitDone = errors.New("init: command exited")
+
+// finishInit stops every session, then every process still left: in a
+// PID namespace every process is ours; elsewhere the descendants that were
+// re-parented to this subreaper, and everything carrying the command's
+// markers.
+func (d *Daemon) finishInit(ctx context.Context, cmdTok proc.Token, cmdPID int) {
+	d.stopAll(ctx)
+	infos, err := proc.Scan()
+	if err != nil {
+		d.log.Warn("init: scan for leftovers", "err", err)
+		return
+	}
+	self := os.Getpid()
+	targets := []shutdown.Target{{ID: initProcID, PID: cmdPID, Token: cmdTok, Session: initSessionID}}
+	for _, info := range infos {
+		if info.PID == self || (self != 1 && info.PPID != self) {
+			continue
+		}
+		targets = append(targets, shutdown.Target{ID: fmt.Sprintf("leftover-%d", info.PID), PID: info.PID, Token: info.Token})
+	}
+	outs := d.cascade.Stop(ctx, targets, shutdown.Options{Grace: d.cfg.Grace, WholeSession: true, KillWait: 5 * time.Second})
+	n := 0
+	for _, o := range outs {
+		n += len(o.PIDs)
+	}
+	if n > 0 {
+		d.log.Info("init: stopped processes left after the command exited", "count", n)
+		fmt.Fprintf(os.Stderr, "supervisor: init: stopped %d process(es) left after the command exited\n", n)
+	}
+}
