@@ -42,10 +42,10 @@ func TestInitExitStatusAndZombies(t *testing.T) {
 		out    string
 		errOut string
 	}{
-		{"exit status", "exit 7", 7, ""},
-		{"killed by a signal", "kill -9 $$", 137, ""},
+		{"exit status", "exit 7", 7, "", ""},
+		{"killed by a signal", "kill -9 $$", 137, "", ""},
 		// An orphan that exits is re-parented to init and must be reaped.
-		{"zombies reaped", `( sleep 0.1 & ); sleep 0.6; echo zombies=$(grep -l '^State:.Z' /proc/[0-9]*/status 2>/dev/null | wc -l)`, 0, "zombies=0"},
+		{"zombies reaped", `( sleep 0.1 & ); sleep 0.6; echo zombies=$(grep -l '^State:.Z' /proc/[0-9]*/status 2>/dev/null | wc -l)`, 0, "zombies=0", ""},
 		// A server started through the in-process daemon is supervised, and
 		// what is left when the command exits is stopped.
 		{"supervised and cleaned", `"$BIN" run --session s -- "$BIN" _fixture sleep >/dev/null & sleep 0.5; "$BIN" ps --json | grep -c '"state": "running"'; setsid sleep 1000 & exit 0`, 0, "1", "stopped"},
