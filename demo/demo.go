@@ -97,20 +97,25 @@ func Run(ctx context.Context, w io.Writer) error {
 	}
 	t.show("status")
 
-	t.say("2. A fake agent host starts three MCP servers through `supervisor run`:")
-	t.say("   files (exits on SIGTERM), stubborn (ignores SIGTERM, --grace 1s), echo (exits on stdin EOF)")
 	defer t.killLeftovers()
+	if err := t.escapedGrandchild(ctx); err != nil {
+		return err
+	}
+
+	t.say("3. A fake agent host starts three MCP servers through `supervisor run`:")
+	t.say("   files (exits on SIGTERM), stubborn (ignores SIGTERM, --grace 1s), npx-like (exits on")
+	t.say("   stdin EOF, leaving a setsid grandchild that holds the host's pipe)")
 	host, servers, err := t.startHost("agent-host",
 		[]string{"run", "--name", "files", "--", exe, "_fixture", "sleep"},
 		[]string{"run", "--name", "stubborn", "--grace", "1s", "--", exe, "_fixture", "ignore-term"},
-		[]string{"run", "--name", "echo", "--", exe, "_fixture", "echo", "--ready"},
+		[]string{"run", "--name", "npx-like", "--", exe, "_fixture", "escape"},
 	)
 	if err != nil {
 		return err
 	}
 	t.show("ps")
 
-	t.say("3. The host is SIGKILLed (pid %d): no chance to clean up its children.", host.Process.Pid)
+	t.say("4. The host is SIGKILLed (pid %d): no chance to clean up its children.", host.Process.Pid)
 	watches := make([]chan time.Time, len(servers))
 	for i, s := range servers {
 		watches[i] = make(chan time.Time, 1)
@@ -128,15 +133,16 @@ func Run(ctx context.Context, w io.Writer) error {
 		if gone.After(last) {
 			last = gone
 		}
-		t.say("   %-8s pid %-7d gone %v after the host's death", s.name, s.pid, gone.Sub(killed).Round(time.Millisecond))
+		t.say("   %-32s pid %-7d gone %v after the host's death", s.name, s.pid, gone.Sub(killed).Round(time.Millisecond))
 	}
-	t.say("   last process gone after %v: echo left on stdin EOF; after the 500ms EOF grace", last.Sub(killed).Round(time.Millisecond))
-	t.say("   files got SIGTERM and left; stubborn ignored it and got SIGKILL after its 1s grace.")
+	t.say("   last process gone after %v. npx-like left on stdin EOF and its escaped grandchild", last.Sub(killed).Round(time.Millisecond))
+	t.say("   went with it; after the 500ms EOF grace files got SIGTERM and left; stubborn ignored")
+	t.say("   it and got SIGKILL after its 1s grace.")
 	t.waitState(ctx, "sessions", "ended")
 	t.show("ps", "--all")
 	t.show("sessions", "--all")
 
-	t.say("4. The daemon crashes (SIGKILL) while another host's server runs; a new daemon re-adopts it.")
+	t.say("5. The daemon crashes (SIGKILL) while another host's server runs; a new daemon re-adopts it.")
 	host2, servers2, err := t.startHost("other-host", []string{"run", "--name", "survivor", "--", exe, "_fixture", "sleep"})
 	if err != nil {
 		return err
@@ -156,7 +162,7 @@ func Run(ctx context.Context, w io.Writer) error {
 	}
 	t.show("ps")
 
-	t.say("5. That host now exits; the re-adopted session ends and its server is stopped.")
+	t.say("6. That host now exits; the re-adopted session ends and its server is stopped.")
 	killed = time.Now()
 	host2.Process.Kill()
 	host2.Wait()
@@ -220,16 +226,22 @@ func (t *tour) startHost(name string, runs ...[]string) (*exec.Cmd, []server, er
 			cmd.Wait()
 			return nil, nil, fmt.Errorf("fake host: server %d did not start: %w", i, err)
 		}
-		f := strings.Fields(line) // child I ready PID
-		if len(f) != 4 || f[2] != "ready" {
+		f := strings.Fields(line) // child I ready PID [GRANDCHILD]
+		if len(f) < 4 || f[2] != "ready" {
 			cmd.Process.Kill()
 			cmd.Wait()
 			return nil, nil, fmt.Errorf("fake host: unexpected line %q", line)
 		}
-		pid, _ := strconv.Atoi(f[3])
-		tok, _ := proc.TokenOf(pid)
-		servers = append(servers, server{name: nameOf(runs[i]), pid: pid, tok: tok})
-		t.started = append(t.started, servers[len(servers)-1])
+		for j, field := range f[3:] {
+			pid, _ := strconv.Atoi(field)
+			tok, _ := proc.TokenOf(pid)
+			name := nameOf(runs[i])
+			if j > 0 {
+				name += " (its escaped grandchild)"
+			}
+			servers = append(servers, server{name: name, pid: pid, tok: tok})
+			t.started = append(t.started, servers[len(servers)-1])
+		}
 	}
 	return cmd, servers, nil
 }
@@ -286,4 +298,77 @@ func indent(s string) string {
 		lines[i] = "  " + l
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// escapedGrandchild shows the bug every seed project fought: a server that
+// exits leaving a setsid grandchild on the host's stdout. Spawned directly,
+// the host never sees EOF; through the supervisor it does.
+func (t *tour) escapedGrandchild(ctx context.Context) error {
+	t.say("2. A server exits on stdin EOF but leaves a setsid grandchild holding its stdout,")
+	t.say("   as npx chains do. The host closes the server's stdin and waits for EOF:")
+	for _, supervised := range []bool{false, true} {
+		argv := []string{t.exe, "_fixture", "escape"}
+		if supervised {
+			argv = append([]string{t.exe, "run", "--session", "eof-demo", "--"}, argv...)
+		}
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = t.env
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return err
+		}
+		// A pipe of our own, not StdoutPipe: Wait would close that.
+		stdout, w, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		cmd.Stdout = w
+		err = cmd.Start()
+		w.Close()
+		if err != nil {
+			stdout.Close()
+			return err
+		}
+		defer stdout.Close()
+		r := bufio.NewReader(stdout)
+		line, err := r.ReadString('\n')
+		var srv, gc int
+		if _, serr := fmt.Sscanf(line, "ready %d %d", &srv, &gc); err != nil || serr != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return fmt.Errorf("escape fixture: %q: %v", line, err)
+		}
+		gtok, _ := proc.TokenOf(gc)
+		t.started = append(t.started, server{name: "grandchild", pid: gc, tok: gtok})
+		eof := make(chan time.Time, 1)
+		go func() { io.Copy(io.Discard, r); eof <- time.Now() }()
+		closed := time.Now()
+		stdin.Close()
+		if !supervised {
+			cmd.Wait()
+			select {
+			case <-eof:
+				return errors.New("direct spawn reached EOF: the fixture proves nothing")
+			case <-time.After(time.Second):
+			}
+			t.say("   spawned directly:   the server is gone, the grandchild (pid %d) holds the pipe:", gc)
+			t.say("                       no EOF after 1s, nor ever (we kill the grandchild now)")
+			syscall.Kill(gc, syscall.SIGKILL)
+			<-eof
+			continue
+		}
+		select {
+		case at := <-eof:
+			cmd.Wait()
+			t.say("   through supervisor: EOF %v after the host closed stdin; the leftover", at.Sub(closed).Round(time.Millisecond))
+			t.say("                       grandchild (pid %d) was stopped with its server", gc)
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			cmd.Wait()
+			return errors.New("no EOF through the supervisor within 30s")
+		}
+	}
+	t.cli("session", "end", "eof-demo") // the tour was its host; settle it
+	t.say("")
+	return nil
 }

@@ -16,8 +16,11 @@
 //
 // # Caveats
 //
-// Every signal goes through a pidfd opened and verified against the
-// process's creation token, so a recycled PID is never hit. Never
+// Every signal goes through a pidfd opened and verified against a creation
+// token: the recorded one (pidfs inode included) for a target's leader, the
+// one read by the scan (start ticks) for the processes found around it, so
+// a recycled PID is never hit unless it was recycled within one clock tick
+// between the scan and the pidfd's opening. Never
 // signalled: PID 1, the caller, Excluded PIDs, the Spared processes of a
 // target (its shim, its host), and processes of another uid. Waiting is
 // event-driven: pidfds become readable when their process exits and

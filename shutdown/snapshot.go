@@ -101,9 +101,18 @@ func (r *run) collect() int {
 			if !ok || !t.Token.Matches(info.Token) {
 				continue // gone, or the pid is someone else's now
 			}
+			// The scan's token has no pidfs inode: check the recorded one
+			// (inode included) through a pidfd, or a PID recycled within
+			// one clock tick would pass for the leader.
+			fd, err := proc.OpenPidfd(t.PID, t.Token)
+			if err != nil {
+				continue
+			}
+			unix.Close(fd)
 			// A zombie leader still holds its group number, so the group
 			// is ours; a live one is a member itself even if it left it.
 			r.leaders[i] = true
+			info.Token = t.Token
 			if r.add(i, info, RoleLeader) {
 				added++
 			}
