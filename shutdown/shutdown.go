@@ -177,6 +177,9 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
+	// The EOF grace counts from the call, not from the end of the
+	// snapshot: the host's pipes closed before we were asked.
+	entered := time.Now()
 	r := newRun(c, targets, opt, log)
 	defer r.closeAll()
 
@@ -200,7 +203,7 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 
 	if opt.EOFGrace > 0 && r.aliveMembers() > 0 && !r.anyForced() {
 		r.setPhase(ExitedOnEOF)
-		r.wait(graceCtx, time.Now().Add(opt.EOFGrace))
+		r.wait(graceCtx, entered.Add(opt.EOFGrace))
 		r.finish()
 	}
 

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestQuick runs the quick bench end to end in-process (it builds the
+// supervisor, starts a private daemon, kills fake hosts) and checks that the
+// table has every figure and the JSON file parses with the same rows.
+func TestQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a daemon and real processes for ~10s")
+	}
+	out := filepath.Join(t.TempDir(), "results.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	code := run(ctx, []string{"--quick", "--out", out}, "go test ./bench", &stdout, &stderr)
+	t.Logf("quick bench took %v; stderr:\n%s", time.Since(start).Round(time.Millisecond), stderr.String())
+	if code != 0 {
+		t.Fatalf("bench exited %d", code)
+	}
+	table := stdout.String()
+	t.Logf("table:\n%s", table)
+	if n := strings.Count(table, "| figure | metric |"); n != 1 {
+		t.Errorf("want one table header, got %d", n)
+	}
+	for _, want := range []string{"nproc", "go test ./bench", "host-death-overhead", "**overhead**",
+		"spawn-overhead", "cold-start", "pipe-holder-eof"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+
+	bs, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res Results
+	if err := json.Unmarshal(bs, &res); err != nil {
+		t.Fatalf("results.json does not parse: %v", err)
+	}
+	if res.Trials != 3 || !res.Quick || res.Machine.NProc < 1 || res.Machine.Kernel == "" {
+		t.Errorf("unexpected header in results.json: trials %d quick %v machine %+v", res.Trials, res.Quick, res.Machine)
+	}
+	seen := map[string]bool{}
+	for _, f := range res.Figures {
+		seen[f.Figure] = true
+		if f.N != 3 || len(f.Samples) != 3 {
+			t.Errorf("%s / %s: %d samples, want 3", f.Figure, f.Metric, f.N)
+		}
+		if f.Median > f.P99 {
+			t.Errorf("%s / %s: median %v above p99 %v", f.Figure, f.Metric, f.Median, f.P99)
+		}
+		if !strings.Contains(table, f.Metric) && !strings.Contains(table, strings.TrimSpace(f.Metric)) {
+			t.Errorf("table lacks row %q", f.Metric)
+		}
+	}
+	for _, fig := range []string{"host-death-overhead", "spawn-overhead", "cold-start", "pipe-holder-eof"} {
+		if !seen[fig] {
+			t.Errorf("results.json lacks %s", fig)
+		}
+	}
+}
+
+func TestStats(t *testing.T) {
+	xs := []float64{5, 1, 4, 2, 3}
+	if m := median(xs); m != 3 {
+		t.Errorf("median = %v, want 3", m)
+	}
+	if m := median([]float64{1, 2, 3, 4}); m != 2.5 {
+		t.Errorf("even median = %v, want 2.5", m)
+	}
+	if p := percentile(xs, 99); p != 5 {
+		t.Errorf("p99 = %v, want 5", p)
+	}
+	many := make([]float64, 200)
+	for i := range many {
+		many[i] = float64(i + 1)
+	}
+	if p := percentile(many, 99); p != 198 {
+		t.Errorf("p99 of 1..200 = %v, want 198", p)
+	}
+}

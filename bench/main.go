@@ -1,0 +1,971 @@
+// Command bench measures the supervisor against real processes, a real
+// daemon and real signals, and prints one markdown table (median and p99
+// over the trials of each figure) plus a JSON file with the same numbers:
+//
+//   - host-death-overhead: a fake host (the binary symlinked as "bench-host")
+//     runs three servers through `supervisor run` on a warm daemon: one that
+//     exits on SIGTERM, one that leaves a setsid grandchild holding its
+//     stdout and exits on stdin EOF, one that ignores SIGTERM (--grace
+//     200ms). The host is SIGKILLed; raw is the time until the last of the
+//     three servers and the grandchild is gone (pidfds), overhead is raw
+//     minus the 700ms of graces that must elapse (500ms EOF grace + 200ms).
+//   - spawn-overhead: `supervisor run -- /bin/true` on a warm daemon against
+//     /bin/true run directly; cold-start: the same run with no daemon (the
+//     shim starts one; `supervisor daemon stop` between trials).
+//   - pipe-holder-eof: the bench itself is the host of `supervisor run --
+//     <bin> _fixture escape` on pipes; it closes the server's stdin and
+//     measures from the server's exit to EOF on the host's stdout read end,
+//     which the escaped grandchild holds until the supervisor stops it.
+//
+// Everything runs in a temporary directory (SUPERVISOR_STATE_DIR and
+// SUPERVISOR_SOCKET point into it), and every process the bench started is
+// checked by PID and creation token at the end and SIGKILLed if still alive.
+// With the default 20 trials the p99 is the slowest trial (nearest rank).
+//
+// Regenerate the README's numbers from the repository root with
+//
+//	go run ./bench            # 20 trials; table on stdout, bench/results.json
+//	go run ./bench --quick    # 3 trials, a smoke run
+//
+// Progress goes to stderr; --keep leaves the temporary directory (daemon log
+// in state/supervisor.log) for a look at where the time goes.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/proc"
+)
+
+const mainPkg = "github.com/seed-86a41135/supervisor/cmd/supervisor"
+
+// Graces of the host-death scenario that must elapse before the last
+// process can be gone: the EOF grace of a dead host's servers, then the
+// ignore-term server's --grace.
+const (
+	eofGrace    = 500 * time.Millisecond
+	stubbornDur = 200 * time.Millisecond
+	graces      = eofGrace + stubbornDur
+)
+
+// trialLimit bounds every wait of one trial.
+const trialLimit = 20 * time.Second
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], commandLine(), os.Stdout, os.Stderr))
+}
+
+// commandLine is how the bench was invoked: `go run ./bench ARGS` when the
+// binary lives in go run's build cache, else the argv itself.
+func commandLine() string {
+	exe := os.Args[0]
+	if strings.Contains(exe, "go-build") || strings.Contains(filepath.Dir(exe), string(filepath.Separator)+"exe") {
+		return strings.Join(append([]string{"go", "run", "./bench"}, os.Args[1:]...), " ")
+	}
+	return strings.Join(os.Args, " ")
+}
+
+type options struct {
+	quick   bool
+	trials  int
+	out     string
+	bin     string
+	keep    bool
+	cgroups string
+}
+
+// run runs the whole bench and returns the exit status.
+func run(ctx context.Context, args []string, cmdline string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.BoolVar(&o.quick, "quick", false, "small N (3 trials): a smoke run")
+	fs.IntVar(&o.trials, "trials", 0, "trials per figure (default 20, 3 with --quick)")
+	fs.StringVar(&o.out, "out", filepath.Join("bench", "results.json"), "write the results as JSON here")
+	fs.StringVar(&o.bin, "bin", "", "a prebuilt supervisor binary (default: go build "+mainPkg+")")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (daemon log, host stderr)")
+	fs.StringVar(&o.cgroups, "cgroups", "", "the daemon's cgroup mode, auto or off (default: the daemon's own default, auto)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bench: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if o.trials == 0 {
+		o.trials = 20
+		if o.quick {
+			o.trials = 3
+		}
+	}
+	if o.cgroups != "" && o.cgroups != "auto" && o.cgroups != "off" {
+		fmt.Fprintf(stderr, "bench: --cgroups %q: want auto or off\n", o.cgroups)
+		return 2
+	}
+	if o.trials < 1 {
+		fmt.Fprintln(stderr, "bench: --trials must be at least 1")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	b, err := newBench(ctx, o, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 1
+	}
+	res, runErr := b.all(ctx)
+	b.cleanup()
+	if runErr != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", runErr)
+		return 1
+	}
+	res.Command = cmdline
+	res.fill()
+	if err := writeJSON(o.out, res); err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "bench: wrote %s\n", o.out)
+	io.WriteString(stdout, res.markdown())
+	if res.Failures > 0 {
+		fmt.Fprintf(stderr, "bench: %d trial(s) failed; see above\n", res.Failures)
+		return 1
+	}
+	return 0
+}
+
+// tracked is a process the bench caused to exist, to be checked at the end.
+type tracked struct {
+	pid  int
+	tok  proc.Token
+	what string
+}
+
+type bench struct {
+	o      options
+	log    io.Writer
+	dir    string
+	bin    string
+	paths  api.Paths
+	env    []string
+	hostLn string // the binary under a non-launcher name
+	errLog *os.File
+
+	mu      sync.Mutex
+	started []tracked
+}
+
+func newBench(ctx context.Context, o options, log io.Writer) (*bench, error) {
+	dir, err := os.MkdirTemp("", "supervisor-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("create a temporary directory: %w", err)
+	}
+	b := &bench{o: o, log: log, dir: dir}
+	b.paths = api.Paths{StateDir: filepath.Join(dir, "state"), Socket: filepath.Join(dir, "s.sock")}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SUPERVISOR_") && !strings.HasPrefix(kv, "CLAUDE_CODE_SESSION_ID=") {
+			b.env = append(b.env, kv)
+		}
+	}
+	b.env = append(b.env, api.EnvStateDir+"="+b.paths.StateDir, api.EnvSocket+"="+b.paths.Socket)
+	if o.cgroups != "" {
+		b.env = append(b.env, "SUPERVISOR_CGROUPS="+o.cgroups)
+	}
+	if b.errLog, err = os.Create(filepath.Join(dir, "stderr.log")); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	b.bin = o.bin
+	if b.bin == "" {
+		b.bin = filepath.Join(dir, "supervisor")
+		b.progress("building %s", mainPkg)
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.bin, mainPkg)
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Run(); err != nil {
+			b.errLog.Close()
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("go build %s: %w", mainPkg, err)
+		}
+	} else if b.bin, err = filepath.Abs(b.bin); err != nil {
+		return nil, err
+	}
+	b.hostLn = filepath.Join(dir, "bench-host")
+	if err := os.Symlink(b.bin, b.hostLn); err != nil {
+		return nil, err
+	}
+	b.progress("temporary directory %s", dir)
+	return b, nil
+}
+
+func (b *bench) progress(format string, args ...any) {
+	fmt.Fprintf(b.log, "bench: "+format+"\n", args...)
+}
+
+// track records pid (with its token, read now) for the final check.
+func (b *bench) track(pid int, what string) {
+	tok, err := proc.TokenOf(pid)
+	if err != nil {
+		return // already gone
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, t := range b.started {
+		if t.pid == pid && t.tok.Matches(tok) {
+			return
+		}
+	}
+	b.started = append(b.started, tracked{pid, tok, what})
+}
+
+// cleanup stops the daemon through its own cascade, then SIGKILLs, by pid
+// and verified token, anything the bench started that still runs.
+func (b *bench) cleanup() {
+	if b.daemonAnswers() {
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		cmd := b.cmd(ctx, "daemon", "stop")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.progress("daemon stop: %v: %s", err, strings.TrimSpace(string(out)))
+		}
+		cancel()
+	}
+	b.mu.Lock()
+	started := append([]tracked(nil), b.started...)
+	b.mu.Unlock()
+	left := 0
+	for _, t := range started {
+		if proc.Verify(t.pid, t.tok) != nil {
+			continue
+		}
+		fd, err := proc.OpenPidfd(t.pid, t.tok)
+		if err != nil {
+			continue
+		}
+		left++
+		b.progress("leftover %s pid %d: SIGKILL", t.what, t.pid)
+		unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		if !proc.WaitPidfd(fd, 5*time.Second) {
+			b.progress("leftover %s pid %d still running 5s after SIGKILL", t.what, t.pid)
+		}
+		unix.Close(fd)
+	}
+	b.progress("cleanup: %d processes tracked, %d left running and killed", len(started), left)
+	b.errLog.Close()
+	if b.o.keep {
+		b.progress("kept %s", b.dir)
+		return
+	}
+	os.RemoveAll(b.dir)
+}
+
+func (b *bench) cmd(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, b.bin, args...)
+	cmd.Env = b.env
+	return cmd
+}
+
+func (b *bench) daemonAnswers() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := api.Dial(ctx, b.paths.Socket)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// status asks the daemon for its status (and tracks its pid).
+func (b *bench) status(ctx context.Context) (api.Status, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := api.Dial(ctx, b.paths.Socket)
+	if err != nil {
+		return api.Status{}, err
+	}
+	defer c.Close()
+	b.track(c.Daemon.PID, "daemon")
+	var st api.Status
+	err = c.Call(api.TypeStatus, nil, &st)
+	return st, err
+}
+
+func (b *bench) startDaemon(ctx context.Context) error {
+	if out, err := b.cmd(ctx, "daemon").CombinedOutput(); err != nil {
+		return fmt.Errorf("supervisor daemon: %w: %s", err, out)
+	}
+	_, err := b.status(ctx)
+	return err
+}
+
+func (b *bench) stopDaemon(ctx context.Context) error {
+	if out, err := b.cmd(ctx, "daemon", "stop").CombinedOutput(); err != nil {
+		return fmt.Errorf("supervisor daemon stop: %w: %s", err, out)
+	}
+	return nil
+}
+
+// all runs every figure.
+func (b *bench) all(ctx context.Context) (*Results, error) {
+	res := &Results{Trials: b.o.trials, Quick: b.o.quick}
+	res.Machine = machine()
+	if err := b.startDaemon(ctx); err != nil {
+		return nil, err
+	}
+	st, err := b.status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.Machine.Supervisor = st.Version
+	res.Machine.Features = st.Features
+
+	steps := []func(context.Context, *Results) error{b.hostDeath, b.spawn, b.coldStart, b.pipeHolder}
+	for _, step := range steps {
+		if err := step(ctx, res); err != nil {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	return res, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// spawn: supervised /bin/true on a warm daemon against a direct one.
+func (b *bench) spawn(ctx context.Context, res *Results) error {
+	trueBin, err := exec.LookPath("true")
+	if err != nil {
+		return err
+	}
+	b.progress("spawn-overhead: %d trials (%s vs supervisor run -- %s)", b.o.trials, trueBin, trueBin)
+	timeRun := func(cmd *exec.Cmd) (time.Duration, error) {
+		t0 := time.Now()
+		err := cmd.Run()
+		return time.Since(t0), err
+	}
+	for range 3 { // warm up: page cache, the daemon's first spawns
+		if err := b.cmd(ctx, "run", "--", trueBin).Run(); err != nil {
+			return fmt.Errorf("warm-up supervisor run -- %s: %w", trueBin, err)
+		}
+		exec.Command(trueBin).Run()
+	}
+	direct := res.figure("spawn-overhead", "`/bin/true` run directly", "ms")
+	sup := res.figure("spawn-overhead", "`supervisor run -- /bin/true`, warm daemon", "ms")
+	added := res.figure("spawn-overhead", "added by the supervisor", "ms")
+	ratio := res.figure("spawn-overhead", "ratio supervised / direct", "x")
+	version := res.figure("spawn-overhead", "  `supervisor version` (the binary's own start, no daemon)", "ms")
+	for i := range b.o.trials {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var d, s time.Duration
+		var errD, errS error
+		if i%2 == 0 {
+			d, errD = timeRun(exec.Command(trueBin))
+			s, errS = timeRun(b.cmd(ctx, "run", "--", trueBin))
+		} else {
+			s, errS = timeRun(b.cmd(ctx, "run", "--", trueBin))
+			d, errD = timeRun(exec.Command(trueBin))
+		}
+		if err := errors.Join(errD, errS); err != nil {
+			b.progress("  trial %d failed: %v", i+1, err)
+			res.Failures++
+			continue
+		}
+		v, errV := timeRun(b.cmd(ctx, "version"))
+		if errV != nil {
+			b.progress("  trial %d: supervisor version: %v", i+1, errV)
+			res.Failures++
+			continue
+		}
+		version.add(ms(v))
+		direct.add(ms(d))
+		sup.add(ms(s))
+		added.add(ms(s - d))
+		ratio.add(float64(s) / float64(d))
+	}
+	b.progress("  direct median %.2fms, supervised median %.2fms", median(direct.Samples), median(sup.Samples))
+	return nil
+}
+
+// coldStart: the first supervised run when no daemon runs.
+func (b *bench) coldStart(ctx context.Context, res *Results) error {
+	b.progress("cold-start: %d trials (daemon stop, then supervisor run -- /bin/true)", b.o.trials)
+	cold := res.figure("cold-start", "`supervisor run -- /bin/true`, no daemon running", "ms")
+	for i := range b.o.trials {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if b.daemonAnswers() {
+			if err := b.stopDaemon(ctx); err != nil {
+				return err
+			}
+		}
+		if b.daemonAnswers() {
+			return errors.New("cold-start: the daemon still answers after daemon stop")
+		}
+		t0 := time.Now()
+		err := b.cmd(ctx, "run", "--", "/bin/true").Run()
+		d := time.Since(t0)
+		if _, serr := b.status(ctx); serr != nil { // tracks the new daemon
+			return fmt.Errorf("cold-start: no daemon after supervisor run: %w", serr)
+		}
+		if err != nil {
+			b.progress("  trial %d failed: %v", i+1, err)
+			res.Failures++
+			continue
+		}
+		cold.add(ms(d))
+	}
+	b.progress("  median %.1fms", median(cold.Samples))
+	// Leave the daemon warm for what follows.
+	if err := b.cmd(ctx, "run", "--", "/bin/true").Run(); err != nil {
+		return fmt.Errorf("supervisor run after cold start: %w", err)
+	}
+	return nil
+}
+
+// readLines delivers the lines of r on a channel, closed at EOF.
+func readLines(r io.Reader) <-chan string {
+	ch := make(chan string, 8)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			ch <- sc.Text()
+		}
+	}()
+	return ch
+}
+
+func nextLine(ctx context.Context, ch <-chan string, limit time.Duration) (string, error) {
+	select {
+	case l, ok := <-ch:
+		if !ok {
+			return "", io.EOF
+		}
+		return l, nil
+	case <-time.After(limit):
+		return "", fmt.Errorf("no line within %v", limit)
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// children lists the direct children of pid.
+func children(pid int) []int {
+	bs, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(bs)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// watched is a process whose exit a trial times.
+type watched struct {
+	name string
+	pid  int
+	fd   int
+	gone time.Time
+}
+
+// waitAll polls the pidfds of ws until every process exited or limit
+// passed, recording each one's exit time.
+func waitAll(ws []*watched, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		var pfds []unix.PollFd
+		var idx []int
+		for i, w := range ws {
+			if w.gone.IsZero() {
+				pfds = append(pfds, unix.PollFd{Fd: int32(w.fd), Events: unix.POLLIN})
+				idx = append(idx, i)
+			}
+		}
+		if len(pfds) == 0 {
+			return nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			var names []string
+			for _, i := range idx {
+				names = append(names, fmt.Sprintf("%s (pid %d)", ws[i].name, ws[i].pid))
+			}
+			return fmt.Errorf("still running after %v: %s", limit, strings.Join(names, ", "))
+		}
+		n, err := unix.Poll(pfds, int(left.Milliseconds())+1)
+		now := time.Now()
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("poll pidfds: %w", err)
+		}
+		if n == 0 {
+			continue
+		}
+		for j, p := range pfds {
+			if p.Revents != 0 {
+				ws[idx[j]].gone = now
+			}
+		}
+	}
+}
+
+func openWatch(name string, pid int) (*watched, error) {
+	tok, err := proc.TokenOf(pid)
+	if err != nil {
+		return nil, fmt.Errorf("%s (pid %d): %w", name, pid, err)
+	}
+	fd, err := proc.OpenPidfd(pid, tok)
+	if err != nil {
+		return nil, fmt.Errorf("%s (pid %d): %w", name, pid, err)
+	}
+	return &watched{name: name, pid: pid, fd: fd}, nil
+}
+
+func closeWatches(ws []*watched) {
+	for _, w := range ws {
+		if w != nil && w.fd >= 0 {
+			unix.Close(w.fd)
+			w.fd = -1
+		}
+	}
+}
+
+// waitGoneTracked waits (bounded) for processes to exit, by pid and token.
+func waitGoneTracked(pids []int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for _, pid := range pids {
+		tok, err := proc.TokenOf(pid)
+		if err != nil {
+			continue
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		proc.WaitExit(pid, tok, left)
+	}
+}
+
+// hostDeath: SIGKILL a fake host with three servers and time the cleanup.
+func (b *bench) hostDeath(ctx context.Context, res *Results) error {
+	b.progress("host-death-overhead: 1 warm-up + %d trials (3 servers + 1 escaped grandchild, graces %v)", b.o.trials, graces)
+	over := res.figure("host-death-overhead", "**overhead**: raw − 700 ms of graces (500 ms EOF + 200 ms --grace)", "ms")
+	raw := res.figure("host-death-overhead", "raw: host SIGKILL → last of the 4 processes gone", "ms")
+	names := []string{"escape", "grandchild", "plain", "stubborn"}
+	what := map[string]string{
+		"escape":     "escape server gone (exits on stdin EOF)",
+		"grandchild": "escaped setsid grandchild gone",
+		"plain":      "plain server gone (exits on SIGTERM)",
+		"stubborn":   "SIGTERM-ignoring server gone (--grace 200ms)",
+	}
+	per := map[string]*Figure{}
+	for _, n := range names {
+		per[n] = res.figure("host-death-overhead", "  "+what[n], "ms")
+	}
+	for i := -1; i < b.o.trials; i++ {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		times, total, err := b.hostDeathTrial(ctx)
+		if err != nil {
+			b.progress("  trial %d failed: %v", i+1, err)
+			if i >= 0 {
+				res.Failures++
+			}
+			continue
+		}
+		if i < 0 {
+			b.progress("  warm-up: last gone after %.1fms", ms(total))
+			continue
+		}
+		raw.add(ms(total))
+		over.add(ms(total - graces))
+		for _, n := range names {
+			per[n].add(ms(times[n]))
+		}
+		b.progress("  trial %d: last gone after %.1fms (escape %.1f, grandchild %.1f, plain %.1f, stubborn %.1f)",
+			i+1, ms(total), ms(times["escape"]), ms(times["grandchild"]), ms(times["plain"]), ms(times["stubborn"]))
+	}
+	return nil
+}
+
+func (b *bench) hostDeathTrial(ctx context.Context) (map[string]time.Duration, time.Duration, error) {
+	args := []string{"_fixture", "host-multi", b.bin,
+		"run", "--name", "plain", "--", b.bin, "_fixture", "sleep", "::",
+		"run", "--name", "escape", "--", b.bin, "_fixture", "escape", "::",
+		"run", "--name", "stubborn", "--grace", stubbornDur.String(), "--", b.bin, "_fixture", "ignore-term"}
+	host := exec.Command(b.hostLn, args...)
+	host.Env = b.env
+	host.Stderr = b.errLog
+	stdin, err := host.StdinPipe() // held open: the host lives until killed
+	if err != nil {
+		return nil, 0, err
+	}
+	defer stdin.Close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, 0, err
+	}
+	host.Stdout = outW
+	if err := host.Start(); err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, 0, fmt.Errorf("start fake host: %w", err)
+	}
+	outW.Close()
+	defer outR.Close()
+	b.track(host.Process.Pid, "host")
+	hostDone := make(chan struct{})
+	go func() { host.Wait(); close(hostDone) }()
+	killHost := func() {
+		host.Process.Kill()
+		<-hostDone
+	}
+
+	lines := readLines(outR)
+	pids := map[string]int{}
+	for i, n := range []string{"plain", "escape", "stubborn"} {
+		l, err := nextLine(ctx, lines, 10*time.Second)
+		if err != nil {
+			killHost()
+			return nil, 0, fmt.Errorf("fake host: server %s: %w", n, err)
+		}
+		f := strings.Fields(l) // child I ready PID [GRANDCHILD]
+		if len(f) < 4 || f[0] != "child" || f[1] != strconv.Itoa(i) || f[2] != "ready" {
+			killHost()
+			return nil, 0, fmt.Errorf("fake host: unexpected line %q", l)
+		}
+		pids[n], _ = strconv.Atoi(f[3])
+		b.track(pids[n], n+" server")
+		if n == "escape" && len(f) == 5 {
+			pids["grandchild"], _ = strconv.Atoi(f[4])
+			b.track(pids["grandchild"], "escape grandchild")
+		}
+	}
+	if pids["grandchild"] == 0 {
+		killHost()
+		return nil, 0, errors.New("fake host: the escape server named no grandchild")
+	}
+	shims := children(host.Process.Pid)
+	for _, s := range shims {
+		b.track(s, "shim")
+	}
+	var ws []*watched
+	defer func() { closeWatches(ws) }()
+	for _, n := range []string{"escape", "grandchild", "plain", "stubborn"} {
+		w, err := openWatch(n, pids[n])
+		if err != nil {
+			killHost()
+			return nil, 0, err
+		}
+		ws = append(ws, w)
+	}
+
+	t0 := time.Now()
+	host.Process.Signal(syscall.SIGKILL)
+	err = waitAll(ws, trialLimit)
+	<-hostDone
+	// Let the shims report and exit before the next trial, so the daemon's
+	// bookkeeping of this one does not overlap it.
+	waitGoneTracked(shims, 5*time.Second)
+	if err != nil {
+		return nil, 0, err
+	}
+	times := map[string]time.Duration{}
+	var last time.Duration
+	for _, w := range ws {
+		d := w.gone.Sub(t0)
+		times[w.name] = d
+		last = max(last, d)
+	}
+	time.Sleep(50 * time.Millisecond)
+	return times, last, nil
+}
+
+// pipeHolder: the bench is the host of an escaping server on pipes.
+func (b *bench) pipeHolder(ctx context.Context, res *Results) error {
+	b.progress("pipe-holder-eof: 1 warm-up + %d trials (close the server's stdin, wait for EOF on its stdout)", b.o.trials)
+	eof := res.figure("pipe-holder-eof", "server exit → EOF on the host's stdout read end", "ms")
+	exit := res.figure("pipe-holder-eof", "  host closes server's stdin → server exit", "ms")
+	for i := -1; i < b.o.trials; i++ {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		toExit, toEOF, err := b.pipeHolderTrial(ctx)
+		if err != nil {
+			b.progress("  trial %d failed: %v", i+1, err)
+			if i >= 0 {
+				res.Failures++
+			}
+			continue
+		}
+		if i < 0 {
+			b.progress("  warm-up: EOF %.1fms after the server's exit", ms(toEOF))
+			continue
+		}
+		eof.add(ms(toEOF))
+		exit.add(ms(toExit))
+		b.progress("  trial %d: server exit %.1fms after stdin close, EOF %.1fms after that", i+1, ms(toExit), ms(toEOF))
+	}
+	return nil
+}
+
+func (b *bench) pipeHolderTrial(ctx context.Context) (toExit, toEOF time.Duration, err error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer inW.Close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		return 0, 0, err
+	}
+	defer outR.Close()
+	shim := b.cmd(context.Background(), "run", "--name", "holder", "--", b.bin, "_fixture", "escape")
+	shim.Stdin, shim.Stdout, shim.Stderr = inR, outW, b.errLog
+	err = shim.Start()
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		return 0, 0, fmt.Errorf("start supervisor run: %w", err)
+	}
+	b.track(shim.Process.Pid, "shim")
+	shimDone := make(chan struct{})
+	go func() { shim.Wait(); close(shimDone) }()
+	defer func() {
+		select {
+		case <-shimDone:
+		case <-time.After(5 * time.Second):
+			shim.Process.Kill()
+			<-shimDone
+		}
+	}()
+
+	r := bufio.NewReader(outR)
+	type line struct {
+		s   string
+		err error
+	}
+	first := make(chan line, 1)
+	eofAt := make(chan time.Time, 1)
+	go func() {
+		s, err := r.ReadString('\n')
+		first <- line{s, err}
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, r)
+		eofAt <- time.Now()
+	}()
+	var l line
+	select {
+	case l = <-first:
+	case <-time.After(10 * time.Second):
+		shim.Process.Kill()
+		return 0, 0, errors.New("no ready line within 10s")
+	}
+	f := strings.Fields(l.s) // ready PID GRANDCHILD
+	if l.err != nil || len(f) != 3 || f[0] != "ready" {
+		shim.Process.Kill()
+		return 0, 0, fmt.Errorf("server said %q (%v)", l.s, l.err)
+	}
+	pid, _ := strconv.Atoi(f[1])
+	gc, _ := strconv.Atoi(f[2])
+	b.track(pid, "holder server")
+	b.track(gc, "holder grandchild")
+	w, err := openWatch("holder server", pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer closeWatches([]*watched{w})
+
+	t0 := time.Now()
+	inW.Close()
+	if err := waitAll([]*watched{w}, trialLimit); err != nil {
+		return 0, 0, err
+	}
+	select {
+	case at := <-eofAt:
+		time.Sleep(50 * time.Millisecond)
+		return w.gone.Sub(t0), at.Sub(w.gone), nil
+	case <-time.After(trialLimit):
+		if tok, err := proc.TokenOf(gc); err == nil {
+			if fd, err := proc.OpenPidfd(gc, tok); err == nil {
+				unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+				unix.Close(fd)
+			}
+		}
+		return 0, 0, fmt.Errorf("no EOF on the host's stdout %v after the server exited (grandchild %d holds it)", trialLimit, gc)
+	}
+}
+
+// Machine describes where the numbers come from.
+type Machine struct {
+	NProc      int             `json:"nproc"`
+	Kernel     string          `json:"kernel"`
+	Go         string          `json:"go"`
+	Supervisor string          `json:"supervisor_version"`
+	Features   map[string]bool `json:"daemon_features"`
+}
+
+func machine() Machine {
+	m := Machine{NProc: runtime.NumCPU(), Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		m.Kernel = unix.ByteSliceToString(u.Release[:])
+	}
+	return m
+}
+
+// Figure is one row: samples over the trials and their median and p99.
+type Figure struct {
+	Figure  string    `json:"figure"`
+	Metric  string    `json:"metric"`
+	Unit    string    `json:"unit"`
+	N       int       `json:"n"`
+	Median  float64   `json:"median"`
+	P99     float64   `json:"p99"`
+	Samples []float64 `json:"samples"`
+}
+
+func (f *Figure) add(v float64) { f.Samples = append(f.Samples, v) }
+
+// Results is the whole run, as written to --out.
+type Results struct {
+	Command  string    `json:"command"`
+	Date     string    `json:"date"`
+	Trials   int       `json:"trials"`
+	Quick    bool      `json:"quick"`
+	Failures int       `json:"failures"`
+	Machine  Machine   `json:"machine"`
+	Figures  []*Figure `json:"figures"`
+}
+
+func (r *Results) figure(name, metric, unit string) *Figure {
+	f := &Figure{Figure: name, Metric: metric, Unit: unit, Samples: []float64{}}
+	r.Figures = append(r.Figures, f)
+	return f
+}
+
+func (r *Results) fill() {
+	r.Date = time.Now().UTC().Format(time.RFC3339)
+	for _, f := range r.Figures {
+		f.N = len(f.Samples)
+		f.Median = round(median(f.Samples))
+		f.P99 = round(percentile(f.Samples, 99))
+		for i, v := range f.Samples {
+			f.Samples[i] = round(v)
+		}
+	}
+}
+
+func round(v float64) float64 {
+	if math.IsNaN(v) {
+		return 0
+	}
+	return math.Round(v*1000) / 1000
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// percentile is the nearest-rank percentile.
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	k := int(math.Ceil(p / 100 * float64(len(s))))
+	return s[max(k, 1)-1]
+}
+
+func fmtValue(v float64, unit string, n int) string {
+	if n == 0 {
+		return "—"
+	}
+	switch {
+	case unit == "x":
+		return fmt.Sprintf("%.1f×", v)
+	case math.Abs(v) < 10:
+		return fmt.Sprintf("%.2f ms", v)
+	default:
+		return fmt.Sprintf("%.1f ms", v)
+	}
+}
+
+func (r *Results) markdown() string {
+	var sb strings.Builder
+	m := r.Machine
+	cg := "off"
+	if m.Features["cgroup"] {
+		cg = "on"
+	}
+	fmt.Fprintf(&sb, "Machine: %d CPUs (nproc), Linux %s, %s; supervisor %s, cgroups %s. Command: `%s` (%d trials, p99 = nearest rank).\n\n",
+		m.NProc, m.Kernel, m.Go, m.Supervisor, cg, r.Command, r.Trials)
+	sb.WriteString("| figure | metric | median | p99 | n |\n| --- | --- | ---: | ---: | ---: |\n")
+	for _, f := range r.Figures {
+		metric := f.Metric
+		if strings.HasPrefix(metric, "  ") {
+			metric = "↳ " + strings.TrimSpace(metric)
+		}
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %d |\n", f.Figure, metric,
+			fmtValue(f.Median, f.Unit, f.N), fmtValue(f.P99, f.Unit, f.N), f.N)
+	}
+	return sb.String()
+}
+
+func writeJSON(path string, r *Results) error {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	bs, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(bs, '\n'), 0o644)
+}
