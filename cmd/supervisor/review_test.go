@@ -109,6 +109,12 @@ func TestDetachedDaemonDropsLeakedFds(t *testing.T) {
 		t.Fatalf("daemon: %v: %s", err, out)
 	}
 	w.Close()
+	expectEOF(t, r, "the daemon (or its launcher) still holds the leaked pipe")
+}
+
+// expectEOF waits (bounded) for EOF on r.
+func expectEOF(t *testing.T, r io.Reader, otherwise string) {
+	t.Helper()
 	got := make(chan error, 1)
 	go func() {
 		_, err := r.Read(make([]byte, 1))
@@ -120,7 +126,7 @@ func TestDetachedDaemonDropsLeakedFds(t *testing.T) {
 			t.Fatalf("read: %v, want EOF", err)
 		}
 	case <-time.After(wait):
-		t.Fatal("the daemon (or its launcher) still holds the leaked pipe")
+		t.Fatal(otherwise)
 	}
 }
 
@@ -143,17 +149,5 @@ func TestForegroundDaemonClosesLeakedFds(t *testing.T) {
 	go func() { cmd.Wait(); close(done) }()
 	defer func() { cmd.Process.Signal(syscall.SIGTERM); <-done }()
 	w.Close()
-	got := make(chan error, 1)
-	go func() {
-		_, err := r.Read(make([]byte, 1))
-		got <- err
-	}()
-	select {
-	case err := <-got:
-		if err != io.EOF {
-			t.Fatalf("read: %v, want EOF", err)
-		}
-	case <-time.After(wait):
-		t.Fatal("the foreground daemon still holds the leaked pipe")
-	}
+	expectEOF(t, r, "the foreground daemon still holds the leaked pipe")
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,37 +30,7 @@ func TestStdioByteExact(t *testing.T) {
 
 			cmd := in.command("run", "--name", "echo", "--", bin, "_fixture", "echo")
 			cmd.Stderr = &prefixWriter{t: t, prefix: "shim: "}
-			var w io.WriteCloser
-			var r io.Reader
-			var closeWrite func() error
-			if kind == "pipe" {
-				stdin, err := cmd.StdinPipe()
-				if err != nil {
-					t.Fatal(err)
-				}
-				stdout, err := cmd.StdoutPipe()
-				if err != nil {
-					t.Fatal(err)
-				}
-				w, r, closeWrite = stdin, stdout, stdin.Close
-			} else {
-				fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				mine := os.NewFile(uintptr(fds[0]), "host")
-				theirs := os.NewFile(uintptr(fds[1]), "child")
-				defer mine.Close()
-				cmd.Stdin, cmd.Stdout = theirs, theirs
-				conn, err := net.FileConn(mine)
-				if err != nil {
-					t.Fatal(err)
-				}
-				uc := conn.(*net.UnixConn)
-				defer uc.Close()
-				w, r, closeWrite = uc, uc, uc.CloseWrite
-				defer theirs.Close()
-			}
+			w, r, closeWrite := hostStdio(t, cmd, kind)
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -107,27 +76,11 @@ func TestHostSeesEOFWhenServerExits(t *testing.T) {
 			in := newInstance(t)
 			cmd := in.command("run", "--", bin, "_fixture", "exit", "3")
 			cmd.Stderr = &prefixWriter{t: t, prefix: "shim: "}
-			var r io.Reader
-			if kind == "pipe" {
-				stdin, _ := cmd.StdinPipe()
-				defer stdin.Close() // held open throughout
-				r, _ = cmd.StdoutPipe()
-			} else {
-				fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				mine := os.NewFile(uintptr(fds[0]), "host")
-				theirs := os.NewFile(uintptr(fds[1]), "child")
-				defer mine.Close()
-				cmd.Stdin, cmd.Stdout = theirs, theirs
-				r = mine
-				defer theirs.Close()
-			}
+			_, r, _ := hostStdio(t, cmd, kind) // stdin held open throughout
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			if f, ok := cmd.Stdout.(*os.File); ok && kind == "socketpair" {
+			if f, ok := cmd.Stdin.(*os.File); ok {
 				f.Close() // only the child's copies remain
 			}
 			done := make(chan error, 1)
