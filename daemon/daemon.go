@@ -56,6 +56,9 @@ type Config struct {
 	// it runs Init's command, forwards signals to it, and when it exits
 	// stops everything left and returns (`supervisor init`).
 	Init *InitSpec
+	// Settings are the shared-server, health, breaker and log tunables;
+	// the zero value means DefaultSettings.
+	Settings *Settings
 	// Cgroups enables a cgroup per server where a writable cgroup2
 	// hierarchy exists (never required). Off, the cascade relies on
 	// process groups, markers and pipe holders alone.
@@ -64,16 +67,17 @@ type Config struct {
 
 // Daemon is one running supervisor daemon.
 type Daemon struct {
-	cfg     Config
-	log     hclog.Logger
-	store   *store.Store
-	reg     *registry.Registry
-	reaper  *spawn.Reaper
-	watcher *session.Watcher
-	cgroups *cgroup.Manager // nil: no cgroups (none writable, or turned off)
-	cascade *shutdown.Cascade
-	started time.Time
-	feat    map[string]bool
+	cfg      Config
+	log      hclog.Logger
+	store    *store.Store
+	reg      *registry.Registry
+	reaper   *spawn.Reaper
+	watcher  *session.Watcher
+	cgroups  *cgroup.Manager // nil: no cgroups (none writable, or turned off)
+	breakers *breakers
+	cascade  *shutdown.Cascade
+	started  time.Time
+	feat     map[string]bool
 
 	mu       sync.Mutex
 	live     map[string]*live   // by process id
@@ -103,6 +107,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	if cfg.LogLevel == "" {
 		cfg.LogLevel = "info"
+	}
+	if cfg.Settings == nil {
+		s := DefaultSettings()
+		cfg.Settings = &s
 	}
 	paths := cfg.Paths
 	if err := api.EnsurePrivateDir(paths.StateDir); err != nil {
@@ -171,6 +179,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("load registry %s: %w", paths.DB(), err)
 	}
 	d.reg = registry.New(d.store, nil, sessions, procs)
+	if d.breakers, err = newBreakers(d.store, cfg.Settings.Breaker, d.log.Named("breaker")); err != nil {
+		return err
+	}
 	d.reaper = spawn.NewReaper(d.log.Named("reaper"))
 	d.cascade = &shutdown.Cascade{Log: d.log.Named("shutdown"), Excluded: []int{os.Getpid()}}
 	if d.watcher, err = session.NewWatcher(d.log.Named("hosts")); err != nil {

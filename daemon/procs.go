@@ -39,10 +39,19 @@ type live struct {
 	done   chan struct{} // closed once the final state is committed
 	status spawn.Status  // valid after done
 
+	started time.Time  // when it was spawned (zero for adopted)
+	breaker breakerRef // its circuit breaker
+
 	stopMu   sync.Mutex
 	stopDone chan struct{} // non-nil while a stop is under way
 	force    chan struct{} // closed to cut the running stop's grace short
 	outcome  shutdown.Outcome
+}
+
+// breakerRef names the breaker a process's start counts for.
+type breakerRef struct {
+	key, cwd, name string
+	argv           []string
 }
 
 // forceStop ends the grace of the stop under way: SIGKILL now.
@@ -108,6 +117,15 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	if name == "" {
 		name = baseName(req.Argv[0])
 	}
+	// A server that keeps dying on start is refused fast: this is what
+	// stops a host's retry storm.
+	bkey, err := d.breakers.allow(req.Argv, string(req.Cwd), name)
+	if err != nil {
+		closeFiles()
+		d.reg.Event("breaker.refused", req.Session, "", err.Error())
+		conn.SendError(125, "%v", err)
+		return
+	}
 	// A fresh cgroup per server: this kernel kills a child cloned into a
 	// cgroup that cgroup.kill was ever written to, so none is reused.
 	var cg cgroup.Server
@@ -152,6 +170,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 			p.ExitedAt = &t
 		})
 		d.reg.Event("process.failed", req.Session, id, err.Error())
+		d.breakers.result(bkey, req.Argv, string(req.Cwd), name, err.Error())
 		log.Info("spawn failed", "id", id, "err", err)
 		conn.SendError(code, "%v", err)
 		return
@@ -171,7 +190,13 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		rec.PID, rec.PGID, rec.Token = started.PID, started.PGID, started.Token
 	}
 	l := &live{id: id, done: make(chan struct{}), grace: time.Duration(req.GraceMS) * time.Millisecond,
-		target: d.targetOf(rec)}
+		target: d.targetOf(rec), started: time.Now(), breaker: breakerRef{key: bkey, argv: req.Argv, cwd: string(req.Cwd), name: name}}
+	// Alive past the start period: a good start, whatever comes later.
+	time.AfterFunc(d.cfg.Settings.Breaker.StartPeriod, func() {
+		if d.isLive(id) {
+			d.breakers.result(bkey, req.Argv, string(req.Cwd), name, "")
+		}
+	})
 	d.mu.Lock()
 	d.live[id] = l
 	d.mu.Unlock()
@@ -330,6 +355,17 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status, spawned bool) {
 	// cascade, so the host sees EOF — the npx leftovers hosts hit today.
 	l.stopMu.Lock()
 	leftovers := l.stopDone == nil
+	if leftovers && spawned && l.breaker.key != "" && st.ExitCode() != 0 &&
+		time.Since(l.started) < d.cfg.Settings.Breaker.StartPeriod {
+		// Failed on its own within the start period: a failed start. A
+		// clean exit (0) is not: a host that opens and closes a server at
+		// once is no crash loop.
+		why := fmt.Sprintf("exited with code %d within %v of its start", st.Code, d.cfg.Settings.Breaker.StartPeriod)
+		if st.Signal != 0 {
+			why = fmt.Sprintf("killed by %s within %v of its start", unix.SignalName(st.Signal), d.cfg.Settings.Breaker.StartPeriod)
+		}
+		d.breakers.result(l.breaker.key, l.breaker.argv, l.breaker.cwd, l.breaker.name, why)
+	}
 	if leftovers {
 		l.stopDone, l.force = make(chan struct{}), make(chan struct{})
 	}

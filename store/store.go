@@ -310,3 +310,25 @@ func (s *Store) Events(n int) ([]registry.Event, error) {
 	}
 	return out, nil
 }
+
+// PutBreaker stores a circuit breaker's state under its key.
+func (s *Store) PutBreaker(key string, state any) error { return s.put(bucketBreakers, key, state) }
+
+// DeleteBreaker removes a breaker's state.
+func (s *Store) DeleteBreaker(key string) error { return s.delete(bucketBreakers, key) }
+
+// Breakers calls decode with every stored breaker state.
+func (s *Store) Breakers(decode func(key string, data []byte) error) error {
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketBreakers).ForEach(func(k, v []byte) error {
+			if err := decode(string(k), v); err != nil {
+				return fmt.Errorf("decode %s/%s: %w", bucketBreakers, k, err)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("load breakers from %s: %w", s.path, err)
+	}
+	return nil
+}

@@ -35,8 +35,12 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 				if cgroups != "auto" && cgroups != "off" {
 					return fmt.Errorf("--cgroups %q: want auto or off", cgroups)
 				}
+				settings := daemon.DefaultSettings()
+				if err := settings.ApplyEnv(os.Getenv); err != nil {
+					return err
+				}
 				err := daemon.Run(context.Background(), daemon.Config{Paths: p, Stderr: cmd.ErrOrStderr(),
-					LogLevel: logLevel, Cgroups: cgroups == "auto"})
+					LogLevel: logLevel, Cgroups: cgroups == "auto", Settings: &settings})
 				var already *daemon.AlreadyRunningError
 				if errors.As(err, &already) {
 					fmt.Fprintf(cmd.ErrOrStderr(), "supervisor: %v\n", already)

@@ -1,0 +1,69 @@
+package daemon
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/seed-86a41135/supervisor/spawn"
+)
+
+// Settings are the daemon's tunables. DefaultSettings is the one place
+// their defaults live; flags (and, later, the config file) override them.
+type Settings struct {
+	Linger           time.Duration // a shared server outlives its last session by this; 30 s
+	Interval         time.Duration // liveness check period of shared servers; 10 s
+	CheckTimeout     time.Duration // one health check; 2 s
+	FailureThreshold int           // failed liveness checks before a restart; 3
+	ReadyTimeout     time.Duration // ensure's wait for readiness; 30 s
+	RestartMin       time.Duration // first restart backoff; 1 s, doubling
+	RestartMax       time.Duration // backoff ceiling; 30 s
+	RestartReset     time.Duration // healthy this long resets the backoff; 5 min
+	Breaker          spawn.BreakerConfig
+	LogMaxMB         int // captured server logs rotate at this size; 10
+	LogBackups       int // rotated logs kept; 3
+}
+
+// DefaultSettings returns the defaults of design §5.
+func DefaultSettings() Settings {
+	return Settings{
+		Linger:           30 * time.Second,
+		Interval:         10 * time.Second,
+		CheckTimeout:     2 * time.Second,
+		FailureThreshold: 3,
+		ReadyTimeout:     30 * time.Second,
+		RestartMin:       time.Second,
+		RestartMax:       30 * time.Second,
+		RestartReset:     5 * time.Minute,
+		Breaker:          spawn.BreakerConfig{}.WithDefaults(),
+		LogMaxMB:         10,
+		LogBackups:       3,
+	}
+}
+
+// Environment overrides, for an auto-started daemon (and for tests that
+// cannot wait out a 60 s cooldown).
+const (
+	EnvBreakerCooldown = "SUPERVISOR_BREAKER_COOLDOWN"
+	EnvLogMaxMB        = "SUPERVISOR_LOG_MAX_MB"
+)
+
+// ApplyEnv overrides settings from the environment, naming the variable of
+// a value it cannot use.
+func (s *Settings) ApplyEnv(getenv func(string) string) error {
+	if v := getenv(EnvBreakerCooldown); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%s=%q: want a positive duration such as 60s", EnvBreakerCooldown, v)
+		}
+		s.Breaker.Cooldown = d
+	}
+	if v := getenv(EnvLogMaxMB); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("%s=%q: want a positive number of megabytes", EnvLogMaxMB, v)
+		}
+		s.LogMaxMB = n
+	}
+	return nil
+}

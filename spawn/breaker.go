@@ -1,0 +1,119 @@
+package spawn
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// BreakerConfig holds the circuit breaker's parameters (design §5).
+type BreakerConfig struct {
+	Threshold   int           // consecutive failures that open it; default 3
+	Cooldown    time.Duration // first open period; default 60 s
+	Ceiling     time.Duration // the cooldown doubles up to this; default 15 min
+	StartPeriod time.Duration // an exit within it is a failed start; default 1 s
+}
+
+// WithDefaults fills zero fields.
+func (c BreakerConfig) WithDefaults() BreakerConfig {
+	if c.Threshold <= 0 {
+		c.Threshold = 3
+	}
+	if c.Cooldown <= 0 {
+		c.Cooldown = 60 * time.Second
+	}
+	if c.Ceiling <= 0 {
+		c.Ceiling = 15 * time.Minute
+	}
+	if c.StartPeriod <= 0 {
+		c.StartPeriod = time.Second
+	}
+	return c
+}
+
+// Breaker states.
+const (
+	BreakerClosed   = "closed"
+	BreakerOpen     = "open"
+	BreakerHalfOpen = "half-open"
+)
+
+// Breaker is the persisted state of one server key's circuit breaker.
+type Breaker struct {
+	Key        string    `json:"key"`
+	Name       string    `json:"name"`
+	Argv       []string  `json:"argv"`
+	Cwd        string    `json:"cwd"`
+	State      string    `json:"state"`
+	Failures   int       `json:"failures"`
+	LastReason string    `json:"last_reason,omitempty"`
+	OpenedAt   time.Time `json:"opened_at,omitzero"`
+	RetryAt    time.Time `json:"retry_at,omitzero"`
+	CooldownMS int64     `json:"cooldown_ms,omitempty"`
+	Trial      bool      `json:"trial,omitempty"` // a half-open trial is out
+}
+
+// BreakerKey names a server by command, arguments and working directory.
+func BreakerKey(argv []string, cwd string) string {
+	h := sha256.Sum256([]byte(strings.Join(argv, "\x00") + "\x00\x00" + cwd))
+	return hex.EncodeToString(h[:6])
+}
+
+// OpenError is the fast refusal of an open breaker.
+type OpenError struct{ B Breaker }
+
+func (e *OpenError) Error() string {
+	return fmt.Sprintf("circuit open for %s: %d failures in a row, last: %s; retrying after %s",
+		e.B.Name, e.B.Failures, e.B.LastReason, e.B.RetryAt.Local().Format(time.TimeOnly))
+}
+
+// Allow says whether a start may go ahead now. An open breaker whose
+// cooldown is over lets exactly one trial through (half-open).
+func (b *Breaker) Allow(now time.Time) error {
+	switch b.State {
+	case BreakerOpen:
+		if now.Before(b.RetryAt) {
+			return &OpenError{B: *b}
+		}
+		b.State, b.Trial = BreakerHalfOpen, true
+		return nil
+	case BreakerHalfOpen:
+		if b.Trial {
+			return &OpenError{B: *b}
+		}
+		b.Trial = true
+	}
+	return nil
+}
+
+// Success closes the breaker.
+func (b *Breaker) Success() {
+	b.State, b.Failures, b.LastReason, b.Trial = BreakerClosed, 0, "", false
+	b.CooldownMS, b.OpenedAt, b.RetryAt = 0, time.Time{}, time.Time{}
+}
+
+// Failure counts a failed start and opens the breaker at the threshold (or
+// re-opens it with a doubled cooldown after a failed trial).
+func (b *Breaker) Failure(reason string, now time.Time, cfg BreakerConfig) {
+	cfg = cfg.WithDefaults()
+	b.Failures++
+	b.LastReason = reason
+	b.Trial = false
+	switch {
+	case b.State == BreakerHalfOpen:
+		b.CooldownMS = min(2*b.CooldownMS, cfg.Ceiling.Milliseconds())
+	case b.Failures >= cfg.Threshold:
+		b.CooldownMS = cfg.Cooldown.Milliseconds()
+	default:
+		b.State = BreakerClosed
+		return
+	}
+	b.State = BreakerOpen
+	b.OpenedAt = now
+	b.RetryAt = now.Add(time.Duration(b.CooldownMS) * time.Millisecond)
+}
+
+// Reset closes the breaker by hand.
+func (b *Breaker) Reset() { b.Success() }
