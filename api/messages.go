@@ -7,6 +7,7 @@ import (
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
+	"github.com/seed-86a41135/supervisor/spawn"
 )
 
 // Protocol is the wire protocol number; a peer with another is refused.
@@ -211,4 +212,47 @@ func Millis(d time.Duration) int64 {
 		return 0
 	}
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// Ensure, breaker and log message types.
+const (
+	TypeEnsure       = "ensure"
+	TypeEnsured      = "ensured"
+	TypeBreakers     = "breakers"
+	TypeBreakerList  = "breaker_list"
+	TypeBreakerReset = "breaker_reset"
+)
+
+// EnsureRequest asks for a healthy shared server on Port, started from the
+// embedded run request's command when none runs. The embedded request
+// carries no fds: a shared server's stdin is /dev/null and its output goes
+// to its log.
+type EnsureRequest struct {
+	RunRequest
+	Port         int    `json:"port"`
+	Health       string `json:"health"`
+	TimeoutMS    int64  `json:"timeout_ms,omitempty"`
+	LingerMS     int64  `json:"linger_ms,omitempty"`
+	IntervalMS   int64  `json:"interval_ms,omitempty"`
+	AdoptForeign bool   `json:"adopt_foreign,omitempty"`
+}
+
+// Ensured answers ensure.
+type Ensured struct {
+	ID      string `json:"id"`
+	PID     int    `json:"pid"`
+	Port    int    `json:"port"`
+	Name    string `json:"name"`
+	Health  string `json:"health"`
+	Started bool   `json:"started"` // this call started it
+}
+
+// BreakerList answers breakers and breaker_reset.
+type BreakerList struct {
+	Breakers []spawn.Breaker `json:"breakers"`
+}
+
+// BreakerResetRequest closes the breakers with this key or name.
+type BreakerResetRequest struct {
+	Target string `json:"target"`
 }

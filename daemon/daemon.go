@@ -82,6 +82,7 @@ type Daemon struct {
 	mu       sync.Mutex
 	live     map[string]*live   // by process id
 	hosts    map[string]func()  // session id → cancel of its host watch
+	ports    map[int]*portSlot  // shared servers by port
 	conns    map[*api.Conn]bool // open connections, closed on exit
 	stopping bool               // refusing new runs
 
@@ -118,7 +119,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	d := &Daemon{
 		cfg: cfg, started: time.Now(),
-		live: map[string]*live{}, hosts: map[string]func(){}, conns: map[*api.Conn]bool{},
+		live: map[string]*live{}, hosts: map[string]func(){}, conns: map[*api.Conn]bool{}, ports: map[int]*portSlot{},
 		stopReq: make(chan stopRequest),
 		feat:    map[string]bool{},
 	}

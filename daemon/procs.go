@@ -39,6 +39,7 @@ type live struct {
 	done   chan struct{} // closed once the final state is committed
 	status spawn.Status  // valid after done
 
+	shared  *shared    // the shared server this is an incarnation of, if any
 	started time.Time  // when it was spawned (zero for adopted)
 	breaker breakerRef // its circuit breaker
 
@@ -325,8 +326,21 @@ func (d *Daemon) watchHost(s registry.Session) error {
 func (d *Daemon) monitor(l *live, exit <-chan spawn.Status, spawned bool) {
 	st := <-exit
 	l.status = st
+	restarting := l.shared != nil && l.shared.usable()
 	_, err := d.reg.Update(l.id, func(p *registry.Process) error {
 		if p.State.Final() {
+			return nil
+		}
+		if restarting {
+			// A shared server keeps its record across restarts: note how
+			// this incarnation ended; its supervisor starts the next.
+			if st.Signal != 0 {
+				p.Signal = unix.SignalName(st.Signal)
+			} else {
+				c := st.Code
+				p.ExitCode = &c
+			}
+			p.Health = "exited"
 			return nil
 		}
 		p.State = registry.StateExited
@@ -547,6 +561,7 @@ func (d *Daemon) endSession(id, reason string, grace, eofGrace time.Duration) []
 		ids = append(ids, p.ID)
 	}
 	out := d.stopIDs(context.Background(), ids, shutdown.Options{Grace: grace, EOFGrace: eofGrace, WholeSession: true})
+	d.releaseSession(id)
 	if _, err := d.reg.SetSessionState(id, registry.SessionEnded, reason); err != nil &&
 		!errors.Is(err, registry.ErrBadTransition) {
 		d.log.Error("mark session ended", "session", id, "err", err)
@@ -580,6 +595,7 @@ func (d *Daemon) stopAll(ctx context.Context) []shutdown.Outcome {
 		}(s.ID)
 	}
 	wg.Wait()
+	d.stopShared()
 	if all == nil {
 		all = []shutdown.Outcome{}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/session"
 	"github.com/seed-86a41135/supervisor/shutdown"
 )
 
@@ -136,6 +137,34 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 		}
 		out := d.stopIDs(context.Background(), []string{p.ID}, shutdown.Options{Grace: time.Duration(req.GraceMS) * time.Millisecond})
 		return conn.Send(api.TypeOutcomes, &api.Outcomes{Outcomes: out})
+	case api.TypeEnsure:
+		var req api.EnsureRequest
+		if err := api.Decode(m, &req); err != nil {
+			return err
+		}
+		if len(req.Argv) == 0 {
+			return conn.SendError(125, "ensure: no command given")
+		}
+		if err := session.ValidateID(req.Session); err != nil {
+			return conn.SendError(125, "ensure: %v", err)
+		}
+		res, err := d.ensure(context.Background(), req)
+		if err != nil {
+			return conn.SendError(125, "ensure: %v", err)
+		}
+		return conn.Send(api.TypeEnsured, &res)
+	case api.TypeBreakers:
+		return conn.Send(api.TypeBreakerList, &api.BreakerList{Breakers: d.breakers.list()})
+	case api.TypeBreakerReset:
+		var req api.BreakerResetRequest
+		if err := api.Decode(m, &req); err != nil {
+			return err
+		}
+		out, err := d.breakers.reset(req.Target)
+		if err != nil {
+			return conn.SendError(1, "breaker reset: %v", err)
+		}
+		return conn.Send(api.TypeBreakerList, &api.BreakerList{Breakers: out})
 	case api.TypeStatus:
 		return conn.Send(api.TypeStatus, d.status())
 	case api.TypeDaemonStop:

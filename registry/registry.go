@@ -216,6 +216,10 @@ func (r *Registry) AddProcess(p Process) (Process, error) {
 // changes State, the state machine must allow it. fn returning an error
 // aborts the update.
 func (r *Registry) Update(id string, fn func(*Process) error) (Process, error) {
+	return r.update(id, fn, false)
+}
+
+func (r *Registry) update(id string, fn func(*Process) error, restart bool) (Process, error) {
 	r.mu.Lock()
 	e, ok := r.procs[id]
 	r.mu.Unlock()
@@ -228,7 +232,7 @@ func (r *Registry) Update(id string, fn func(*Process) error) (Process, error) {
 	if err := fn(&next); err != nil {
 		return cloneProc(e.rec), err
 	}
-	if next.State != e.rec.State && !CanTransition(e.rec.State, next.State) {
+	if next.State != e.rec.State && !CanTransition(e.rec.State, next.State) && !restart {
 		return cloneProc(e.rec), fmt.Errorf("process %s: %s → %s: %w", id, e.rec.State, next.State, ErrBadTransition)
 	}
 	if err := r.p.PutProcess(next); err != nil {
@@ -255,6 +259,20 @@ func (r *Registry) Transition(id string, to ProcState, mutate func(*Process)) (P
 		}
 		return nil
 	})
+}
+
+// Restart records a new incarnation of a shared server under its old id:
+// whatever non-final state the record is in (a restart goes through a
+// stop), it is running again after mutate.
+func (r *Registry) Restart(id string, mutate func(*Process)) (Process, error) {
+	return r.update(id, func(p *Process) error {
+		if p.State.Final() {
+			return fmt.Errorf("process %s is %s and cannot restart: %w", id, p.State, ErrBadTransition)
+		}
+		mutate(p)
+		p.State = StateRunning
+		return nil
+	}, true)
 }
 
 // Process returns the process with id.

@@ -71,19 +71,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if len(o.Argv) == 0 {
 		return fail(CodeSupervisorError, errors.New("no command given after --"))
 	}
-	explicit := o.Session
-	if explicit == "" {
-		explicit = lookEnv(o.Env, session.EnvSession)
-	}
-	ident, err := session.Identify(os.Getppid(), explicit, o.Env)
-	if err != nil {
-		return fail(CodeSupervisorError, err)
-	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return fail(CodeSupervisorError, fmt.Errorf("current directory: %w", err))
-	}
-	selfTok, err := proc.TokenOf(os.Getpid())
+	req, err := NewRequest(o)
 	if err != nil {
 		return fail(CodeSupervisorError, err)
 	}
@@ -93,13 +81,6 @@ func Run(ctx context.Context, o Options) (int, error) {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	req := api.RunRequest{
-		Argv: o.Argv, Cwd: api.ByteString(cwd), Env: o.Env, Name: o.Name,
-		Session: ident.ID, Label: ident.Label,
-		HostPID: ident.HostPID, HostToken: ident.HostToken, HostCommand: ident.HostCommand,
-		GraceMS: api.Millis(o.Grace), ShimPID: os.Getpid(), ShimToken: selfTok,
-		MaxInstances: o.MaxInstances,
-	}
 	c, started, msgs, err := startServer(ctx, o, &req)
 	if err != nil {
 		var e *Error
@@ -147,6 +128,35 @@ func Run(ctx context.Context, o Options) (int, error) {
 			}
 		}
 	}
+}
+
+// NewRequest describes o for the daemon: the command, this process's
+// working directory and environment, and the session of its host (the
+// first non-launcher ancestor, or the explicit one).
+func NewRequest(o Options) (api.RunRequest, error) {
+	explicit := o.Session
+	if explicit == "" {
+		explicit = lookEnv(o.Env, session.EnvSession)
+	}
+	ident, err := session.Identify(os.Getppid(), explicit, o.Env)
+	if err != nil {
+		return api.RunRequest{}, err
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return api.RunRequest{}, fmt.Errorf("current directory: %w", err)
+	}
+	selfTok, err := proc.TokenOf(os.Getpid())
+	if err != nil {
+		return api.RunRequest{}, err
+	}
+	return api.RunRequest{
+		Argv: o.Argv, Cwd: api.ByteString(cwd), Env: o.Env, Name: o.Name,
+		Session: ident.ID, Label: ident.Label,
+		HostPID: ident.HostPID, HostToken: ident.HostToken, HostCommand: ident.HostCommand,
+		GraceMS: api.Millis(o.Grace), ShimPID: os.Getpid(), ShimToken: selfTok,
+		MaxInstances: o.MaxInstances,
+	}, nil
 }
 
 type recv struct {

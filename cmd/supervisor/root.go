@@ -92,6 +92,9 @@ func newRootCommand(inherited []int) *cobra.Command {
 		newDemoCommand(),
 		newFixtureCommand(),
 		newInitCommand(),
+		newEnsureCommand(),
+		newBreakerCommand(),
+		newLogsCommand(),
 	)
 	return root
 }

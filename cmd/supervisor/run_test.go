@@ -216,7 +216,7 @@ func waitRecord(t *testing.T, in *instance, pid int, ok func(registry.Process) b
 	var last registry.Process
 	for time.Now().Before(deadline) {
 		for _, p := range in.mustProcesses(true) {
-			if p.PID == pid {
+			if pid == 0 || p.PID == pid { // 0: any record, ok decides
 				last = p
 				if ok(p) {
 					return p

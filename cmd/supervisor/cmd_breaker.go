@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed-86a41135/supervisor/api"
+)
+
+func newBreakerCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "breaker", Short: "Circuit breakers of servers that keep failing to start"}
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list [--json]",
+		Short: "List circuit breakers",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var resp api.BreakerList
+			if err := call(api.TypeBreakers, nil, &resp); err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), resp.Breakers)
+			}
+			tw := newTable(cmd.OutOrStdout())
+			fmt.Fprintln(tw, "KEY\tNAME\tSTATE\tFAILURES\tRETRY AT\tLAST FAILURE\tCOMMAND")
+			for _, b := range resp.Breakers {
+				retry := "-"
+				if !b.RetryAt.IsZero() {
+					retry = b.RetryAt.Local().Format(time.TimeOnly)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", b.Key, b.Name, b.State, b.Failures, retry,
+					orDash(b.LastReason), shortCommand(b.Argv))
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	reset := &cobra.Command{
+		Use:   "reset KEY|NAME",
+		Short: "Close a circuit breaker by hand",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var resp api.BreakerList
+			if err := call(api.TypeBreakerReset, &api.BreakerResetRequest{Target: args[0]}, &resp); err != nil {
+				return err
+			}
+			var keys []string
+			for _, b := range resp.Breakers {
+				keys = append(keys, b.Key+" ("+b.Name+")")
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "closed %s\n", strings.Join(keys, ", "))
+			return nil
+		},
+	}
+	cmd.AddCommand(list, reset)
+	return cmd
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/daemon"
+	"github.com/seed-86a41135/supervisor/session"
+	"github.com/seed-86a41135/supervisor/shim"
+	"github.com/seed-86a41135/supervisor/spawn"
+)
+
+type ensureOptions struct {
+	port         int
+	health       string
+	name         string
+	session      string
+	timeout      time.Duration
+	linger       time.Duration
+	interval     time.Duration
+	adoptForeign bool
+	json         bool
+}
+
+func newEnsureCommand() *cobra.Command {
+	var o ensureOptions
+	cmd := &cobra.Command{
+		Use:   "ensure --port P [--health none|tcp|http://...] [--name N] [--timeout D] [--linger D] -- CMD [ARG...]",
+		Short: "Start a shared port-bound server unless a healthy one runs; return once it is healthy",
+		Long: `ensure returns 0 once a healthy server owns the port, starting CMD only if none
+does. Concurrent calls for one port start one server and all wait for its
+readiness. The server is shared across sessions: stdin /dev/null, output in
+<state>/logs/<name>.log, restarted with backoff when it crashes or turns
+unhealthy, stopped when the last session that ensured it has ended and the
+linger has passed. A port held by a process supervisor does not own is
+reported, never fought over (unless --adopt-foreign and it is healthy).`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 {
+				return &hintError{err: errors.New("ensure: the server command must follow --"),
+					hint: "supervisor ensure --port P -- CMD [ARG...]"}
+			}
+			if !cmd.Flags().Changed("port") {
+				return &hintError{err: errors.New("ensure: --port is required"), hint: "supervisor ensure --port P -- CMD [ARG...]"}
+			}
+			if o.port < 1 || o.port > 65535 {
+				return fmt.Errorf("--port %d: want a TCP port from 1 to 65535", o.port)
+			}
+			if _, err := spawn.ParseHealth(o.health); err != nil {
+				return err
+			}
+			for flag, d := range map[string]time.Duration{"--timeout": o.timeout, "--linger": o.linger, "--interval": o.interval} {
+				if d < 0 {
+					return fmt.Errorf("%s %v: must not be negative", flag, d)
+				}
+			}
+			if o.session != "" {
+				if err := session.ValidateID(o.session); err != nil {
+					return fmt.Errorf("--session: %w", err)
+				}
+			}
+			p, err := paths()
+			if err != nil {
+				return err
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("find this binary: %w", err)
+			}
+			rr, err := shim.NewRequest(shim.Options{Argv: args, Name: o.name, Session: o.session, Env: os.Environ()})
+			if err != nil {
+				return err
+			}
+			req := api.EnsureRequest{RunRequest: rr, Port: o.port, Health: o.health,
+				TimeoutMS: api.Millis(o.timeout), LingerMS: api.Millis(o.linger), IntervalMS: api.Millis(o.interval),
+				AdoptForeign: o.adoptForeign}
+			// The readiness wait happens in the daemon; give it room.
+			wait := o.timeout
+			if wait == 0 {
+				wait = daemon.DefaultSettings().ReadyTimeout
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), wait+30*time.Second)
+			defer cancel()
+			c, err := daemon.EnsureRunning(ctx, exe, p, os.Environ())
+			if err != nil {
+				return fmt.Errorf("reach the daemon: %w", err)
+			}
+			defer c.Close()
+			var res api.Ensured
+			if err := c.Call(api.TypeEnsure, &req, &res); err != nil {
+				return err
+			}
+			if o.json {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %d\n", res.ID, res.PID)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.port, "port", 0, "TCP port the server listens on (required)")
+	f.StringVar(&o.health, "health", "tcp", "none, tcp (connect to the port) or an http:// URL answering 2xx")
+	f.StringVar(&o.name, "name", "", "server name, also its log's name (default: the command's base name)")
+	f.StringVar(&o.session, "session", "", "the session taking a reference (default: the caller's host)")
+	f.DurationVar(&o.timeout, "timeout", 0, "how long to wait for readiness (default 30s)")
+	f.DurationVar(&o.linger, "linger", 0, "how long the server outlives its last session (default 30s)")
+	f.DurationVar(&o.interval, "interval", 0, "liveness check period (default 10s)")
+	f.BoolVar(&o.adoptForeign, "adopt-foreign", false, "take over a process already listening on the port if its health check passes")
+	f.BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/daemon"
+)
+
+func newLogsCommand() *cobra.Command {
+	var follow bool
+	var lines int
+	cmd := &cobra.Command{
+		Use:   "logs ID|NAME [-f] [--lines N]",
+		Short: "Show the captured output of a daemon-owned (shared) server",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if lines < 0 {
+				return fmt.Errorf("--lines %d: must not be negative", lines)
+			}
+			p, err := paths()
+			if err != nil {
+				return err
+			}
+			name := args[0]
+			// An id names a process; its log carries the process's name.
+			if c, err := dial(); err == nil {
+				var resp api.Processes
+				if c.Call(api.TypePs, &api.PsRequest{All: true}, &resp) == nil {
+					for _, pr := range resp.Processes {
+						if pr.ID == name {
+							name = pr.Name
+						}
+					}
+				}
+				c.Close()
+			}
+			path := daemon.LogPath(p, name)
+			f, err := os.Open(path)
+			if err != nil {
+				if errors.Is(err, os.ErrNotExist) {
+					return &hintError{err: fmt.Errorf("no captured output for %q (looked for %s)", args[0], path),
+						hint: "only shared servers started with `supervisor ensure` have logs; stdio servers write to their host"}
+				}
+				return err
+			}
+			defer f.Close()
+			off, err := printTail(cmd.OutOrStdout(), f, lines)
+			if err != nil || !follow {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return followLog(ctx, cmd.OutOrStdout(), path, f, off)
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing what is appended (across rotations)")
+	cmd.Flags().IntVar(&lines, "lines", 50, "how many of the last lines to print first (0: all)")
+	return cmd
+}
+
+// printTail prints the last n lines of f (all when n is 0) and returns the
+// offset it read to.
+func printTail(w io.Writer, f *os.File, n int) (int64, error) {
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return 0, err
+	}
+	start := 0
+	if n > 0 {
+		end := len(data)
+		if end > 0 && data[end-1] == '\n' {
+			end--
+		}
+		for i, seen := end-1, 0; i >= 0; i-- {
+			if data[i] == '\n' {
+				seen++
+				if seen == n {
+					start = i + 1
+					break
+				}
+			}
+		}
+	}
+	_, err = w.Write(data[start:])
+	return int64(len(data)), err
+}
+
+// followLog prints what is appended to path, reopening it when the log
+// rotates (the file at path is another one, or shorter than what was read).
+// A log file gives no event on append that works across rotation and every
+// filesystem, so it is checked every 200 ms.
+func followLog(ctx context.Context, w io.Writer, path string, f *os.File, off int64) error {
+	buf := make([]byte, 64<<10)
+	for {
+		for {
+			n, err := f.ReadAt(buf, off)
+			if n > 0 {
+				w.Write(buf[:n])
+				off += int64(n)
+			}
+			if err != nil || n == 0 {
+				break
+			}
+		}
+		if st, err := os.Stat(path); err == nil {
+			cur, _ := f.Stat()
+			if !os.SameFile(st, cur) || st.Size() < off {
+				if nf, err := os.Open(path); err == nil {
+					f.Close()
+					f, off = nf, 0
+					continue
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

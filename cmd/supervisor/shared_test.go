@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/spawn"
+)
+
+// freePort finds a port nothing listens on (the kernel's choice, closed
+// again: a tiny race with the rest of the machine, retried by nothing).
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func (in *instance) ensure(t *testing.T, args ...string) (api.Ensured, string, int) {
+	t.Helper()
+	out, errOut, code := in.run(append([]string{"ensure", "--json"}, args...)...)
+	var res api.Ensured
+	if code == 0 {
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("ensure --json: %v: %s", err, out)
+		}
+	}
+	return res, errOut, code
+}
+
+func TestEnsureStormStartsOneServer(t *testing.T) {
+	in := newInstance(t)
+	port := freePort(t)
+	ps := strconv.Itoa(port)
+	const n = 100
+	ids := make([]string, n)
+	errs := make([]string, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			res, errOut, code := in.ensure(t, "--session", "storm", "--port", ps, "--", bin, "_fixture", "listen", ps)
+			if code != 0 {
+				errs[i] = fmt.Sprintf("exit %d: %s", code, errOut)
+			}
+			ids[i] = res.ID
+		}(i)
+	}
+	wg.Wait()
+	for i := range ids {
+		if errs[i] != "" {
+			t.Fatalf("call %d: %s", i, errs[i])
+		}
+		if ids[i] != ids[0] {
+			t.Fatalf("call %d got %s, call 0 got %s: want one server", i, ids[i], ids[0])
+		}
+	}
+	recs := in.mustProcesses(true)
+	if len(recs) != 1 || recs[0].Restarts != 0 {
+		t.Fatalf("got %d records (%+v), want exactly one server started once", len(recs), recs)
+	}
+}
+
+func TestSharedServerLingersPastItsLastSession(t *testing.T) {
+	in := newInstance(t)
+	ps := strconv.Itoa(freePort(t))
+	a, _, code := in.ensure(t, "--session", "a", "--port", ps, "--linger", "300ms", "--", bin, "_fixture", "listen", ps)
+	if code != 0 {
+		t.Fatalf("ensure a: exit %d", code)
+	}
+	b, _, _ := in.ensure(t, "--session", "b", "--port", ps, "--", bin, "_fixture", "listen", ps)
+	if a.ID != b.ID || b.Started {
+		t.Fatalf("session b got %+v, want a's server %s", b, a.ID)
+	}
+	tok := mustToken(t, a.PID)
+	in.mustRun("session", "end", "a")
+	// Session b still holds it: it outlives a's end and a's linger.
+	time.Sleep(600 * time.Millisecond)
+	if !alive(a.PID, tok) {
+		t.Fatal("the shared server stopped while session b still held it")
+	}
+	in.mustRun("session", "end", "b")
+	waitGonePID(t, a.PID, tok)
+	if p := findByPID(t, in, a.PID); p.State != registry.StateExited {
+		t.Fatalf("record %s, want exited", p.State)
+	}
+}
+
+func TestSharedServerIsRestarted(t *testing.T) {
+	in := newInstance(t)
+	ps := strconv.Itoa(freePort(t))
+	res, _, code := in.ensure(t, "--session", "r", "--port", ps, "--interval", "200ms", "--", bin, "_fixture", "listen", ps)
+	if code != 0 {
+		t.Fatalf("ensure: exit %d", code)
+	}
+	killByPIDNow(t, res.PID)
+	p := waitRecord(t, in, 0, func(p registry.Process) bool {
+		return p.ID == res.ID && p.Restarts == 1 && p.Health == "healthy" && p.PID != res.PID
+	})
+	if p.State != registry.StateRunning {
+		t.Fatalf("restarted server is %s", p.State)
+	}
+	out := in.mustRun("ps")
+	if !strings.Contains(out, "healthy") || !strings.Contains(out, " 1 ") {
+		t.Fatalf("ps does not show the health and the restart:\n%s", out)
+	}
+}
+
+func TestCircuitBreaker(t *testing.T) {
+	in := newInstance(t)
+	in.env = append(in.env, "SUPERVISOR_BREAKER_COOLDOWN=1s")
+	failing := []string{"run", "--name", "crashy", "--", "/bin/sh", "-c", "exit 3"}
+	for i := 1; i <= 3; i++ {
+		if _, errOut, code := in.run(failing...); code != 3 {
+			t.Fatalf("call %d: exit %d, want the server's 3: %s", i, code, errOut)
+		}
+	}
+	_, errOut, code := in.run(failing...)
+	if code != 125 || !strings.HasPrefix(errOut, "supervisor: circuit open for crashy: 3 failures in a row, last: exited with code 3") ||
+		!strings.Contains(errOut, "retrying after") {
+		t.Fatalf("fourth call: exit %d, stderr %q; want 125 and the circuit-open message", code, errOut)
+	}
+	// The state survives a daemon restart.
+	in.mustRun("daemon", "stop")
+	in.mustRun("daemon")
+	var bs []spawn.Breaker
+	json.Unmarshal([]byte(in.mustRun("breaker", "list", "--json")), &bs)
+	if len(bs) != 1 || bs[0].State != spawn.BreakerOpen || bs[0].Name != "crashy" {
+		t.Fatalf("after a restart: breakers %+v, want crashy open", bs)
+	}
+	// After the cooldown one trial goes through (and fails again).
+	waitFor(t, time.Until(bs[0].RetryAt)+50*time.Millisecond)
+	if _, errOut, code := in.run(failing...); code != 3 {
+		t.Fatalf("trial after the cooldown: exit %d, want 3: %s", code, errOut)
+	}
+	if _, _, code := in.run(failing...); code != 125 {
+		t.Fatalf("after a failed trial: exit %d, want 125 (open again)", code)
+	}
+	in.mustRun("breaker", "reset", "crashy")
+	if _, errOut, code := in.run(failing...); code != 3 {
+		t.Fatalf("after reset: exit %d, want 3: %s", code, errOut)
+	}
+}
+
+// waitFor lets a cooldown pass: the breaker's clock is the thing under
+// test, so this is the one place a test waits on time itself.
+func waitFor(t *testing.T, d time.Duration) {
+	if d > 0 {
+		time.Sleep(d)
+	}
+}
+
+func TestEnsureNamesAForeignListener(t *testing.T) {
+	in := newInstance(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ps := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	_, errOut, code := in.ensure(t, "--port", ps, "--", bin, "_fixture", "listen", ps)
+	if code == 0 || !strings.Contains(errOut, "held by pid "+strconv.Itoa(os.Getpid())) ||
+		!strings.Contains(errOut, filepath.Base(os.Args[0])) {
+		t.Fatalf("exit %d, stderr %q; want the foreign holder's pid and command", code, errOut)
+	}
+	if ps := in.mustProcesses(true); len(ps) != 0 {
+		t.Fatalf("started %d processes, want none", len(ps))
+	}
+}
+
+func TestEnsureWaitsForHTTPHealth(t *testing.T) {
+	in := newInstance(t)
+	ps := strconv.Itoa(freePort(t))
+	res, errOut, code := in.ensure(t, "--session", "h", "--port", ps, "--health", "http://127.0.0.1:"+ps+"/health",
+		"--", bin, "_fixture", "http", ps, "3")
+	if code != 0 {
+		t.Fatalf("ensure: exit %d: %s", code, errOut)
+	}
+	resp, err := http.Get("http://127.0.0.1:" + ps + "/count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if n, _ := strconv.Atoi(strings.TrimSpace(string(b))); n < 4 {
+		t.Fatalf("ensure returned after %d health requests; the first 3 answered 500, so want 4 or more", n)
+	}
+	if res.Health != "healthy" {
+		t.Fatalf("health %q, want healthy", res.Health)
+	}
+}
+
+func TestLogsFollowAndRotate(t *testing.T) {
+	in := newInstance(t)
+	in.env = append(in.env, "SUPERVISOR_LOG_MAX_MB=1")
+	ps := strconv.Itoa(freePort(t))
+	if _, errOut, code := in.ensure(t, "--session", "l", "--port", ps, "--name", "ticker",
+		"--", bin, "_fixture", "listen", ps, "--spew", "3500000", "--tick"); code != 0 {
+		t.Fatalf("ensure: exit %d: %s", code, errOut)
+	}
+	cmd := in.command("logs", "ticker", "-f", "--lines", "1")
+	cmd.Stderr = &prefixWriter{t: t, prefix: "logs: "}
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	defer func() { cmd.Process.Kill(); <-done }()
+	r := bufio.NewReader(stdout)
+	last := -1
+	for seen := 0; seen < 5; {
+		line, err := readLine(r, wait)
+		if err != nil {
+			t.Fatalf("logs -f: %v", err)
+		}
+		var n int
+		if _, err := fmt.Sscanf(line, "tick %d", &n); err != nil {
+			continue
+		}
+		if n <= last {
+			t.Fatalf("tick %d after %d: not following", n, last)
+		}
+		last = n
+		seen++
+	}
+	// 3.5 MB went through a log rotated at 1 MB with 3 backups.
+	files, _ := filepath.Glob(filepath.Join(in.state, "logs", "ticker*"))
+	var total int64
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			continue
+		}
+		if st.Size() > 1<<20+64<<10 {
+			t.Errorf("%s is %d bytes, over the 1 MB rotation size", f, st.Size())
+		}
+		total += st.Size()
+	}
+	if len(files) < 2 || len(files) > 4 {
+		t.Errorf("got %d log files %v, want rotation to 2..4 (1 + 3 backups)", len(files), files)
+	}
+	if total > 4<<20+256<<10 {
+		t.Errorf("logs take %d bytes, want them bounded by rotation", total)
+	}
+}

@@ -1,0 +1,550 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"gopkg.in/natefinch/lumberjack.v2"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/cgroup"
+	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/shutdown"
+	"github.com/seed-86a41135/supervisor/spawn"
+)
+
+// shared is one port-bound server shared across sessions (design §5):
+// reference-counted by the sessions that ensured it, restarted with
+// backoff when it crashes or turns unhealthy, stopped through the cascade
+// once its last session has ended and the linger has passed.
+type shared struct {
+	port     int
+	id       string // its registry id, kept across restarts
+	name     string
+	argv     []string
+	env      []string
+	cwd      string
+	health   spawn.Health
+	linger   time.Duration
+	interval time.Duration
+	bkey     string
+	logw     io.WriteCloser // the size-rotated capture of its stdout and stderr
+	adopted  bool           // a foreign listener taken over with --adopt-foreign
+
+	mu       sync.Mutex
+	sessions map[string]bool
+	cur      *live
+	linger_  *time.Timer
+	stopping bool
+	quit     chan struct{} // closed to end its supervision goroutine
+}
+
+// portSlot serializes ensure calls for one port: the first starts the
+// server, the others join its flight and share its readiness result.
+type portSlot struct {
+	mu     sync.Mutex
+	srv    *shared
+	flight *flight
+}
+
+type flight struct {
+	done chan struct{}
+	srv  *shared
+	err  error
+}
+
+func (d *Daemon) slot(port int) *portSlot {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, ok := d.ports[port]
+	if !ok {
+		s = &portSlot{}
+		d.ports[port] = s
+	}
+	return s
+}
+
+// ensure returns the healthy shared server on req.Port, starting it when
+// none runs. Concurrent calls for one port make one spawn.
+func (d *Daemon) ensure(ctx context.Context, req api.EnsureRequest) (api.Ensured, error) {
+	if req.Port < 1 || req.Port > 65535 {
+		return api.Ensured{}, fmt.Errorf("port %d: want 1 to 65535", req.Port)
+	}
+	if err := d.openSession(req.RunRequest); err != nil {
+		return api.Ensured{}, err
+	}
+	slot := d.slot(req.Port)
+	for {
+		slot.mu.Lock()
+		if srv := slot.srv; srv != nil && srv.usable() {
+			srv.addSession(req.Session)
+			slot.mu.Unlock()
+			return d.ensured(srv, false), nil
+		}
+		if f := slot.flight; f != nil {
+			slot.mu.Unlock()
+			select {
+			case <-f.done:
+			case <-ctx.Done():
+				return api.Ensured{}, ctx.Err()
+			}
+			if f.err != nil {
+				return api.Ensured{}, f.err
+			}
+			continue // it is in the slot now: take a reference
+		}
+		f := &flight{done: make(chan struct{})}
+		slot.flight = f
+		slot.mu.Unlock()
+
+		f.srv, f.err = d.startShared(ctx, req)
+		slot.mu.Lock()
+		slot.flight = nil
+		if f.err == nil {
+			slot.srv = f.srv
+			f.srv.addSession(req.Session)
+		}
+		slot.mu.Unlock()
+		close(f.done)
+		if f.err != nil {
+			return api.Ensured{}, f.err
+		}
+		return d.ensured(f.srv, true), nil
+	}
+}
+
+func (d *Daemon) ensured(s *shared, started bool) api.Ensured {
+	p, _ := d.reg.Process(s.id)
+	return api.Ensured{ID: s.id, PID: p.PID, Port: s.port, Name: s.name, Started: started, Health: p.Health}
+}
+
+func (s *shared) usable() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.stopping
+}
+
+func (s *shared) addSession(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sessions[id] = true
+	if s.linger_ != nil {
+		s.linger_.Stop()
+		s.linger_ = nil
+	}
+}
+
+// startShared takes the per-port lock file, refuses a foreign listener
+// (or adopts it), checks the breaker, spawns and waits for readiness.
+func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*shared, error) {
+	unlock, err := lockPort(d.cfg.Paths, req.Port)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	st := d.cfg.Settings
+	name := req.Name
+	if name == "" {
+		name = baseName(req.Argv[0])
+	}
+	health, err := spawn.ParseHealth(req.Health)
+	if err != nil {
+		return nil, err
+	}
+	s := &shared{
+		port: req.Port, name: name, argv: req.Argv, env: req.Env, cwd: string(req.Cwd), health: health,
+		linger:   orDefault(time.Duration(req.LingerMS)*time.Millisecond, st.Linger),
+		interval: orDefault(time.Duration(req.IntervalMS)*time.Millisecond, st.Interval),
+		sessions: map[string]bool{}, quit: make(chan struct{}),
+	}
+	if ls := proc.PortListeners(req.Port); len(ls) > 0 {
+		if req.AdoptForeign {
+			return d.adoptForeign(ctx, s, ls[0])
+		}
+		return nil, foreignError(req.Port, ls[0])
+	}
+	s.bkey, err = d.breakers.allow(req.Argv, s.cwd, name)
+	if err != nil {
+		return nil, err
+	}
+	logPath := LogPath(d.cfg.Paths, name)
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
+		return nil, fmt.Errorf("create log directory: %w", err)
+	}
+	s.logw = &lumberjack.Logger{Filename: logPath, MaxSize: st.LogMaxMB, MaxBackups: st.LogBackups}
+	s.id = newID()
+	if _, err := d.reg.AddProcess(registry.Process{
+		ID: s.id, Session: sharedSession(req.Port), Name: name, Argv: req.Argv, Cwd: s.cwd,
+		Port: req.Port, Shared: true, Health: "starting", GraceMS: req.GraceMS,
+	}); err != nil {
+		return nil, err
+	}
+	timeout := orDefault(time.Duration(req.TimeoutMS)*time.Millisecond, st.ReadyTimeout)
+	if err := d.spawnShared(ctx, s, timeout); err != nil {
+		d.breakers.result(s.bkey, s.argv, s.cwd, s.name, err.Error())
+		d.finishShared(s, err.Error())
+		return nil, fmt.Errorf("%s on port %d: %w", name, req.Port, err)
+	}
+	d.breakers.result(s.bkey, s.argv, s.cwd, s.name, "")
+	go d.superviseShared(s)
+	return s, nil
+}
+
+// spawnShared starts one incarnation of s (stdin /dev/null, output to its
+// log) and waits until it is healthy.
+func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Duration) error {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		null.Close()
+		return err
+	}
+	pw2fd, err := unix.FcntlInt(pw.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		null.Close()
+		pr.Close()
+		pw.Close()
+		return err
+	}
+	// The copy ends when the last writer (the server's tree) is gone.
+	go func() {
+		io.Copy(s.logw, pr)
+		pr.Close()
+	}()
+	var cg cgroup.Server
+	if d.cgroups != nil {
+		// Fresh per incarnation: a killed cgroup kills what is cloned in.
+		cg, _ = d.cgroups.NewServer(sharedSession(s.port), fmt.Sprintf("%s-%d", s.id, time.Now().UnixNano()))
+	}
+	started, err := spawn.Start(d.reaper, spawn.Request{
+		Argv: s.argv, Env: s.env, Dir: s.cwd,
+		Stdio:     [3]*os.File{null, pw, os.NewFile(uintptr(pw2fd), "stderr")},
+		SessionID: sharedSession(s.port), ProcID: s.id, CgroupFD: cg.Fd,
+	})
+	if cg.Fd > 0 {
+		unix.Close(cg.Fd)
+	}
+	if err != nil {
+		if cg.Path != "" {
+			cgroup.Remove(cg.Path)
+		}
+		return err
+	}
+	rec, err := d.reg.Restart(s.id, func(p *registry.Process) {
+		p.PID, p.PGID, p.Token, p.Path, p.Cgroup = started.PID, started.PGID, started.Token, started.Path, cg.Path
+		p.Health, p.ExitCode, p.Signal, p.ExitedAt = "starting", nil, "", nil
+	})
+	if err != nil {
+		d.log.Error("record shared server", "id", s.id, "err", err)
+	}
+	l := &live{id: s.id, done: make(chan struct{}), grace: time.Duration(rec.GraceMS) * time.Millisecond,
+		target: d.targetOf(rec), started: time.Now(), shared: s}
+	d.mu.Lock()
+	d.live[s.id] = l
+	d.mu.Unlock()
+	s.mu.Lock()
+	s.cur = l
+	s.mu.Unlock()
+	go d.monitor(l, started.Exit, true)
+	d.log.Info("shared server started", "id", s.id, "port", s.port, "pid", started.PID)
+
+	err = s.health.WaitReady(ctx, s.port, timeout, func() error {
+		select {
+		case <-l.done:
+			return fmt.Errorf("exited during start (exit status %d)", l.status.ExitCode())
+		default:
+			return nil
+		}
+	})
+	if err != nil {
+		d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{})
+		return err
+	}
+	d.setHealth(s.id, "healthy")
+	return nil
+}
+
+// superviseShared checks liveness every interval and restarts a crashed or
+// unhealthy server with exponential backoff (1 s doubling to 30 s, reset
+// after 5 min healthy). It ends when the server is stopped for good.
+func (d *Daemon) superviseShared(s *shared) {
+	st := d.cfg.Settings
+	backoff := st.RestartMin
+	healthySince := time.Now()
+	fails := 0
+	ticker := time.NewTicker(s.interval)
+	defer ticker.Stop()
+	for {
+		s.mu.Lock()
+		l := s.cur
+		s.mu.Unlock()
+		restart := ""
+		select {
+		case <-s.quit:
+			return
+		case <-l.done:
+			restart = fmt.Sprintf("exited (status %d)", l.status.ExitCode())
+		case <-ticker.C:
+			ctx, cancel := context.WithTimeout(context.Background(), st.CheckTimeout)
+			err := s.health.Check(ctx, s.port)
+			cancel()
+			if err == nil {
+				fails = 0
+				d.setHealth(s.id, "healthy")
+				if time.Since(healthySince) > st.RestartReset {
+					backoff = st.RestartMin
+				}
+				continue
+			}
+			fails++
+			d.setHealth(s.id, fmt.Sprintf("unhealthy (%d/%d)", fails, st.FailureThreshold))
+			if fails < st.FailureThreshold {
+				continue
+			}
+			restart = "unhealthy: " + err.Error()
+		}
+		if s.adopted {
+			d.finishShared(s, "adopted server "+restart)
+			return
+		}
+		d.log.Warn("restarting shared server", "id", s.id, "port", s.port, "why", restart, "in", backoff)
+		d.reg.Event("shared.restart", "", s.id, restart)
+		d.setHealth(s.id, "restarting")
+		d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{})
+		select {
+		case <-s.quit:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, st.RestartMax)
+		fails = 0
+		d.reg.Update(s.id, func(p *registry.Process) error { p.Restarts++; return nil })
+		if err := d.spawnShared(context.Background(), s, orDefault(0, st.ReadyTimeout)); err != nil {
+			d.log.Error("restart of shared server failed", "id", s.id, "err", err)
+			d.breakers.result(s.bkey, s.argv, s.cwd, s.name, err.Error())
+			if _, berr := d.breakers.allow(s.argv, s.cwd, s.name); berr != nil {
+				d.finishShared(s, berr.Error())
+				return
+			}
+			continue
+		}
+		healthySince = time.Now()
+	}
+}
+
+// releaseSession drops a session's reference from every shared server; a
+// server left with none is stopped after its linger.
+func (d *Daemon) releaseSession(id string) {
+	d.mu.Lock()
+	slots := make([]*portSlot, 0, len(d.ports))
+	for _, s := range d.ports {
+		slots = append(slots, s)
+	}
+	d.mu.Unlock()
+	for _, slot := range slots {
+		slot.mu.Lock()
+		s := slot.srv
+		slot.mu.Unlock()
+		if s == nil {
+			continue
+		}
+		s.mu.Lock()
+		if s.sessions[id] {
+			delete(s.sessions, id)
+			if len(s.sessions) == 0 && !s.stopping {
+				d.log.Info("shared server has no session left: lingering", "id", s.id, "linger", s.linger)
+				s.linger_ = time.AfterFunc(s.linger, func() { d.lingerOver(s) })
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (d *Daemon) lingerOver(s *shared) {
+	s.mu.Lock()
+	idle := len(s.sessions) == 0
+	s.mu.Unlock()
+	if idle {
+		d.finishShared(s, "no session left after the linger")
+	}
+}
+
+// finishShared stops s for good through the cascade and frees its port.
+func (d *Daemon) finishShared(s *shared, why string) {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return
+	}
+	s.stopping = true
+	close(s.quit)
+	s.mu.Unlock()
+	d.log.Info("stopping shared server", "id", s.id, "port", s.port, "why", why)
+	d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{})
+	d.reg.Update(s.id, func(p *registry.Process) error {
+		if !p.State.Final() {
+			p.State = registry.StateExited
+			t := d.reg.Now().UTC()
+			p.ExitedAt = &t
+		}
+		p.Health = "stopped"
+		p.Error = why
+		return nil
+	})
+	if s.logw != nil {
+		s.logw.Close()
+	}
+	slot := d.slot(s.port)
+	slot.mu.Lock()
+	if slot.srv == s {
+		slot.srv = nil
+	}
+	slot.mu.Unlock()
+}
+
+// stopShared stops every shared server (daemon stop).
+func (d *Daemon) stopShared() {
+	d.mu.Lock()
+	var all []*shared
+	for _, slot := range d.ports {
+		slot.mu.Lock()
+		if slot.srv != nil {
+			all = append(all, slot.srv)
+		}
+		slot.mu.Unlock()
+	}
+	d.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range all {
+		wg.Add(1)
+		go func(s *shared) {
+			defer wg.Done()
+			d.finishShared(s, "daemon stopped")
+		}(s)
+	}
+	wg.Wait()
+}
+
+// adoptForeign takes over a foreign listener whose health check passes.
+func (d *Daemon) adoptForeign(ctx context.Context, s *shared, l proc.Listener) (*shared, error) {
+	if l.PID == 0 {
+		return nil, foreignError(s.port, l)
+	}
+	cctx, cancel := context.WithTimeout(ctx, d.cfg.Settings.CheckTimeout)
+	err := s.health.Check(cctx, s.port)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("port %d is held by pid %d (%s) and its health check fails, so it is not adopted: %w",
+			s.port, l.PID, strings.Join(l.Argv, " "), err)
+	}
+	tok, err := proc.TokenOf(l.PID)
+	if err != nil {
+		return nil, err
+	}
+	info, _ := proc.Stat(l.PID)
+	s.id, s.adopted = newID(), true
+	rec, err := d.reg.AddProcess(registry.Process{
+		ID: s.id, Session: sharedSession(s.port), Name: s.name, Argv: l.Argv, Port: s.port, Shared: true,
+		PID: l.PID, PGID: info.PGID, Token: tok, Health: "healthy",
+	})
+	if err != nil {
+		return nil, err
+	}
+	rec, _ = d.reg.Transition(s.id, registry.StateRunning, nil)
+	exit := make(chan spawn.Status, 1)
+	lv := &live{id: s.id, done: make(chan struct{}), target: d.targetOf(rec), shared: s}
+	if _, err := d.watcher.Watch(l.PID, tok, func() { exit <- spawn.Status{PID: l.PID} }); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.live[s.id] = lv
+	d.mu.Unlock()
+	s.cur = lv
+	go d.monitor(lv, exit, false)
+	go d.superviseShared(s)
+	d.log.Info("adopted a foreign listener", "id", s.id, "port", s.port, "pid", l.PID)
+	return s, nil
+}
+
+func foreignError(port int, l proc.Listener) error {
+	if l.PID == 0 {
+		return fmt.Errorf("port %d is already bound by a process supervisor cannot see (another user's?); not starting another", port)
+	}
+	return fmt.Errorf("port %d is held by pid %d (%s), which supervisor does not own; not starting another: stop it, or pass --adopt-foreign to use it if its health check passes",
+		port, l.PID, strings.Join(l.Argv, " "))
+}
+
+func (d *Daemon) setHealth(id, h string) {
+	d.reg.Update(id, func(p *registry.Process) error {
+		if p.Health == h {
+			return errUnchanged
+		}
+		p.Health = h
+		return nil
+	})
+}
+
+var errUnchanged = errors.New("unchanged")
+
+func sharedSession(port int) string { return fmt.Sprintf("shared-%d", port) }
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// LogPath is where a shared server's output is captured.
+func LogPath(p api.Paths, name string) string {
+	return filepath.Join(p.StateDir, "logs", safeName(name)+".log")
+}
+
+// safeName makes a server name usable as a file name.
+func safeName(name string) string {
+	r := strings.NewReplacer("/", "_", "\\", "_", "\x00", "_")
+	name = r.Replace(name)
+	if name == "" || name == "." || name == ".." {
+		name = "server"
+	}
+	return name
+}
+
+// lockPort takes <state>/ports/<port>.lock, the cross-process half of the
+// per-port mutex: the kernel releases it when its holder dies, so there is
+// no stale lock to time out.
+func lockPort(p api.Paths, port int) (func(), error) {
+	dir := filepath.Join(p.StateDir, "ports")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%d.lock", port))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+}
