@@ -454,11 +454,16 @@ func (d *Daemon) adoptForeign(ctx context.Context, s *shared, l proc.Listener) (
 	if err != nil {
 		return nil, err
 	}
-	info, _ := proc.Stat(l.PID)
+	// Its group is ours only if it leads it: an adopted process often sits
+	// in the group of the shell that started it.
+	pgid := 0
+	if info, err := proc.Stat(l.PID); err == nil && info.PGID == l.PID {
+		pgid = l.PID
+	}
 	s.id, s.adopted = newID(), true
 	rec, err := d.reg.AddProcess(registry.Process{
 		ID: s.id, Session: sharedSession(s.port), Name: s.name, Argv: l.Argv, Port: s.port, Shared: true,
-		PID: l.PID, PGID: info.PGID, Token: tok, Health: "healthy",
+		PID: l.PID, PGID: pgid, Token: tok, Health: "healthy",
 	})
 	if err != nil {
 		return nil, err

@@ -122,9 +122,13 @@ func (r *run) collect() int {
 	// The process group. A group whose leader is gone could be a recycled
 	// number: act on it only when the leader was ours at the snapshot or
 	// the member carries our marker.
+	// Only a group the target leads (PGID == PID: spawned with Setpgid) is
+	// its own. A process that merely sits in someone else's group (an
+	// adopted listener started from a shell) must not take that group —
+	// the shell, its terminal's other jobs — down with it.
 	groupOf := map[int]int{}
 	for i, t := range r.targets {
-		if _, dup := groupOf[t.PGID]; t.PGID > 1 && !dup {
+		if _, dup := groupOf[t.PGID]; t.PGID > 1 && t.PGID == t.PID && !dup {
 			groupOf[t.PGID] = i
 		}
 	}

@@ -214,6 +214,12 @@ func TestBadInput(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, nil, "unknown command"},
 		{"stop needs a target", []string{"stop"}, nil, "accepts 1 arg"},
 		{"session end bad id", []string{"session", "end", "../x"}, nil, "invalid session id"},
+		{"ensure without port", []string{"ensure", "--", "true"}, nil, "--port is required"},
+		{"ensure port range", []string{"ensure", "--port", "70000", "--", "true"}, nil, "1 to 65535"},
+		{"ensure bad health", []string{"ensure", "--port", "80", "--health", "udp", "--", "true"}, nil, "want none, tcp or an http:// URL"},
+		{"ensure missing --", []string{"ensure", "--port", "80", "true"}, nil, "must follow --"},
+		{"max-instances negative", []string{"run", "--name", "x", "--max-instances", "-1", "--", "true"}, nil, "0 (no cap) or more"},
+		{"logs negative lines", []string{"logs", "x", "--lines", "-3"}, nil, "must not be negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

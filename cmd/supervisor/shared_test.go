@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -259,5 +260,35 @@ func TestLogsFollowAndRotate(t *testing.T) {
 	}
 	if total > 4<<20+256<<10 {
 		t.Errorf("logs take %d bytes, want them bounded by rotation", total)
+	}
+}
+
+// TestEnsureAdoptsAHealthyForeignListener: with --adopt-foreign a listener
+// supervisor did not start is taken over when its health check passes, and
+// is then stopped like its own once its last session has ended.
+func TestEnsureAdoptsAHealthyForeignListener(t *testing.T) {
+	in := newInstance(t)
+	ps := strconv.Itoa(freePort(t))
+	foreign := exec.Command(bin, "_fixture", "listen", ps)
+	stdout, _ := foreign.StdoutPipe()
+	if err := foreign.Start(); err != nil {
+		t.Fatal(err)
+	}
+	reaped := make(chan struct{})
+	go func() { foreign.Wait(); close(reaped) }()
+	defer func() { foreign.Process.Kill(); <-reaped }()
+	if _, err := readLine(bufio.NewReader(stdout), wait); err != nil {
+		t.Fatal(err)
+	}
+	res, errOut, code := in.ensure(t, "--session", "adopt", "--port", ps, "--adopt-foreign", "--linger", "1ms",
+		"--", bin, "_fixture", "listen", ps)
+	if code != 0 || res.PID != foreign.Process.Pid {
+		t.Fatalf("exit %d, got %+v, stderr %q; want the foreign pid %d adopted", code, res, errOut, foreign.Process.Pid)
+	}
+	in.mustRun("session", "end", "adopt")
+	select {
+	case <-reaped:
+	case <-time.After(wait):
+		t.Fatal("the adopted server was not stopped after its last session and the linger")
 	}
 }
