@@ -16,7 +16,7 @@ import (
 // table has every figure and the JSON file parses with the same rows.
 func TestQuick(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a daemon and real processes for ~10s")
+		t.Skip("starts a daemon and real processes for ~15s")
 	}
 	out := filepath.Join(t.TempDir(), "results.json")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -34,7 +34,7 @@ func TestQuick(t *testing.T) {
 		t.Errorf("want one table header, got %d", n)
 	}
 	for _, want := range []string{"nproc", "go test ./bench", "host-death-overhead", "**overhead**",
-		"spawn-overhead", "cold-start", "pipe-holder-eof"} {
+		"spawn-overhead", "cold-start", "pipe-holder-eof", "spawn-storm", "servers started per storm"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q", want)
 		}
@@ -47,6 +47,9 @@ func TestQuick(t *testing.T) {
 	var res Results
 	if err := json.Unmarshal(bs, &res); err != nil {
 		t.Fatalf("results.json does not parse: %v", err)
+	}
+	if res.StormCalls != 20 || res.StormTrials != 3 {
+		t.Errorf("spawn-storm sizes in results.json: %d calls × %d storms, want 20 × 3", res.StormCalls, res.StormTrials)
 	}
 	if res.Trials != 3 || !res.Quick || res.Machine.NProc < 1 || res.Machine.Kernel == "" {
 		t.Errorf("unexpected header in results.json: trials %d quick %v machine %+v", res.Trials, res.Quick, res.Machine)
@@ -63,8 +66,20 @@ func TestQuick(t *testing.T) {
 		if !strings.Contains(table, f.Metric) && !strings.Contains(table, strings.TrimSpace(f.Metric)) {
 			t.Errorf("table lacks row %q", f.Metric)
 		}
+		// One server per storm and no failed call, in every storm.
+		if f.Figure == "spawn-storm" && f.Unit == "count" {
+			want := 0.0
+			if strings.HasPrefix(f.Metric, "servers started") {
+				want = 1
+			}
+			for _, v := range f.Samples {
+				if v != want {
+					t.Errorf("%s / %s: sample %v, want %v", f.Figure, f.Metric, v, want)
+				}
+			}
+		}
 	}
-	for _, fig := range []string{"host-death-overhead", "spawn-overhead", "cold-start", "pipe-holder-eof"} {
+	for _, fig := range []string{"host-death-overhead", "spawn-overhead", "cold-start", "pipe-holder-eof", "spawn-storm"} {
 		if !seen[fig] {
 			t.Errorf("results.json lacks %s", fig)
 		}

@@ -16,16 +16,31 @@
 //     <bin> _fixture escape` on pipes; it closes the server's stdin and
 //     measures from the server's exit to EOF on the host's stdout read end,
 //     which the escaped grandchild holds until the supervisor stops it.
+//   - spawn-storm: per storm a free port P (listen on 127.0.0.1:0, close),
+//     then N (--storm-calls, 200; 20 with --quick) concurrent `supervisor
+//     ensure --json --session storm-T --port P --linger 1ms -- <bin>
+//     _fixture listen P` on a warm daemon. Each call's latency runs from its
+//     process's start (exec done) to its exit. The daemon must have started
+//     exactly one server for P (`ps --all --json`) and no call may fail;
+//     either is a failed run. The server's readiness floor is a directly
+//     started `_fixture listen P2`, timed until P2 accepts a connection;
+//     the same burst of N `supervisor version` shows what N processes
+//     starting at once cost on this machine without the daemon. After each
+//     storm `session end storm-T` stops the server (linger 1ms) and the
+//     bench waits until its pid is gone.
 //
 // Everything runs in a temporary directory (SUPERVISOR_STATE_DIR and
 // SUPERVISOR_SOCKET point into it), and every process the bench started is
 // checked by PID and creation token at the end and SIGKILLed if still alive.
 // With the default 20 trials the p99 is the slowest trial (nearest rank).
+// The spawn-storm rows are per storm too: the p50 and p99 within each
+// storm, then their median and p99 over the storms (--storm-trials, by
+// default --trials).
 //
 // Regenerate the README's numbers from the repository root with
 //
 //	go run ./bench            # 20 trials; table on stdout, bench/results.json
-//	go run ./bench --quick    # 3 trials, a smoke run
+//	go run ./bench --quick    # 3 trials (storms of 20 calls), a smoke run
 //
 // Progress goes to stderr; --keep leaves the temporary directory (daemon log
 // in state/supervisor.log) for a look at where the time goes.
@@ -33,6 +48,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,6 +56,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -87,12 +104,14 @@ func commandLine() string {
 }
 
 type options struct {
-	quick   bool
-	trials  int
-	out     string
-	bin     string
-	keep    bool
-	cgroups string
+	quick       bool
+	trials      int
+	stormCalls  int
+	stormTrials int
+	out         string
+	bin         string
+	keep        bool
+	cgroups     string
 }
 
 // run runs the whole bench and returns the exit status.
@@ -102,6 +121,8 @@ func run(ctx context.Context, args []string, cmdline string, stdout, stderr io.W
 	var o options
 	fs.BoolVar(&o.quick, "quick", false, "small N (3 trials): a smoke run")
 	fs.IntVar(&o.trials, "trials", 0, "trials per figure (default 20, 3 with --quick)")
+	fs.IntVar(&o.stormCalls, "storm-calls", 0, fmt.Sprintf("concurrent ensure calls per spawn storm (default %d, %d with --quick)", stormCalls, stormCallsQuick))
+	fs.IntVar(&o.stormTrials, "storm-trials", 0, "spawn storms (default: --trials)")
 	fs.StringVar(&o.out, "out", filepath.Join("bench", "results.json"), "write the results as JSON here")
 	fs.StringVar(&o.bin, "bin", "", "a prebuilt supervisor binary (default: go build "+mainPkg+")")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (daemon log, host stderr)")
@@ -119,12 +140,21 @@ func run(ctx context.Context, args []string, cmdline string, stdout, stderr io.W
 			o.trials = 3
 		}
 	}
+	if o.stormCalls == 0 {
+		o.stormCalls = stormCalls
+		if o.quick {
+			o.stormCalls = stormCallsQuick
+		}
+	}
+	if o.stormTrials == 0 {
+		o.stormTrials = o.trials
+	}
 	if o.cgroups != "" && o.cgroups != "auto" && o.cgroups != "off" {
 		fmt.Fprintf(stderr, "bench: --cgroups %q: want auto or off\n", o.cgroups)
 		return 2
 	}
-	if o.trials < 1 {
-		fmt.Fprintln(stderr, "bench: --trials must be at least 1")
+	if o.trials < 1 || o.stormCalls < 1 || o.stormTrials < 1 {
+		fmt.Fprintln(stderr, "bench: --trials, --storm-calls and --storm-trials must be at least 1")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -173,8 +203,11 @@ type bench struct {
 	hostLn string // the binary under a non-launcher name
 	errLog *os.File
 
+	daemonPID int // the warm daemon of the spawn storms
+
 	mu      sync.Mutex
 	started []tracked
+	byPID   map[int][]int // indices into started
 }
 
 func newBench(ctx context.Context, o options, log io.Writer) (*bench, error) {
@@ -231,11 +264,15 @@ func (b *bench) track(pid int, what string) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, t := range b.started {
-		if t.pid == pid && t.tok.Matches(tok) {
+	for _, i := range b.byPID[pid] {
+		if b.started[i].tok.Matches(tok) {
 			return
 		}
 	}
+	if b.byPID == nil {
+		b.byPID = map[int][]int{}
+	}
+	b.byPID[pid] = append(b.byPID[pid], len(b.started))
 	b.started = append(b.started, tracked{pid, tok, what})
 }
 
@@ -328,7 +365,7 @@ func (b *bench) stopDaemon(ctx context.Context) error {
 
 // all runs every figure.
 func (b *bench) all(ctx context.Context) (*Results, error) {
-	res := &Results{Trials: b.o.trials, Quick: b.o.quick}
+	res := &Results{Trials: b.o.trials, Quick: b.o.quick, StormCalls: b.o.stormCalls, StormTrials: b.o.stormTrials}
 	res.Machine = machine()
 	if err := b.startDaemon(ctx); err != nil {
 		return nil, err
@@ -340,7 +377,7 @@ func (b *bench) all(ctx context.Context) (*Results, error) {
 	res.Machine.Supervisor = st.Version
 	res.Machine.Features = st.Features
 
-	steps := []func(context.Context, *Results) error{b.hostDeath, b.spawn, b.coldStart, b.pipeHolder}
+	steps := []func(context.Context, *Results) error{b.hostDeath, b.spawn, b.coldStart, b.pipeHolder, b.storm}
 	for _, step := range steps {
 		if err := step(ctx, res); err != nil {
 			return nil, err
@@ -865,13 +902,16 @@ func (f *Figure) add(v float64) { f.Samples = append(f.Samples, v) }
 
 // Results is the whole run, as written to --out.
 type Results struct {
-	Command  string    `json:"command"`
-	Date     string    `json:"date"`
-	Trials   int       `json:"trials"`
-	Quick    bool      `json:"quick"`
-	Failures int       `json:"failures"`
-	Machine  Machine   `json:"machine"`
-	Figures  []*Figure `json:"figures"`
+	Command  string  `json:"command"`
+	Date     string  `json:"date"`
+	Trials   int     `json:"trials"`
+	Quick    bool    `json:"quick"`
+	Failures int     `json:"failures"`
+	Machine  Machine `json:"machine"`
+	// The spawn-storm figure's own sizes: calls per storm, storms.
+	StormCalls  int       `json:"storm_calls"`
+	StormTrials int       `json:"storm_trials"`
+	Figures     []*Figure `json:"figures"`
 }
 
 func (r *Results) figure(name, metric, unit string) *Figure {
@@ -929,6 +969,8 @@ func fmtValue(v float64, unit string, n int) string {
 	switch {
 	case unit == "x":
 		return fmt.Sprintf("%.1f×", v)
+	case unit == "count":
+		return strconv.FormatFloat(v, 'f', -1, 64)
 	case math.Abs(v) < 10:
 		return fmt.Sprintf("%.2f ms", v)
 	default:
@@ -943,8 +985,8 @@ func (r *Results) markdown() string {
 	if m.Features["cgroup"] {
 		cg = "on"
 	}
-	fmt.Fprintf(&sb, "Machine: %d CPUs (nproc), Linux %s, %s; supervisor %s, cgroups %s. Command: `%s` (%d trials, p99 = nearest rank).\n\n",
-		m.NProc, m.Kernel, m.Go, m.Supervisor, cg, r.Command, r.Trials)
+	fmt.Fprintf(&sb, "Machine: %d CPUs (nproc), Linux %s, %s; supervisor %s, cgroups %s. Command: `%s` (%d trials; spawn-storm: %d storms of %d calls; p99 = nearest rank).\n\n",
+		m.NProc, m.Kernel, m.Go, m.Supervisor, cg, r.Command, r.Trials, r.StormTrials, r.StormCalls)
 	sb.WriteString("| figure | metric | median | p99 | n |\n| --- | --- | ---: | ---: | ---: |\n")
 	for _, f := range r.Figures {
 		metric := f.Metric
@@ -968,4 +1010,362 @@ func writeJSON(path string, r *Results) error {
 		return err
 	}
 	return os.WriteFile(path, append(bs, '\n'), 0o644)
+}
+
+// Storm sizes: calls per storm, and storms per run when --trials is not
+// given. A storm of 200 supervisor processes takes about half a second on 2
+// cores, so the storms keep the other figures' 20 trials.
+const (
+	stormCalls      = 200
+	stormCallsQuick = 20
+	stormLimit      = 60 * time.Second
+)
+
+// freePort picks a port nothing listens on: listen on 127.0.0.1:0, close.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return port, nil
+}
+
+// probeDialer connects from 127.0.0.2, so that a probe of a port nobody
+// listens on yet can never connect to itself (TCP self-connect, when the
+// kernel hands out the probed port as the probe's own ephemeral port) and
+// so hold the port the server is about to bind.
+var probeDialer = func() *net.Dialer {
+	d := &net.Dialer{Timeout: time.Second}
+	if l, err := net.Listen("tcp", "127.0.0.2:0"); err == nil {
+		l.Close()
+		d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}
+	}
+	return d
+}()
+
+// waitAccept probes 127.0.0.1:port every pause until a connection is
+// accepted, and returns when that was.
+func waitAccept(ctx context.Context, port int, pause time.Duration) (time.Time, error) {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	for {
+		c, err := probeDialer.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			at := time.Now()
+			c.Close()
+			return at, nil
+		}
+		if ctx.Err() != nil {
+			return time.Time{}, fmt.Errorf("port %d accepted no connection: %w", port, ctx.Err())
+		}
+		time.Sleep(pause)
+	}
+}
+
+// storm: N concurrent `supervisor ensure` calls for one port start one
+// shared server and all return once it is healthy.
+func (b *bench) storm(ctx context.Context, res *Results) error {
+	n, trials := b.o.stormCalls, b.o.stormTrials
+	b.progress("spawn-storm: 1 warm-up + %d storms of %d concurrent `supervisor ensure --port P -- %s _fixture listen P`", trials, n, filepath.Base(b.bin))
+	sfx := fmt.Sprintf(" (%d calls)", n)
+	servers := res.figure("spawn-storm", "servers started per storm (must be 1)", "count")
+	failed := res.figure("spawn-storm", "calls failed per storm (must be 0)", "count")
+	p50 := res.figure("spawn-storm", "call latency, p50 within a storm"+sfx, "ms")
+	p99 := res.figure("spawn-storm", "call latency, p99 within a storm"+sfx, "ms")
+	over50 := res.figure("spawn-storm", "**call p50 − server readiness**", "ms")
+	over99 := res.figure("spawn-storm", "call p99 − server readiness", "ms")
+	ready := res.figure("spawn-storm", "  server readiness: direct `_fixture listen P2` start → P2 accepts", "ms")
+	up := res.figure("spawn-storm", "  first call's start → P accepts, during the storm", "ms")
+	v50 := res.figure("spawn-storm", fmt.Sprintf("  %d concurrent `supervisor version` (no daemon), p50 within the burst", n), "ms")
+	v99 := res.figure("spawn-storm", fmt.Sprintf("  %d concurrent `supervisor version` (no daemon), p99 within the burst", n), "ms")
+	end := res.figure("spawn-storm", "  `session end` → shared server gone (--linger 1ms)", "ms")
+	st, err := b.status(ctx)
+	if err != nil {
+		return fmt.Errorf("spawn-storm: the daemon does not answer: %w", err)
+	}
+	b.daemonPID = st.PID
+	for i := -1; i < trials; i++ {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// A storm that goes wrong counts even in the warm-up: one server
+		// per port and no failed call is what the figure is about.
+		t, err := b.stormTrial(ctx, i+1, n)
+		if err != nil {
+			b.progress("  storm %d FAILED: %v", i+1, err)
+			res.Failures++
+			continue
+		}
+		if t.servers != 1 {
+			b.progress("  storm %d FAILED: %d servers started for port %d, want exactly 1", i+1, t.servers, t.port)
+			res.Failures++
+		}
+		if t.failed > 0 {
+			b.progress("  storm %d FAILED: %d of %d calls failed; first: %s", i+1, t.failed, n, t.firstErr)
+			res.Failures++
+		}
+		lp50, lp99 := median(t.lat), percentile(t.lat, 99)
+		if i < 0 {
+			b.progress("  warm-up: latency p50 %.1fms p99 %.1fms", lp50, lp99)
+			continue
+		}
+		servers.add(float64(t.servers))
+		failed.add(float64(t.failed))
+		if len(t.lat) > 0 {
+			p50.add(lp50)
+			p99.add(lp99)
+			over50.add(lp50 - ms(t.ready))
+			over99.add(lp99 - ms(t.ready))
+		}
+		ready.add(ms(t.ready))
+		up.add(ms(t.up))
+		v50.add(median(t.version))
+		v99.add(percentile(t.version, 99))
+		end.add(ms(t.end))
+		b.progress("  storm %d: port %d, %d server(s), %d failed; latency p50 %.1fms p99 %.1fms max %.1fms (version burst p50 %.1fms p99 %.1fms); readiness %.1fms, port up %.1fms after the first call",
+			i+1, t.port, t.servers, t.failed, lp50, lp99, percentile(t.lat, 100), median(t.version), percentile(t.version, 99), ms(t.ready), ms(t.up))
+		b.progress("    %d calls started before the port was up: p50 %.1fms max %.1fms; %d after: p50 %.1fms p99 %.1fms; launched over %.0fms, all done %.0fms after the first; daemon CPU %.0fms; session end → gone %.1fms",
+			len(t.early), median(t.early), percentile(t.early, 100), len(t.late), median(t.late), percentile(t.late, 99),
+			ms(t.launch), ms(t.wall), ms(t.daemonCPU), ms(t.end))
+	}
+	return nil
+}
+
+type stormResult struct {
+	port      int
+	servers   int // the daemon's records for the port
+	failed    int
+	firstErr  string
+	lat       []float64     // ms, successful calls only
+	early     []float64     // ms, those started before P accepted
+	late      []float64     // ms, those started after
+	daemonCPU time.Duration // the daemon's user+system time in the storm
+	version   []float64     // ms, the `supervisor version` burst
+	ready     time.Duration // direct fixture start → accepts
+	up        time.Duration // first call's start → P accepts
+	launch    time.Duration // first call's start → last call's start
+	wall      time.Duration // first call's start → last call's exit
+	end       time.Duration // session end → server gone
+}
+
+// burstCall is one process of a burst.
+type burstCall struct {
+	cmd  *exec.Cmd
+	out  bytes.Buffer
+	errb bytes.Buffer
+	t0   time.Time // the process exists and has exec'd
+	gone time.Time // it has exited and been reaped
+	err  error
+}
+
+// burst starts n processes of argv as fast as it can and waits for all of
+// them. Each is waited for by its own goroutine from its start, so one
+// that is done before the last is launched is timed as such. Its latency
+// runs from its start (exec done) to its reaping; bounded by ctx.
+func (b *bench) burst(ctx context.Context, n int, what string, argv ...string) []*burstCall {
+	calls := make([]*burstCall, n)
+	var wg sync.WaitGroup
+	for i := range calls {
+		c := &burstCall{}
+		calls[i] = c
+		c.cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
+		c.cmd.Env = b.env
+		c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.errb
+		if c.err = c.cmd.Start(); c.err != nil {
+			continue
+		}
+		c.t0 = time.Now()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.err = c.cmd.Wait()
+			c.gone = time.Now()
+		}()
+		b.track(c.cmd.Process.Pid, what)
+	}
+	wg.Wait()
+	return calls
+}
+
+// readiness times a directly started `_fixture listen P2` from its start to
+// the first accepted connection: the server's own readiness floor.
+func (b *bench) readiness(ctx context.Context) (time.Duration, error) {
+	port, err := freePort()
+	if err != nil {
+		return 0, err
+	}
+	cmd := exec.Command(b.bin, "_fixture", "listen", strconv.Itoa(port))
+	cmd.Env = b.env
+	cmd.Stderr = b.errLog
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start _fixture listen: %w", err)
+	}
+	b.track(cmd.Process.Pid, "readiness fixture")
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	at, err := waitAccept(wctx, port, 200*time.Microsecond)
+	cancel()
+	cmd.Process.Kill() // our unreaped child: the pid is still its own
+	cmd.Wait()
+	if err != nil {
+		return 0, err
+	}
+	return at.Sub(t0), nil
+}
+
+func (b *bench) stormTrial(ctx context.Context, trial, n int) (stormResult, error) {
+	var r stormResult
+	var err error
+	if r.ready, err = b.readiness(ctx); err != nil {
+		return r, fmt.Errorf("server readiness: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, stormLimit)
+	defer cancel()
+
+	// The same burst of bare binary starts, for what N processes starting
+	// at once on this machine cost without the daemon.
+	for _, c := range b.burst(cctx, n, "version call", b.bin, "version") {
+		if c.err != nil {
+			return r, fmt.Errorf("supervisor version: %w: %s", c.err, strings.TrimSpace(c.errb.String()))
+		}
+		r.version = append(r.version, ms(c.gone.Sub(c.t0)))
+	}
+	time.Sleep(50 * time.Millisecond)
+
+	if r.port, err = freePort(); err != nil {
+		return r, err
+	}
+	sess := fmt.Sprintf("storm-%d", trial)
+	p := strconv.Itoa(r.port)
+	// Probe P from before the first call's start until it accepts.
+	upAt := make(chan time.Time, 1)
+	probeCtx, stopProbe := context.WithCancel(cctx)
+	defer stopProbe()
+	go func() {
+		at, _ := waitAccept(probeCtx, r.port, time.Millisecond)
+		upAt <- at
+	}()
+	cpu0 := cpuTime(b.daemonPID)
+	calls := b.burst(cctx, n, "ensure call", b.bin, "ensure", "--json", "--session", sess, "--port", p, "--linger", "1ms",
+		"--", b.bin, "_fixture", "listen", p)
+
+	var first, lastStart, last time.Time
+	pids := map[int]bool{}          // server pids the calls named
+	servers := map[int]proc.Token{} // server pids, to see them gone
+	addServer := func(pid int) {
+		if _, ok := servers[pid]; ok || pid <= 0 {
+			return
+		}
+		b.track(pid, "storm server")
+		if tok, err := proc.TokenOf(pid); err == nil {
+			servers[pid] = tok
+		}
+	}
+	started := 0
+	for _, c := range calls {
+		if !c.t0.IsZero() {
+			if first.IsZero() || c.t0.Before(first) {
+				first = c.t0
+			}
+			if c.t0.After(lastStart) {
+				lastStart = c.t0
+			}
+			if c.gone.After(last) {
+				last = c.gone
+			}
+		}
+		var e api.Ensured
+		if c.err == nil {
+			if err := json.Unmarshal(c.out.Bytes(), &e); err != nil || e.PID == 0 {
+				c.err = fmt.Errorf("unexpected output %q", c.out.String())
+			}
+		}
+		if c.err != nil {
+			r.failed++
+			if r.firstErr == "" {
+				r.firstErr = fmt.Sprintf("%v: %s", c.err, strings.TrimSpace(c.errb.String()))
+			}
+			continue
+		}
+		r.lat = append(r.lat, ms(c.gone.Sub(c.t0)))
+		if e.Started {
+			started++
+		}
+		pids[e.PID] = true
+		addServer(e.PID)
+	}
+	r.daemonCPU = cpuTime(b.daemonPID) - cpu0
+	r.launch, r.wall = lastStart.Sub(first), last.Sub(first)
+	stopProbe()
+	at := <-upAt
+	if at.IsZero() || first.IsZero() {
+		return r, fmt.Errorf("port %d accepted no connection during the storm", r.port)
+	}
+	r.up = at.Sub(first)
+	for _, c := range calls {
+		if c.err != nil {
+			continue
+		}
+		if c.t0.Before(at) {
+			r.early = append(r.early, ms(c.gone.Sub(c.t0)))
+		} else {
+			r.late = append(r.late, ms(c.gone.Sub(c.t0)))
+		}
+	}
+	if started != 1 || len(pids) != 1 {
+		b.progress("  storm %d: %d calls say they started the server, %d distinct server pids", trial, started, len(pids))
+	}
+
+	// The daemon's own record: how many servers it started for P.
+	psOut, err := b.cmd(ctx, "ps", "--all", "--json").Output()
+	if err != nil {
+		return r, fmt.Errorf("supervisor ps --all --json: %w", err)
+	}
+	var procs []struct {
+		PID  int `json:"pid"`
+		Port int `json:"port"`
+	}
+	if err := json.Unmarshal(psOut, &procs); err != nil {
+		return r, fmt.Errorf("supervisor ps --all --json: %w", err)
+	}
+	for _, pr := range procs {
+		if pr.Port == r.port {
+			r.servers++
+			addServer(pr.PID)
+		}
+	}
+
+	// End the storm's session; with --linger 1ms that stops the server.
+	t0 := time.Now()
+	if out, err := b.cmd(ctx, "session", "end", sess).CombinedOutput(); err != nil {
+		return r, fmt.Errorf("supervisor session end %s: %w: %s", sess, err, out)
+	}
+	for pid, tok := range servers {
+		if !proc.WaitExit(pid, tok, 10*time.Second) {
+			return r, fmt.Errorf("shared server pid %d still running 10s after session end %s", pid, sess)
+		}
+	}
+	r.end = time.Since(t0)
+	time.Sleep(50 * time.Millisecond)
+	return r, nil
+}
+
+// cpuTime is the user+system time pid has used (clock-tick resolution).
+func cpuTime(pid int) time.Duration {
+	bs, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(bs), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(bs[i+1:])) // f[0] is field 3, the state
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)        // field 14, utime
+	st, _ := strconv.ParseInt(f[12], 10, 64)        // field 15, stime
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ is 100 on Linux
 }

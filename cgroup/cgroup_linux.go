@@ -232,14 +232,20 @@ func ownCgroup() (string, error) {
 // RemoveRoot removes the manager's root and its session directories when
 // they hold no server cgroups any more.
 func (m *Manager) RemoveRoot() {
-	entries, _ := os.ReadDir(m.root)
+	removeEmpty(m.root)
+	os.Remove(filepath.Dir(m.root)) // the per-uid parent, when this was the last instance
+}
+
+// removeEmpty removes dir's empty cgroups depth first, then dir; a cgroup
+// that still has processes stays (rmdir fails with EBUSY).
+func removeEmpty(dir string) {
+	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		if e.IsDir() {
-			os.Remove(filepath.Join(m.root, e.Name()))
+			removeEmpty(filepath.Join(dir, e.Name()))
 		}
 	}
-	os.Remove(m.root)
-	os.Remove(filepath.Dir(m.root)) // the per-uid parent, when this was the last instance
+	os.Remove(dir)
 }
 
 // Keep moves pid out of a server's cgroup into a "kept" cgroup beside the

@@ -67,17 +67,19 @@ type Config struct {
 
 // Daemon is one running supervisor daemon.
 type Daemon struct {
-	cfg      Config
-	log      hclog.Logger
-	store    *store.Store
-	reg      *registry.Registry
-	reaper   *spawn.Reaper
-	watcher  *session.Watcher
-	cgroups  *cgroup.Manager // nil: no cgroups (none writable, or turned off)
-	breakers *breakers
-	cascade  *shutdown.Cascade
-	started  time.Time
-	feat     map[string]bool
+	cfg         Config
+	log         hclog.Logger
+	store       *store.Store
+	reg         *registry.Registry
+	reaper      *spawn.Reaper
+	watcher     *session.Watcher
+	cgroups     *cgroup.Manager // nil: no cgroups (none writable, or turned off)
+	breakers    *breakers
+	instance    string // the SUPERVISOR_INSTANCE marker of this state directory
+	initSession string // supervisor init: the command's session marker
+	cascade     *shutdown.Cascade
+	started     time.Time
+	feat        map[string]bool
 
 	mu       sync.Mutex
 	live     map[string]*live   // by process id
@@ -153,13 +155,14 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	} else {
 		d.feat["subreaper"] = true
 	}
+	sum := sha256.Sum256([]byte(paths.StateDir))
+	d.instance = hex.EncodeToString(sum[:4])
 	d.feat["pidfd"] = proc.PidfdSupported()
 	d.feat["cgroup"] = false
 	if cfg.Cgroups {
 		// One subtree per instance (uid and state directory), so daemons
 		// of other instances never meet in a cgroup.
-		sum := sha256.Sum256([]byte(paths.StateDir))
-		name := filepath.Join(fmt.Sprintf("supervisor-%d", os.Getuid()), hex.EncodeToString(sum[:4]))
+		name := filepath.Join(fmt.Sprintf("supervisor-%d", os.Getuid()), d.instance)
 		if m, err := cgroup.Detect(name); err != nil {
 			d.log.Info("cgroups not in use: process groups and markers only", "why", err)
 		} else {

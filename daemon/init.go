@@ -26,12 +26,11 @@ type InitSpec struct {
 	Code int
 }
 
-// initSessionID and initProcID are the markers the command (and so all of
-// its descendants) carries: the final sweep finds escaped ones by them.
-const (
-	initSessionID = "init"
-	initProcID    = "init-command"
-)
+// isTerminal reports whether fd is a terminal.
+func isTerminal(fd int) bool {
+	_, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	return err == nil
+}
 
 // forwarded are the signals init passes on to its command, as tini does.
 var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
@@ -42,6 +41,10 @@ var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, sys
 // to this subreaper are reaped), forward signals, and when the command
 // exits stop every session and every process left, then end the daemon.
 func (d *Daemon) runInit(ctx context.Context, spec *InitSpec) error {
+	// The command and all its descendants carry this run's own session
+	// marker: the final sweep finds escaped ones by it, and never those of
+	// another init beside it.
+	d.initSession = "init-" + newID()[2:]
 	stdio := [3]*os.File{}
 	for i, f := range []*os.File{os.Stdin, os.Stdout, os.Stderr} {
 		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 3)
@@ -56,7 +59,8 @@ func (d *Daemon) runInit(ctx context.Context, spec *InitSpec) error {
 
 	started, err := spawn.Start(d.reaper, spawn.Request{
 		Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir, Stdio: stdio,
-		SessionID: initSessionID, ProcID: initProcID,
+		SessionID: d.initSession, ProcID: d.initSession + "-command", Instance: d.instance,
+		Foreground: isTerminal(0),
 	})
 	if err != nil {
 		spec.Code = 125
@@ -115,14 +119,15 @@ func (d *Daemon) finishInit(ctx context.Context, cmdTok proc.Token, cmdPID int) 
 		return
 	}
 	self := os.Getpid()
-	targets := []shutdown.Target{{ID: initProcID, PID: cmdPID, Token: cmdTok, Session: initSessionID}}
+	targets := []shutdown.Target{{ID: d.initSession + "-command", PID: cmdPID, Token: cmdTok, Session: d.initSession}}
 	for _, info := range infos {
 		if info.PID == self || (self != 1 && info.PPID != self) {
 			continue
 		}
 		targets = append(targets, shutdown.Target{ID: fmt.Sprintf("leftover-%d", info.PID), PID: info.PID, Token: info.Token})
 	}
-	outs := d.cascade.Stop(ctx, targets, shutdown.Options{Grace: d.cfg.Grace, WholeSession: true, KillWait: 5 * time.Second})
+	outs := d.cascade.Stop(ctx, targets, shutdown.Options{Grace: d.cfg.Grace, WholeSession: true,
+		KillWait: 5 * time.Second, Instance: d.instance})
 	n := 0
 	for _, o := range outs {
 		n += len(o.PIDs)

@@ -151,7 +151,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	}
 	started, err := spawn.Start(d.reaper, spawn.Request{
 		Argv: req.Argv, Env: req.Env, Dir: string(req.Cwd), Stdio: files,
-		SessionID: req.Session, ProcID: id, CgroupFD: cg.Fd,
+		SessionID: req.Session, ProcID: id, CgroupFD: cg.Fd, Instance: d.instance,
 	})
 	if cg.Fd > 0 {
 		unix.Close(cg.Fd)
@@ -389,7 +389,8 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status, spawned bool) {
 		if g <= 0 {
 			g = d.cfg.Grace
 		}
-		out := d.cascade.Stop(context.Background(), []shutdown.Target{l.target}, shutdown.Options{Grace: g, Force: l.force})
+		out := d.cascade.Stop(context.Background(), []shutdown.Target{l.target},
+			shutdown.Options{Grace: g, Force: l.force, Instance: d.instance})
 		if len(out[0].Procs) > 0 {
 			d.log.Info("stopped what an exited server left behind", "id", l.id, "outcome", out[0].String())
 			d.reg.Event("process.leftovers", p.Session, l.id, out[0].String())
@@ -518,6 +519,7 @@ func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Optio
 	opt.Grace = d.cfg.Grace
 	// Marker holders of processes someone else is stopping are theirs.
 	opt.SkipProc = d.isLive
+	opt.Instance = d.instance
 	outs := d.cascade.Stop(ctx, targets, opt)
 	for i, l := range ls {
 		l.outcome = outs[i]
@@ -632,6 +634,9 @@ func (d *Daemon) reconcile() {
 			r.ExitedAt = &t
 		})
 		lost++
+		// What it left behind (escaped descendants with its marker, its
+		// cgroup, holders of its host's pipes) is stopped all the same.
+		go d.stopLeftovers(d.targetOf(p))
 	}
 	var ended int
 	for _, s := range d.reg.Sessions(false) {
@@ -646,6 +651,21 @@ func (d *Daemon) reconcile() {
 		go d.endSession(s.ID, "was ending when the daemon stopped", 0, 0)
 	}
 	d.log.Info("reconciled registry", "adopted", adopted, "lost", lost, "sessions_ended", ended)
+}
+
+// stopLeftovers runs the cascade for a process that is already gone, for
+// whatever it left behind, and removes its cgroup.
+func (d *Daemon) stopLeftovers(t shutdown.Target) {
+	out := d.cascade.Stop(context.Background(), []shutdown.Target{t}, shutdown.Options{Instance: d.instance, SkipProc: d.isLive})
+	if len(out[0].Procs) > 0 {
+		d.log.Info("stopped what a lost process left behind", "id", t.ID, "outcome", out[0].String())
+		d.recordStop(t.ID, out[0])
+	}
+	if t.Cgroup != "" {
+		if err := cgroup.Remove(t.Cgroup); err != nil {
+			d.log.Warn("remove cgroup", "err", err)
+		}
+	}
 }
 
 func newID() string {
@@ -684,9 +704,16 @@ func (d *Daemon) enforceCap(req api.RunRequest, newID string) {
 	if limit <= 0 {
 		return
 	}
+	self, err := d.reg.Process(newID)
+	if err != nil {
+		return
+	}
+	// Only instances started before this one: two started at once must not
+	// stop each other (the later one's own check stops the earlier).
 	var older []string // oldest first
 	for _, p := range d.reg.Processes(registry.Filter{Session: req.Session}) {
-		if p.Name == req.Name && p.ID != newID && d.isLive(p.ID) {
+		if p.Name == req.Name && p.ID != newID && d.isLive(p.ID) &&
+			(p.StartedAt.Before(self.StartedAt) || p.StartedAt.Equal(self.StartedAt) && p.ID < newID) {
 			older = append(older, p.ID)
 		}
 	}

@@ -232,7 +232,7 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 	started, err := spawn.Start(d.reaper, spawn.Request{
 		Argv: s.argv, Env: s.env, Dir: s.cwd,
 		Stdio:     [3]*os.File{null, pw, os.NewFile(uintptr(pw2fd), "stderr")},
-		SessionID: sharedSession(s.port), ProcID: s.id, CgroupFD: cg.Fd,
+		SessionID: sharedSession(s.port), ProcID: s.id, CgroupFD: cg.Fd, Instance: d.instance,
 	})
 	if cg.Fd > 0 {
 		unix.Close(cg.Fd)

@@ -148,6 +148,9 @@ type Options struct {
 	// names a process someone else is stopping: its marker holders are not
 	// claimed through the session marker.
 	SkipProc func(procID string) bool
+	// Instance, when set, is the SUPERVISOR_INSTANCE marker a process must
+	// carry to be swept through its session marker.
+	Instance string
 }
 
 // DefaultGrace is the SIGTERM grace of design §6.
@@ -270,7 +273,9 @@ func (r *run) watchForces(ctx context.Context) {
 		if t.Force == nil {
 			continue
 		}
+		r.goroutines.Add(1)
 		go func(i int, force <-chan struct{}) {
+			defer r.goroutines.Done()
 			select {
 			case <-force:
 				r.forced[i].Store(true)
@@ -509,6 +514,9 @@ func (r *run) wait(ctx context.Context, deadline time.Time) {
 }
 
 func (r *run) closeAll() {
+	// The force watchers may still write to poke: wait for them (their
+	// context is cancelled by now) before its number can be reused.
+	r.goroutines.Wait()
 	for _, m := range r.members {
 		if m.fd >= 0 {
 			unix.Close(m.fd)
@@ -535,12 +543,18 @@ func ctxFd(ctx context.Context) (int, func()) {
 	if err != nil {
 		return -1, func() {}
 	}
+	wrote := make(chan struct{})
 	stopAfter := context.AfterFunc(ctx, func() {
 		var one = [8]byte{1}
 		unix.Write(efd, one[:])
+		close(wrote)
 	})
 	return efd, func() {
-		stopAfter()
+		// If the write is under way, let it finish before the fd number
+		// can be reused: a stray write would land in someone else's fd.
+		if !stopAfter() {
+			<-wrote
+		}
 		unix.Close(efd)
 	}
 }

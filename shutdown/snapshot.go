@@ -2,6 +2,7 @@ package shutdown
 
 import (
 	"os"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
@@ -16,6 +17,9 @@ import (
 const (
 	envSessionID = "SUPERVISOR_SESSION_ID"
 	envProcID    = "SUPERVISOR_PROC_ID"
+	// EnvInstance names the daemon instance that spawned a process, so the
+	// session sweep of one instance never takes another's processes.
+	EnvInstance = "SUPERVISOR_INSTANCE"
 	// EnvKeep=1 in a descendant's environment spares it from the tree and
 	// marker sweeps (Jenkins' BUILD_ID=dontKillMe); never when it holds a
 	// host pipe, since the host would hang.
@@ -47,10 +51,13 @@ type run struct {
 	byID    map[string]int
 	tphase  []Result // per target: the step under way
 	forced  []atomic.Bool
-	poke    int  // eventfd written when a target is forced
-	checked bool // leaders looked at
-	self    int
-	uid     int
+	poke    int // eventfd written when a target is forced
+
+	goroutines sync.WaitGroup // the force watchers
+	checked    bool           // leaders looked at
+	scanned    bool           // the snapshot (first collect) is done
+	self       int
+	uid        int
 }
 
 func newRun(c *Cascade, targets []Target, opt Options, log hclog.Logger) *run {
@@ -132,18 +139,24 @@ func (r *run) collect() int {
 			groupOf[t.PGID] = i
 		}
 	}
+	// Whether each group is still the target's: see groupIsOurs.
+	ours := make([]bool, len(r.targets))
+	for i := range r.targets {
+		ours[i] = r.groupIsOurs(i, byPID)
+	}
 	for _, info := range infos {
 		i, ok := groupOf[info.PGID]
 		if !ok || r.members[info.PID] != nil {
 			continue
 		}
-		if !r.leaders[i] && !r.hasMarker(info.PID, envProcID, r.targets[i].ID) {
+		if !ours[i] && !r.hasMarker(info.PID, envProcID, r.targets[i].ID) {
 			continue
 		}
 		if r.add(i, info, RoleGroup) {
 			added++
 		}
 	}
+	r.scanned = true
 
 	// The cgroup: nothing in it escaped.
 	for i, t := range r.targets {
@@ -215,6 +228,31 @@ func (r *run) collect() int {
 	return added
 }
 
+// groupIsOurs says whether the number t.PGID still names the group the
+// target's leader created. At the snapshot: when the leader was ours, or —
+// the leader already reaped (its leftovers are being stopped) — when no live
+// process has PID PGID: a stranger reusing the number would lead its group
+// and have it as its PID, while members of the old group hold the number
+// so it cannot be reused under them. Later scans: only while a member found
+// through the group (or the leader) is still alive, so a group that emptied
+// and was recycled during the cascade is not swept.
+func (r *run) groupIsOurs(i int, byPID map[int]proc.Info) bool {
+	t := r.targets[i]
+	if !r.scanned {
+		if r.leaders[i] {
+			return true
+		}
+		_, taken := byPID[t.PGID]
+		return !taken
+	}
+	for _, m := range r.members {
+		if m.target == i && m.fd >= 0 && (m.role == RoleGroup || m.role == RoleLeader) {
+			return true
+		}
+	}
+	return false
+}
+
 // collectHolders adds processes outside the tree that hold the server's end
 // of a host stdio channel: for a pipe its write end (fd 1 and 2 of the
 // server), for a socket any fd on the server-side inode.
@@ -245,10 +283,20 @@ func (r *run) collectHolders(infos []proc.Info) int {
 	if len(inodes) == 0 {
 		return 0
 	}
+	// Only processes started after the earliest of the servers can have
+	// got a server's fd from its tree; an older holder got it from the host
+	// side (a wrapper shell between host and shim, the host's other
+	// children) and is none of ours.
+	var since uint64
+	for _, t := range r.targets {
+		if !t.Token.IsZero() && (since == 0 || t.Token.StartTicks < since) {
+			since = t.Token.StartTicks
+		}
+	}
 	var pids []int
 	byPID := map[int]proc.Info{}
 	for _, info := range infos {
-		if r.members[info.PID] == nil && r.candidate(info) {
+		if r.members[info.PID] == nil && r.candidate(info) && since > 0 && info.Token.StartTicks >= since {
 			pids = append(pids, info.PID)
 			byPID[info.PID] = info
 		}
@@ -258,6 +306,9 @@ func (r *run) collectHolders(infos []proc.Info) int {
 		w := wanted[ref.Inode]
 		if w.pipe && ref.Access == unix.O_RDONLY {
 			continue // a reader of the host's pipe does not keep EOF away
+		}
+		if t := r.targets[w.target]; !t.Token.IsZero() && byPID[ref.PID].Token.StartTicks < t.Token.StartTicks {
+			continue // older than this server: not from its tree
 		}
 		if r.add(w.target, byPID[ref.PID], RoleHolder) {
 			added++
@@ -319,6 +370,11 @@ func (r *run) markerTarget(env []string) (int, bool) {
 	}
 	sess, ok := proc.EnvValue(env, envSessionID)
 	if !ok || sess == "" {
+		return 0, false
+	}
+	// Session ids are chosen by users and hosts; another daemon instance
+	// may have the same one. Its processes carry its own instance marker.
+	if inst, _ := proc.EnvValue(env, EnvInstance); r.opt.Instance != "" && inst != r.opt.Instance {
 		return 0, false
 	}
 	for i, t := range r.targets {

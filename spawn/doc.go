@@ -16,4 +16,9 @@ package spawn
 const (
 	EnvSessionID = "SUPERVISOR_SESSION_ID"
 	EnvProcID    = "SUPERVISOR_PROC_ID"
+	// EnvInstance names the daemon instance (its state directory), so one
+	// instance's session sweep never takes another's processes.
+	EnvInstance = "SUPERVISOR_INSTANCE"
+	// EnvKeep=1, set by a server's descendant, spares it from the sweep.
+	EnvKeep = "SUPERVISOR_KEEP"
 )

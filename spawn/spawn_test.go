@@ -143,6 +143,11 @@ func TestWithMarkers(t *testing.T) {
 			[]string{"A=1", "SUPERVISOR_SESSION_ID=s", "SUPERVISOR_PROC_ID=p"},
 		},
 		{
+			"drops an inherited keep and instance",
+			[]string{"SUPERVISOR_KEEP=1", "A=1", "SUPERVISOR_INSTANCE=other"},
+			[]string{"A=1", "SUPERVISOR_SESSION_ID=s", "SUPERVISOR_PROC_ID=p"},
+		},
+		{
 			"similar names are not markers",
 			[]string{"SUPERVISOR_SESSION_IDX=1", "SUPERVISOR_SESSION=explicit"},
 			[]string{"SUPERVISOR_SESSION_IDX=1", "SUPERVISOR_SESSION=explicit", "SUPERVISOR_SESSION_ID=s", "SUPERVISOR_PROC_ID=p"},
@@ -151,7 +156,7 @@ func TestWithMarkers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := slices.Clone(tt.env)
-			got := WithMarkers(tt.env, "s", "p")
+			got := WithMarkers(tt.env, "s", "p", "")
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("WithMarkers(%q): got %q, want %q", tt.env, got, tt.want)
 			}

@@ -22,6 +22,10 @@ type Request struct {
 
 	SessionID string
 	ProcID    string
+	Instance  string // the daemon instance's marker, see EnvInstance
+	// Foreground puts the child's new group in the foreground of the
+	// terminal on fd 0 (for `supervisor init` with a tty).
+	Foreground bool
 
 	// CgroupFD, when not 0, is an open cgroup directory to clone the child
 	// into (SysProcAttr.UseCgroupFD): it is in the cgroup from its first
@@ -69,9 +73,13 @@ func Start(r *Reaper, req Request) (Started, error) {
 	}
 	attr := &syscall.ProcAttr{
 		Dir:   req.Dir,
-		Env:   WithMarkers(req.Env, req.SessionID, req.ProcID),
+		Env:   WithMarkers(req.Env, req.SessionID, req.ProcID, req.Instance),
 		Files: files,
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	}
+	if req.Foreground {
+		attr.Sys.Foreground = true
+		attr.Sys.Ctty = 0
 	}
 	if req.CgroupFD > 0 {
 		attr.Sys.UseCgroupFD = true
@@ -114,18 +122,25 @@ func execError(name string, err error) error {
 	return &StartError{Name: name, Code: 125, Err: err}
 }
 
-// WithMarkers returns env with the marker variables set (replacing any the
-// caller had: a shim started by a supervised process must not inherit its
-// parent's identity).
-func WithMarkers(env []string, session, procID string) []string {
-	out := make([]string, 0, len(env)+2)
+// WithMarkers returns env with the marker variables set, replacing any the
+// caller had (a shim started by a supervised process must not inherit its
+// parent's identity). SUPERVISOR_KEEP is dropped too: it is for a server's
+// descendants to set, and inherited from a host it would spare them all.
+// instance, when not empty, is the SUPERVISOR_INSTANCE marker.
+func WithMarkers(env []string, session, procID, instance string) []string {
+	out := make([]string, 0, len(env)+3)
 	for _, kv := range env {
-		if strings.HasPrefix(kv, EnvSessionID+"=") || strings.HasPrefix(kv, EnvProcID+"=") {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == EnvSessionID || k == EnvProcID || k == EnvInstance || k == EnvKeep {
 			continue
 		}
 		out = append(out, kv)
 	}
-	return append(out, EnvSessionID+"="+session, EnvProcID+"="+procID)
+	out = append(out, EnvSessionID+"="+session, EnvProcID+"="+procID)
+	if instance != "" {
+		out = append(out, EnvInstance+"="+instance)
+	}
+	return out
 }
 
 const defaultPath = "/usr/local/bin:/usr/bin:/bin"
