@@ -1125,9 +1125,8 @@ func (b *bench) storm(ctx context.Context, res *Results) error {
 		end.add(ms(t.end))
 		b.progress("  storm %d: port %d, %d server(s), %d failed; latency p50 %.1fms p99 %.1fms max %.1fms (version burst p50 %.1fms p99 %.1fms); readiness %.1fms, port up %.1fms after the first call",
 			i+1, t.port, t.servers, t.failed, lp50, lp99, percentile(t.lat, 100), median(t.version), percentile(t.version, 99), ms(t.ready), ms(t.up))
-		b.progress("    %d calls started before the port was up: p50 %.1fms max %.1fms; %d after: p50 %.1fms p99 %.1fms; launched over %.0fms, all done %.0fms after the first; daemon CPU %.0fms; session end → gone %.1fms",
-			len(t.early), median(t.early), percentile(t.early, 100), len(t.late), median(t.late), percentile(t.late, 99),
-			ms(t.launch), ms(t.wall), ms(t.daemonCPU), ms(t.end))
+		b.progress("    calls started before the port was up: %s; after: %s; launched over %.0fms, all done %.0fms after the first; daemon CPU %.0fms; session end → gone %.1fms",
+			latencies(t.early), latencies(t.late), ms(t.launch), ms(t.wall), ms(t.daemonCPU), ms(t.end))
 	}
 	return nil
 }
@@ -1349,6 +1348,14 @@ func (b *bench) stormTrial(ctx context.Context, trial, n int) (stormResult, erro
 	r.end = time.Since(t0)
 	time.Sleep(50 * time.Millisecond)
 	return r, nil
+}
+
+// latencies summarizes call latencies for the progress log.
+func latencies(xs []float64) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d (p50 %.1fms, max %.1fms)", len(xs), median(xs), percentile(xs, 100))
 }
 
 // cpuTime is the user+system time pid has used (clock-tick resolution).
