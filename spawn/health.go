@@ -82,7 +82,7 @@ var ErrNotReady = errors.New("not healthy before the readiness timeout")
 func (h Health) WaitReady(ctx context.Context, port int, timeout time.Duration, alive func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	delay := 20 * time.Millisecond
+	delay := 5 * time.Millisecond
 	var last error
 	for {
 		if err := alive(); err != nil {
