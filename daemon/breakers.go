@@ -82,6 +82,16 @@ func (b *breakers) result(key string, argv []string, cwd, name, reason string) {
 	}
 }
 
+// release gives back a trial whose start was aborted or stopped early.
+func (b *breakers) release(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if br, ok := b.m[key]; ok && br.Trial {
+		br.Release()
+		b.persist(br)
+	}
+}
+
 func (b *breakers) persist(br *spawn.Breaker) {
 	if err := b.st.PutBreaker(br.Key, br); err != nil {
 		b.log.Error("persist breaker", "key", br.Key, "err", err)

@@ -82,11 +82,12 @@ type Daemon struct {
 	feat        map[string]bool
 
 	mu       sync.Mutex
-	live     map[string]*live   // by process id
-	hosts    map[string]func()  // session id → cancel of its host watch
-	ports    map[int]*portSlot  // shared servers by port
-	conns    map[*api.Conn]bool // open connections, closed on exit
-	stopping bool               // refusing new runs
+	live     map[string]*live              // by process id
+	hosts    map[string]func()             // session id → cancel of its host watch
+	ports    map[int]*portSlot             // shared servers by port
+	logs     map[string]*lumberjack.Logger // captured logs by path
+	conns    map[*api.Conn]bool            // open connections, closed on exit
+	stopping bool                          // refusing new runs
 
 	stopReq chan stopRequest
 }
@@ -122,6 +123,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	d := &Daemon{
 		cfg: cfg, started: time.Now(),
 		live: map[string]*live{}, hosts: map[string]func(){}, conns: map[*api.Conn]bool{}, ports: map[int]*portSlot{},
+		logs:    map[string]*lumberjack.Logger{},
 		stopReq: make(chan stopRequest),
 		feat:    map[string]bool{},
 	}
@@ -257,6 +259,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	err = g.Run()
 	d.log.Info("daemon exiting")
+	for _, w := range d.logs {
+		w.Close()
+	}
 	if errors.Is(err, errInitDone) {
 		return nil
 	}

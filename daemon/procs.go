@@ -142,6 +142,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		ShimPID: req.ShimPID, ShimToken: req.ShimToken, Stdio: stdio, GraceMS: req.GraceMS, Cgroup: cg.Path,
 	}); err != nil {
 		closeFiles()
+		d.breakers.release(bkey)
 		if cg.Fd > 0 {
 			unix.Close(cg.Fd)
 			cgroup.Remove(cg.Path)
@@ -369,11 +370,18 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status, spawned bool) {
 	// cascade, so the host sees EOF — the npx leftovers hosts hit today.
 	l.stopMu.Lock()
 	leftovers := l.stopDone == nil
-	if leftovers && spawned && l.breaker.key != "" && st.ExitCode() != 0 &&
-		time.Since(l.started) < d.cfg.Settings.Breaker.StartPeriod {
-		// Failed on its own within the start period: a failed start. A
-		// clean exit (0) is not: a host that opens and closes a server at
-		// once is no crash loop.
+	early := spawned && l.breaker.key != "" && time.Since(l.started) < d.cfg.Settings.Breaker.StartPeriod
+	switch {
+	case early && !leftovers:
+		// Stopped by us before it could prove anything either way.
+		d.breakers.release(l.breaker.key)
+	case early && st.ExitCode() == 0:
+		// A clean exit is no crash loop: a host that opens and closes a
+		// server at once.
+		d.breakers.result(l.breaker.key, l.breaker.argv, l.breaker.cwd, l.breaker.name, "")
+	}
+	if early && leftovers && st.ExitCode() != 0 {
+		// Failed on its own within the start period: a failed start.
 		why := fmt.Sprintf("exited with code %d within %v of its start", st.Code, d.cfg.Settings.Breaker.StartPeriod)
 		if st.Signal != 0 {
 			why = fmt.Sprintf("killed by %s within %v of its start", unix.SignalName(st.Signal), d.cfg.Settings.Breaker.StartPeriod)
@@ -616,6 +624,9 @@ func (d *Daemon) reconcile() {
 			if _, err := d.watcher.Watch(p.PID, p.Token, func() { exit <- spawn.Status{PID: pid} }); err == nil {
 				l := &live{id: p.ID, done: make(chan struct{}), grace: time.Duration(p.GraceMS) * time.Millisecond,
 					target: d.targetOf(p)}
+				if p.Shared && p.State != registry.StateStopping {
+					d.readoptShared(p, l)
+				}
 				d.mu.Lock()
 				d.live[p.ID] = l
 				d.mu.Unlock()

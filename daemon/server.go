@@ -11,6 +11,7 @@ import (
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/session"
 	"github.com/seed-86a41135/supervisor/shutdown"
+	"github.com/seed-86a41135/supervisor/spawn"
 )
 
 // helloTimeout bounds how long a new connection may take to say hello.
@@ -149,6 +150,10 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 			return conn.SendError(125, "ensure: %v", err)
 		}
 		res, err := d.ensure(context.Background(), req)
+		var open *spawn.OpenError
+		if errors.As(err, &open) {
+			return conn.SendError(125, "%v", err) // the breaker's own words
+		}
 		if err != nil {
 			return conn.SendError(125, "ensure: %v", err)
 		}

@@ -37,15 +37,18 @@ type shared struct {
 	linger   time.Duration
 	interval time.Duration
 	bkey     string
-	logw     io.WriteCloser // the size-rotated capture of its stdout and stderr
-	adopted  bool           // a foreign listener taken over with --adopt-foreign
+	logw     io.Writer // the size-rotated capture of its stdout and stderr
+	adopted  bool      // a foreign listener taken over with --adopt-foreign
 
-	mu       sync.Mutex
-	sessions map[string]bool
-	cur      *live
-	linger_  *time.Timer
-	stopping bool
-	quit     chan struct{} // closed to end its supervision goroutine
+	mu        sync.Mutex
+	sessions  map[string]bool
+	cur       *live
+	linger_   *time.Timer
+	lingerGen int           // bumped when a session takes a reference: stale timers do nothing
+	stopping  bool          // no new references: a stop for good is decided
+	finishing bool          // finishShared is under way
+	quit      chan struct{} // closed to end its supervision goroutine
+	stopped   chan struct{} // closed once a stop for good has finished
 }
 
 // portSlot serializes ensure calls for one port: the first starts the
@@ -79,15 +82,35 @@ func (d *Daemon) ensure(ctx context.Context, req api.EnsureRequest) (api.Ensured
 	if req.Port < 1 || req.Port > 65535 {
 		return api.Ensured{}, fmt.Errorf("port %d: want 1 to 65535", req.Port)
 	}
+	if d.isStopping() {
+		return api.Ensured{}, errors.New("the daemon is stopping")
+	}
 	if err := d.openSession(req.RunRequest); err != nil {
 		return api.Ensured{}, err
 	}
 	slot := d.slot(req.Port)
 	for {
 		slot.mu.Lock()
-		if srv := slot.srv; srv != nil && srv.usable() {
-			srv.addSession(req.Session)
+		if srv := slot.srv; srv != nil {
 			slot.mu.Unlock()
+			if done := srv.stoppedCh(); done != nil {
+				// Being stopped (linger over): let it finish, then start
+				// afresh rather than take a reference to a dying server or
+				// report our own dying listener as foreign.
+				select {
+				case <-done:
+				case <-ctx.Done():
+					return api.Ensured{}, ctx.Err()
+				}
+				continue
+			}
+			if !d.takeRef(srv, req.Session) {
+				continue // it began stopping meanwhile
+			}
+			// A server between restarts is not handed out as healthy.
+			if err := d.waitHealthy(ctx, srv, req); err != nil {
+				return api.Ensured{}, err
+			}
 			return d.ensured(srv, false), nil
 		}
 		if f := slot.flight; f != nil {
@@ -111,14 +134,70 @@ func (d *Daemon) ensure(ctx context.Context, req api.EnsureRequest) (api.Ensured
 		slot.flight = nil
 		if f.err == nil {
 			slot.srv = f.srv
-			f.srv.addSession(req.Session)
 		}
 		slot.mu.Unlock()
 		close(f.done)
 		if f.err != nil {
 			return api.Ensured{}, f.err
 		}
+		if d.isStopping() {
+			// The daemon began stopping while this one started: stopShared
+			// may have missed it, so it is stopped here.
+			d.finishShared(f.srv, "daemon stopped")
+			return api.Ensured{}, errors.New("the daemon is stopping")
+		}
+		if !d.takeRef(f.srv, req.Session) {
+			continue
+		}
 		return d.ensured(f.srv, true), nil
+	}
+}
+
+// takeRef adds session's reference to s, unless s is stopping. A session
+// that ended meanwhile (its end ran while this ensure was in flight) takes
+// none: the server then lingers like any other without sessions.
+func (d *Daemon) takeRef(s *shared, session string) bool {
+	sess, err := d.reg.Session(session)
+	active := err == nil && sess.State == registry.SessionActive
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return false
+	}
+	if active {
+		s.sessions[session] = true
+		s.lingerGen++ // any pending linger timer is stale now
+		if s.linger_ != nil {
+			s.linger_.Stop()
+			s.linger_ = nil
+		}
+	} else if len(s.sessions) == 0 {
+		d.startLinger(s)
+	}
+	return true
+}
+
+// waitHealthy waits for a server that is restarting or unhealthy to be
+// healthy again, within the request's readiness timeout.
+func (d *Daemon) waitHealthy(ctx context.Context, s *shared, req api.EnsureRequest) error {
+	timeout := orDefault(time.Duration(req.TimeoutMS)*time.Millisecond, d.cfg.Settings.ReadyTimeout)
+	deadline := time.Now().Add(timeout)
+	for {
+		p, err := d.reg.Process(s.id)
+		if err == nil && p.Health == "healthy" {
+			return nil
+		}
+		if !s.usable() {
+			return fmt.Errorf("%s on port %d stopped while waiting for it to be healthy", s.name, s.port)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s on port %d: %w (%v; it is %s)", s.name, s.port, spawn.ErrNotReady, timeout, p.Health)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 
@@ -133,14 +212,14 @@ func (s *shared) usable() bool {
 	return !s.stopping
 }
 
-func (s *shared) addSession(id string) {
+// stoppedCh is nil while s is in service, else closed once its stop is done.
+func (s *shared) stoppedCh() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sessions[id] = true
-	if s.linger_ != nil {
-		s.linger_.Stop()
-		s.linger_ = nil
+	if !s.stopping {
+		return nil
 	}
+	return s.stopped
 }
 
 // startShared takes the per-port lock file, refuses a foreign listener
@@ -165,7 +244,7 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 		port: req.Port, name: name, argv: req.Argv, env: req.Env, cwd: string(req.Cwd), health: health,
 		linger:   orDefault(time.Duration(req.LingerMS)*time.Millisecond, st.Linger),
 		interval: orDefault(time.Duration(req.IntervalMS)*time.Millisecond, st.Interval),
-		sessions: map[string]bool{}, quit: make(chan struct{}),
+		sessions: map[string]bool{}, quit: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	if ls := proc.PortListeners(req.Port); len(ls) > 0 {
 		if req.AdoptForeign {
@@ -177,16 +256,17 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 	if err != nil {
 		return nil, err
 	}
-	logPath := LogPath(d.cfg.Paths, name)
+	logPath := LogPath(d.cfg.Paths, name, req.Port)
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
 		return nil, fmt.Errorf("create log directory: %w", err)
 	}
-	s.logw = &lumberjack.Logger{Filename: logPath, MaxSize: st.LogMaxMB, MaxBackups: st.LogBackups}
+	s.logw = d.logWriter(logPath)
 	s.id = newID()
 	if _, err := d.reg.AddProcess(registry.Process{
 		ID: s.id, Session: sharedSession(req.Port), Name: name, Argv: req.Argv, Cwd: s.cwd,
-		Port: req.Port, Shared: true, Health: "starting", GraceMS: req.GraceMS,
+		Port: req.Port, Shared: true, Health: "starting", GraceMS: req.GraceMS, HealthCheck: health.String(),
 	}); err != nil {
+		d.breakers.release(s.bkey)
 		return nil, err
 	}
 	timeout := orDefault(time.Duration(req.TimeoutMS)*time.Millisecond, st.ReadyTimeout)
@@ -269,12 +349,34 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 			return nil
 		}
 	})
+	if err == nil {
+		// A health check passes for whoever listens: make sure it is ours
+		// and not a stranger that took the port meanwhile.
+		if l, foreign := portHolderNotOurs(s.port, s.id); foreign {
+			err = foreignError(s.port, l)
+		}
+	}
 	if err != nil {
 		d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{})
 		return err
 	}
 	d.setHealth(s.id, "healthy")
 	return nil
+}
+
+// portHolderNotOurs reports a listener on port that does not carry the
+// marker of process id (a stranger), if there is one.
+func portHolderNotOurs(port int, id string) (proc.Listener, bool) {
+	for _, l := range proc.PortListeners(port) {
+		if l.PID == 0 {
+			return l, true
+		}
+		env, err := proc.Environ(l.PID)
+		if v, _ := proc.EnvValue(env, spawn.EnvProcID); err != nil || v != id {
+			return l, true
+		}
+	}
+	return proc.Listener{}, false
 }
 
 // superviseShared checks liveness every interval and restarts a crashed or
@@ -332,6 +434,13 @@ func (d *Daemon) superviseShared(s *shared) {
 		backoff = min(2*backoff, st.RestartMax)
 		fails = 0
 		d.reg.Update(s.id, func(p *registry.Process) error { p.Restarts++; return nil })
+		if l, foreign := portHolderNotOurs(s.port, s.id); foreign {
+			// Someone else took the port while ours was down: never fight.
+			why := foreignError(s.port, l).Error()
+			d.breakers.result(s.bkey, s.argv, s.cwd, s.name, why)
+			d.finishShared(s, why)
+			return
+		}
 		if err := d.spawnShared(context.Background(), s, orDefault(0, st.ReadyTimeout)); err != nil {
 			d.log.Error("restart of shared server failed", "id", s.id, "err", err)
 			d.breakers.result(s.bkey, s.argv, s.cwd, s.name, err.Error())
@@ -341,6 +450,7 @@ func (d *Daemon) superviseShared(s *shared) {
 			}
 			continue
 		}
+		d.breakers.result(s.bkey, s.argv, s.cwd, s.name, "") // failures count in a row
 		healthySince = time.Now()
 	}
 }
@@ -365,33 +475,49 @@ func (d *Daemon) releaseSession(id string) {
 		if s.sessions[id] {
 			delete(s.sessions, id)
 			if len(s.sessions) == 0 && !s.stopping {
-				d.log.Info("shared server has no session left: lingering", "id", s.id, "linger", s.linger)
-				s.linger_ = time.AfterFunc(s.linger, func() { d.lingerOver(s) })
+				d.startLinger(s)
 			}
 		}
 		s.mu.Unlock()
 	}
 }
 
-func (d *Daemon) lingerOver(s *shared) {
-	s.mu.Lock()
-	idle := len(s.sessions) == 0
-	s.mu.Unlock()
-	if idle {
-		d.finishShared(s, "no session left after the linger")
+// startLinger arms s's linger timer; s.mu is held.
+func (d *Daemon) startLinger(s *shared) {
+	d.log.Info("shared server has no session left: lingering", "id", s.id, "linger", s.linger)
+	if s.linger_ != nil {
+		s.linger_.Stop()
 	}
+	gen := s.lingerGen
+	s.linger_ = time.AfterFunc(s.linger, func() { d.lingerOver(s, gen) })
+}
+
+// lingerOver stops s if it is still idle and no session took a reference
+// since the timer was armed; the check and the decision to stop are one
+// critical section, so a concurrent ensure either gets in first or sees it
+// stopping.
+func (d *Daemon) lingerOver(s *shared, gen int) {
+	s.mu.Lock()
+	if len(s.sessions) != 0 || s.lingerGen != gen || s.stopping {
+		s.mu.Unlock()
+		return
+	}
+	s.stopping = true
+	s.mu.Unlock()
+	d.finishShared(s, "no session left after the linger")
 }
 
 // finishShared stops s for good through the cascade and frees its port.
 func (d *Daemon) finishShared(s *shared, why string) {
 	s.mu.Lock()
-	if s.stopping {
+	if s.finishing {
 		s.mu.Unlock()
 		return
 	}
-	s.stopping = true
+	s.finishing, s.stopping = true, true
 	close(s.quit)
 	s.mu.Unlock()
+	defer close(s.stopped)
 	d.log.Info("stopping shared server", "id", s.id, "port", s.port, "why", why)
 	d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{})
 	d.reg.Update(s.id, func(p *registry.Process) error {
@@ -404,9 +530,6 @@ func (d *Daemon) finishShared(s *shared, why string) {
 		p.Error = why
 		return nil
 	})
-	if s.logw != nil {
-		s.logw.Close()
-	}
 	slot := d.slot(s.port)
 	slot.mu.Lock()
 	if slot.srv == s {
@@ -443,23 +566,29 @@ func (d *Daemon) adoptForeign(ctx context.Context, s *shared, l proc.Listener) (
 	if l.PID == 0 {
 		return nil, foreignError(s.port, l)
 	}
+	if s.health.Kind == "none" {
+		return nil, fmt.Errorf("port %d is held by pid %d (%s): --adopt-foreign needs a real health check (--health tcp or http://...) to tell it works; not adopted",
+			s.port, l.PID, strings.Join(l.Argv, " "))
+	}
+	// The token as of the scan, checked again after the health check: a
+	// listener that died meanwhile must not be replaced by a recycled PID.
+	tok, err := proc.TokenOf(l.PID)
+	if err != nil {
+		return nil, err
+	}
 	cctx, cancel := context.WithTimeout(ctx, d.cfg.Settings.CheckTimeout)
-	err := s.health.Check(cctx, s.port)
+	err = s.health.Check(cctx, s.port)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("port %d is held by pid %d (%s) and its health check fails, so it is not adopted: %w",
 			s.port, l.PID, strings.Join(l.Argv, " "), err)
 	}
-	tok, err := proc.TokenOf(l.PID)
-	if err != nil {
-		return nil, err
+	if err := proc.Verify(l.PID, tok); err != nil {
+		return nil, fmt.Errorf("the listener on port %d went away during its health check: %w", s.port, err)
 	}
-	// Its group is ours only if it leads it: an adopted process often sits
-	// in the group of the shell that started it.
-	pgid := 0
-	if info, err := proc.Stat(l.PID); err == nil && info.PGID == l.PID {
-		pgid = l.PID
-	}
+	// Only the listener itself is adopted, never its group: whatever else
+	// shares that group (the shell that started it, other jobs) is not ours.
+	const pgid = 0
 	s.id, s.adopted = newID(), true
 	rec, err := d.reg.AddProcess(registry.Process{
 		ID: s.id, Session: sharedSession(s.port), Name: s.name, Argv: l.Argv, Port: s.port, Shared: true,
@@ -514,18 +643,50 @@ func orDefault(d, def time.Duration) time.Duration {
 }
 
 // LogPath is where a shared server's output is captured.
-func LogPath(p api.Paths, name string) string {
-	return filepath.Join(p.StateDir, "logs", safeName(name)+".log")
+// Named by server name and port: many servers share a base name (npx,
+// node), and two writers of one file would each keep their own size count.
+func LogPath(p api.Paths, name string, port int) string {
+	return filepath.Join(p.StateDir, "logs", fmt.Sprintf("%s-%d.log", safeName(name), port))
 }
 
-// safeName makes a server name usable as a file name.
-func safeName(name string) string {
-	r := strings.NewReplacer("/", "_", "\\", "_", "\x00", "_")
-	name = r.Replace(name)
-	if name == "" || name == "." || name == ".." {
-		name = "server"
+// LogPathsByName lists the current logs of servers named name, any port.
+func LogPathsByName(p api.Paths, name string) []string {
+	m, _ := filepath.Glob(filepath.Join(p.StateDir, "logs", safeName(name)+"-[0-9]*.log"))
+	return m
+}
+
+// logWriter returns the one rotating writer of a log file, shared by every
+// incarnation of its server: a lumberjack.Logger keeps a goroutine for its
+// whole life, so one is made per file, never per start.
+func (d *Daemon) logWriter(path string) io.Writer {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if w, ok := d.logs[path]; ok {
+		return w
 	}
-	return name
+	w := &lumberjack.Logger{Filename: path, MaxSize: d.cfg.Settings.LogMaxMB, MaxBackups: d.cfg.Settings.LogBackups}
+	d.logs[path] = w
+	return w
+}
+
+// safeName makes a server name usable as a file name, injectively: any
+// byte outside [A-Za-z0-9._-] (and a leading dot) is %XX-escaped, so "a/b"
+// and "a_b" stay apart.
+func safeName(name string) string {
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' && i > 0
+		if ok {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	if b.Len() == 0 {
+		return "server"
+	}
+	return b.String()
 }
 
 // lockPort takes <state>/ports/<port>.lock, the cross-process half of the
@@ -552,4 +713,31 @@ func lockPort(p api.Paths, port int) (func(), error) {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+}
+
+// readoptShared puts a shared server found alive after a daemon restart
+// back in its port's slot. Its command's environment was never recorded
+// (it holds secrets), so it is not restarted when it dies; it has no
+// session references until an ensure takes one, and so lingers out unless
+// one does.
+func (d *Daemon) readoptShared(p registry.Process, l *live) {
+	health, err := spawn.ParseHealth(p.HealthCheck)
+	if err != nil || p.HealthCheck == "" {
+		health = spawn.Health{Kind: "tcp"}
+	}
+	s := &shared{
+		port: p.Port, id: p.ID, name: p.Name, argv: p.Argv, cwd: p.Cwd, health: health,
+		linger: d.cfg.Settings.Linger, interval: d.cfg.Settings.Interval, adopted: true,
+		sessions: map[string]bool{}, quit: make(chan struct{}), stopped: make(chan struct{}), cur: l,
+	}
+	l.shared = s
+	slot := d.slot(p.Port)
+	slot.mu.Lock()
+	slot.srv = s
+	slot.mu.Unlock()
+	s.mu.Lock()
+	d.startLinger(s)
+	s.mu.Unlock()
+	go d.superviseShared(s)
+	d.log.Info("re-adopted a shared server", "id", p.ID, "port", p.Port, "pid", p.PID)
 }

@@ -105,7 +105,9 @@ type Process struct {
 	Port      int        `json:"port"`
 	Shared    bool       `json:"shared"`
 	Health    string     `json:"health"`
-	Restarts  int        `json:"restarts"`
+	// HealthCheck is a shared server's --health (none, tcp, http://...).
+	HealthCheck string `json:"health_check,omitempty"`
+	Restarts    int    `json:"restarts"`
 	// Cgroup is the server's own cgroup directory, when cgroups are in use.
 	Cgroup string `json:"cgroup,omitempty"`
 	// Stop says how the process and its tree were stopped, last time the

@@ -65,6 +65,10 @@ func BreakerKey(argv []string, cwd string) string {
 type OpenError struct{ B Breaker }
 
 func (e *OpenError) Error() string {
+	if e.B.State == BreakerHalfOpen {
+		return fmt.Sprintf("circuit half-open for %s: %d failures in a row, last: %s; one trial start is under way",
+			e.B.Name, e.B.Failures, e.B.LastReason)
+	}
 	return fmt.Sprintf("circuit open for %s: %d failures in a row, last: %s; retrying after %s",
 		e.B.Name, e.B.Failures, e.B.LastReason, e.B.RetryAt.Local().Format(time.TimeOnly))
 }
@@ -80,13 +84,20 @@ func (b *Breaker) Allow(now time.Time) error {
 		b.State, b.Trial = BreakerHalfOpen, true
 		return nil
 	case BreakerHalfOpen:
-		if b.Trial {
+		// A trial whose outcome never came back (its daemon crashed, say)
+		// is given up after a further cooldown, so the breaker cannot stick.
+		lease := b.RetryAt.Add(time.Duration(b.CooldownMS) * time.Millisecond)
+		if b.Trial && now.Before(lease) {
 			return &OpenError{B: *b}
 		}
 		b.Trial = true
 	}
 	return nil
 }
+
+// Release gives a half-open trial back without an outcome (its start was
+// aborted or it was stopped before it could prove anything).
+func (b *Breaker) Release() { b.Trial = false }
 
 // Success closes the breaker.
 func (b *Breaker) Success() {

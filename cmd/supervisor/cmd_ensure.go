@@ -59,6 +59,9 @@ reported, never fought over (unless --adopt-foreign and it is healthy).`,
 					return fmt.Errorf("%s %v: must not be negative", flag, d)
 				}
 			}
+			if o.interval > 0 && o.interval < 10*time.Millisecond {
+				return fmt.Errorf("--interval %v: at least 10ms (health checks are not free)", o.interval)
+			}
 			if o.session != "" {
 				if err := session.ValidateID(o.session); err != nil {
 					return fmt.Errorf("--session: %w", err)

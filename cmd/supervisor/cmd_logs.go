@@ -7,6 +7,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -31,25 +34,36 @@ func newLogsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			name := args[0]
-			// An id names a process; its log carries the process's name.
+			// The registry knows a shared server's name and port (its
+			// log's name); without a daemon, the log files themselves do.
+			var paths []string
 			if c, err := dial(); err == nil {
 				var resp api.Processes
 				if c.Call(api.TypePs, &api.PsRequest{All: true}, &resp) == nil {
 					for _, pr := range resp.Processes {
-						if pr.ID == name {
-							name = pr.Name
+						if pr.Shared && (pr.ID == args[0] || pr.Name == args[0]) && !slices.Contains(paths, daemon.LogPath(p, pr.Name, pr.Port)) {
+							paths = append(paths, daemon.LogPath(p, pr.Name, pr.Port))
 						}
 					}
 				}
 				c.Close()
 			}
-			path := daemon.LogPath(p, name)
+			if len(paths) == 0 {
+				paths = daemon.LogPathsByName(p, args[0])
+			}
+			switch {
+			case len(paths) == 0:
+				return &hintError{err: fmt.Errorf("no captured output for %q in %s", args[0], filepath.Join(p.StateDir, "logs")),
+					hint: "only shared servers started with `supervisor ensure` have logs; stdio servers write to their host"}
+			case len(paths) > 1:
+				return fmt.Errorf("%q names logs of several servers (%s); use a process id from `supervisor ps --all`",
+					args[0], strings.Join(paths, ", "))
+			}
+			path := paths[0]
 			f, err := os.Open(path)
 			if err != nil {
 				if errors.Is(err, os.ErrNotExist) {
-					return &hintError{err: fmt.Errorf("no captured output for %q (looked for %s)", args[0], path),
-						hint: "only shared servers started with `supervisor ensure` have logs; stdio servers write to their host"}
+					return fmt.Errorf("no captured output yet for %q (%s)", args[0], path)
 				}
 				return err
 			}
