@@ -82,11 +82,11 @@ func TestEnsureStormStartsOneServer(t *testing.T) {
 func TestSharedServerLingersPastItsLastSession(t *testing.T) {
 	in := newInstance(t)
 	ps := strconv.Itoa(freePort(t))
-	a, _, code := in.ensure(t, "--session", "a", "--port", ps, "--linger", "300ms", "--", bin, "_fixture", "listen", ps)
+	a, _, code := in.ensure(t, "--session", "a", "--port", ps, "--linger", "1s", "--", bin, "_fixture", "listen", ps)
 	if code != 0 {
 		t.Fatalf("ensure a: exit %d", code)
 	}
-	b, _, _ := in.ensure(t, "--session", "b", "--port", ps, "--", bin, "_fixture", "listen", ps)
+	b, _, _ := in.ensure(t, "--session", "b", "--port", ps, "--linger", "1s", "--", bin, "_fixture", "listen", ps)
 	if a.ID != b.ID || b.Started {
 		t.Fatalf("session b got %+v, want a's server %s", b, a.ID)
 	}
@@ -98,6 +98,11 @@ func TestSharedServerLingersPastItsLastSession(t *testing.T) {
 		t.Fatal("the shared server stopped while session b still held it")
 	}
 	in.mustRun("session", "end", "b")
+	// Now it lingers (1 s) before it goes.
+	time.Sleep(300 * time.Millisecond)
+	if !alive(a.PID, tok) {
+		t.Fatal("the shared server stopped before its linger was over")
+	}
 	waitGonePID(t, a.PID, tok)
 	if p := findByPID(t, in, a.PID); p.State != registry.StateExited {
 		t.Fatalf("record %s, want exited", p.State)
@@ -213,7 +218,7 @@ func TestLogsFollowAndRotate(t *testing.T) {
 	in.env = append(in.env, "SUPERVISOR_LOG_MAX_MB=1")
 	ps := strconv.Itoa(freePort(t))
 	if _, errOut, code := in.ensure(t, "--session", "l", "--port", ps, "--name", "ticker",
-		"--", bin, "_fixture", "listen", ps, "--spew", "3500000", "--tick"); code != 0 {
+		"--", bin, "_fixture", "listen", ps, "--spew", "6500000", "--tick"); code != 0 {
 		t.Fatalf("ensure: exit %d: %s", code, errOut)
 	}
 	cmd := in.command("logs", "ticker", "-f", "--lines", "1")
@@ -242,7 +247,7 @@ func TestLogsFollowAndRotate(t *testing.T) {
 		last = n
 		seen++
 	}
-	// 3.5 MB went through a log rotated at 1 MB with 3 backups.
+	// 6.5 MB went through a log rotated at 1 MB with 3 backups.
 	files, _ := filepath.Glob(filepath.Join(in.state, "logs", "ticker*"))
 	var total int64
 	for _, f := range files {
@@ -255,8 +260,8 @@ func TestLogsFollowAndRotate(t *testing.T) {
 		}
 		total += st.Size()
 	}
-	if len(files) < 2 || len(files) > 4 {
-		t.Errorf("got %d log files %v, want rotation to 2..4 (1 + 3 backups)", len(files), files)
+	if len(files) != 4 {
+		t.Errorf("got %d log files %v, want 4 (the current one and 3 backups)", len(files), files)
 	}
 	if total > 4<<20+256<<10 {
 		t.Errorf("logs take %d bytes, want them bounded by rotation", total)
@@ -290,5 +295,98 @@ func TestEnsureAdoptsAHealthyForeignListener(t *testing.T) {
 	case <-reaped:
 	case <-time.After(wait):
 		t.Fatal("the adopted server was not stopped after its last session and the linger")
+	}
+}
+
+// TestSessionEndedMidFlightTakesNoReference: a session that ends while its
+// ensure is still starting the server must not keep it alive for ever.
+func TestSessionEndedMidFlightTakesNoReference(t *testing.T) {
+	in := newInstance(t)
+	ps := strconv.Itoa(freePort(t))
+	cmd := in.command("ensure", "--json", "--session", "mid", "--port", ps, "--linger", "200ms",
+		"--", "/bin/sh", "-c", "sleep 1; exec \"$0\" _fixture listen "+ps, bin)
+	out := make(chan []byte, 1)
+	go func() { b, _ := cmd.Output(); out <- b }()
+	time.Sleep(300 * time.Millisecond) // the ensure is in flight (its server sleeps 1 s)
+	in.mustRun("session", "end", "mid")
+	var res api.Ensured
+	json.Unmarshal(<-out, &res)
+	if res.PID == 0 {
+		t.Fatal("ensure did not report a server")
+	}
+	// It lingers out with no session, instead of running for ever.
+	p := waitRecord(t, in, res.PID, func(p registry.Process) bool { return p.State.Final() })
+	if p.Health != "stopped" {
+		t.Fatalf("health %q, want stopped", p.Health)
+	}
+}
+
+// TestHalfOpenTrialThatExitsCleanlyCloses: a trial that exits 0 at once is
+// no failure; the breaker must not stay half-open for ever.
+func TestHalfOpenTrialThatExitsCleanlyCloses(t *testing.T) {
+	in := newInstance(t)
+	in.env = append(in.env, "SUPERVISOR_BREAKER_COOLDOWN=300ms")
+	marker := filepath.Join(t.TempDir(), "fail")
+	os.WriteFile(marker, nil, 0o600)
+	argv := []string{"run", "--name", "flaky", "--", "/bin/sh", "-c", `test -e "$0" && exit 3; exit 0`, marker}
+	for i := 0; i < 3; i++ {
+		in.run(argv...)
+	}
+	if _, _, code := in.run(argv...); code != 125 {
+		t.Fatalf("exit %d, want 125 (open)", code)
+	}
+	os.Remove(marker) // fixed: it exits 0 from now on
+	time.Sleep(400 * time.Millisecond)
+	for i := 0; i < 3; i++ {
+		if _, errOut, code := in.run(argv...); code != 0 {
+			t.Fatalf("call %d after the cooldown: exit %d: %s", i, code, errOut)
+		}
+	}
+}
+
+// TestRestartNeverFightsAStranger: when a stranger takes the port while the
+// shared server is down, the supervisor gives up on it instead of looping.
+func TestRestartNeverFightsAStranger(t *testing.T) {
+	in := newInstance(t)
+	port := freePort(t)
+	ps := strconv.Itoa(port)
+	res, errOut, code := in.ensure(t, "--session", "s", "--port", ps, "--interval", "100ms", "--", bin, "_fixture", "listen", ps)
+	if code != 0 {
+		t.Fatalf("ensure: %d %s", code, errOut)
+	}
+	killByPIDNow(t, res.PID)
+	var l net.Listener
+	var err error
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		if l, err = net.Listen("tcp", "127.0.0.1:"+ps); err == nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("the stranger could not bind: %v", err)
+	}
+	defer l.Close()
+	p := waitRecord(t, in, 0, func(p registry.Process) bool { return p.ID == res.ID && p.State.Final() })
+	if !strings.Contains(p.Error, "held by pid "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("record %s/%s error %q, want the stranger named", p.State, p.Health, p.Error)
+	}
+}
+
+// TestSharedServerSurvivesDaemonCrash: a daemon SIGKILLed under a shared
+// server re-adopts it; ensure after the restart gets the same server.
+func TestSharedServerSurvivesDaemonCrash(t *testing.T) {
+	in := newInstance(t)
+	ps := strconv.Itoa(freePort(t))
+	a, _, code := in.ensure(t, "--session", "c", "--port", ps, "--", bin, "_fixture", "listen", ps)
+	if code != 0 {
+		t.Fatal("ensure failed")
+	}
+	killByPIDNow(t, in.daemonPID())
+	in.mustRun("daemon")
+	b, errOut, code := in.ensure(t, "--session", "c2", "--port", ps, "--", bin, "_fixture", "listen", ps)
+	if code != 0 || b.ID != a.ID || b.PID != a.PID {
+		t.Fatalf("after the crash: exit %d %+v %s; want the same server %+v", code, b, errOut, a)
 	}
 }
