@@ -347,6 +347,9 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status, spawned bool) {
 		p.State = registry.StateExited
 		t := d.reg.Now().UTC()
 		p.ExitedAt = &t
+		if l.shared != nil {
+			p.Health = "stopped" // stopped for good, not between restarts
+		}
 		if spawned {
 			if st.Signal != 0 {
 				p.Signal = unix.SignalName(st.Signal)

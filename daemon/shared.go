@@ -519,6 +519,8 @@ func (d *Daemon) finishShared(s *shared, why string) {
 	s.mu.Unlock()
 	defer close(s.stopped)
 	d.log.Info("stopping shared server", "id", s.id, "port", s.port, "why", why)
+	// Why, recorded before the stop, so the final record carries it.
+	d.reg.Update(s.id, func(p *registry.Process) error { p.Error = why; return nil })
 	d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{})
 	d.reg.Update(s.id, func(p *registry.Process) error {
 		if !p.State.Final() {
