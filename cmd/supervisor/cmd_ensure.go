@@ -36,7 +36,7 @@ func newEnsureCommand() *cobra.Command {
 		Long: `ensure returns 0 once a healthy server owns the port, starting CMD only if none
 does. Concurrent calls for one port start one server and all wait for its
 readiness. The server is shared across sessions: stdin /dev/null, output in
-<state>/logs/<name>.log, restarted with backoff when it crashes or turns
+<state>/logs/<name>-<port>.log, restarted with backoff when it crashes or turns
 unhealthy, stopped when the last session that ensured it has ended and the
 linger has passed. A port held by a process supervisor does not own is
 reported, never fought over (unless --adopt-foreign and it is healthy).`,
