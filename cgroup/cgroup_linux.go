@@ -20,7 +20,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -114,19 +113,6 @@ func Procs(path string) ([]int, error) {
 	return out, err
 }
 
-// Populated reports whether any process is in the cgroup or below.
-func Populated(path string) (bool, error) {
-	f, err := os.Open(filepath.Join(path, "cgroup.events"))
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return false, nil
-		}
-		return false, err
-	}
-	defer f.Close()
-	return populated(f)
-}
-
 func populated(f *os.File) (bool, error) {
 	if _, err := f.Seek(0, 0); err != nil {
 		return false, err
@@ -149,30 +135,6 @@ func Events(path string) (*os.File, error) {
 
 // IsPopulated re-reads an open cgroup.events file.
 func IsPopulated(f *os.File) (bool, error) { return populated(f) }
-
-// WaitEmpty waits until `cgroup.events` says `populated 0` or limit has
-// passed, on POLLPRI events.
-func WaitEmpty(path string, limit time.Duration) bool {
-	f, err := Events(path)
-	if err != nil {
-		return errors.Is(err, os.ErrNotExist)
-	}
-	defer f.Close()
-	deadline := time.Now().Add(limit)
-	for {
-		if pop, err := populated(f); err != nil || !pop {
-			return err == nil
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return false
-		}
-		fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLPRI}}
-		if _, err := unix.Poll(fds, int(left.Milliseconds())+1); err != nil && !errors.Is(err, unix.EINTR) {
-			return false
-		}
-	}
-}
 
 // Remove deletes a server cgroup, and its session cgroup once that is
 // empty. A cgroup that still has processes is left (EBUSY) and reported.

@@ -6,10 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -21,12 +19,6 @@ import (
 	"github.com/seed-86a41135/supervisor/session"
 	"github.com/seed-86a41135/supervisor/shutdown"
 	"github.com/seed-86a41135/supervisor/spawn"
-)
-
-var (
-	errEOF           = io.EOF
-	errUnexpectedEOF = io.ErrUnexpectedEOF
-	errReset         = syscall.ECONNRESET
 )
 
 // live is a process the daemon is supervising right now: spawned by this

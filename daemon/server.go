@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
@@ -223,5 +225,5 @@ func grace(ms int64, def time.Duration) time.Duration {
 }
 
 func isEOF(err error) bool {
-	return errors.Is(err, errEOF) || errors.Is(err, errUnexpectedEOF) || errors.Is(err, errReset)
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }

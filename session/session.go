@@ -94,11 +94,7 @@ func Identify(ppid int, explicit string, env []string) (Identity, error) {
 	if explicit != "" {
 		id.ID = explicit
 	}
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, EnvClaudeSession+"="); ok && v != "" {
-			id.Label = v
-		}
-	}
+	id.Label, _ = proc.EnvValue(env, EnvClaudeSession)
 	return id, nil
 }
 

@@ -136,7 +136,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 func NewRequest(o Options) (api.RunRequest, error) {
 	explicit := o.Session
 	if explicit == "" {
-		explicit = lookEnv(o.Env, session.EnvSession)
+		explicit, _ = proc.EnvValue(o.Env, session.EnvSession)
 	}
 	ident, err := session.Identify(os.Getppid(), explicit, o.Env)
 	if err != nil {
@@ -269,20 +269,4 @@ func lostDaemon(stderr io.Writer, s api.Started, cause error, sigs <-chan os.Sig
 			unix.PidfdSendSignal(fd, sig.(syscall.Signal), nil, 0)
 		}
 	}
-}
-
-func lookEnv(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if v, ok := cutPrefix(env[i], key+"="); ok {
-			return v
-		}
-	}
-	return ""
-}
-
-func cutPrefix(s, p string) (string, bool) {
-	if len(s) >= len(p) && s[:len(p)] == p {
-		return s[len(p):], true
-	}
-	return "", false
 }

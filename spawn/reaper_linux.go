@@ -37,8 +37,6 @@ type Reaper struct {
 
 	mu      sync.Mutex
 	waiters map[int]chan Status
-	changed chan struct{}
-	wake    chan struct{}
 }
 
 // NewReaper returns a reaper; call Run to start reaping.
@@ -49,8 +47,6 @@ func NewReaper(log hclog.Logger) *Reaper {
 	return &Reaper{
 		log:     log,
 		waiters: map[int]chan Status{},
-		changed: make(chan struct{}),
-		wake:    make(chan struct{}, 1),
 	}
 }
 
@@ -74,14 +70,6 @@ func (r *Reaper) Fork(fork func() (int, error), inspect func(pid int)) (int, <-c
 	return pid, ch, nil
 }
 
-// Changed returns a channel closed the next time any child is reaped.
-// Waiters re-check their condition and call Changed again.
-func (r *Reaper) Changed() <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.changed
-}
-
 // Run reaps until ctx is done.
 func (r *Reaper) Run(ctx context.Context) error {
 	sigs := make(chan os.Signal, 1)
@@ -93,22 +81,11 @@ func (r *Reaper) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-sigs:
-		case <-r.wake:
 		}
 	}
 }
 
-// Poke makes Run reap now; used after a signal was sent so that a status
-// whose SIGCHLD coalesced with an earlier one is not missed.
-func (r *Reaper) Poke() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
-
 func (r *Reaper) reapAll() {
-	reaped := false
 	for {
 		var ws unix.WaitStatus
 		// wait4 runs under the lock Fork holds across fork and register:
@@ -143,12 +120,5 @@ func (r *Reaper) reapAll() {
 		} else {
 			r.log.Debug("reaped orphan", "pid", pid, "code", st.Code, "signal", st.Signal)
 		}
-		reaped = true
-	}
-	if reaped {
-		r.mu.Lock()
-		close(r.changed)
-		r.changed = make(chan struct{})
-		r.mu.Unlock()
 	}
 }

@@ -488,25 +488,6 @@ func TestStartDefaultPath(t *testing.T) {
 	}
 }
 
-func TestReaperChanged(t *testing.T) {
-	r := newReaper(t)
-	changed := r.Changed()
-	files, gate, _ := stdio(t)
-	_, exit := start(t, r, Request{Argv: []string{"/bin/sh", "-c", "read x"}, Stdio: files})
-	gate.Close()
-	waitStatus(t, exit)
-	select {
-	case <-changed:
-	case <-time.After(eventWait):
-		t.Fatalf("Changed not closed within %v of a reap", eventWait)
-	}
-	if next := r.Changed(); next == changed {
-		t.Errorf("Changed after a reap: got the closed channel again, want a fresh one")
-	}
-	r.Poke() // must not block, even twice
-	r.Poke()
-}
-
 // TestStartManyFastExits starts children that exit at once: every one must
 // be started (with a token) and deliver its status: the reaper must not
 // reap a child between ForkExec returning and its registration.

@@ -56,7 +56,7 @@ func Start(r *Reaper, req Request) (Started, error) {
 	if len(req.Argv) == 0 {
 		return Started{}, &StartError{Code: 125, Err: errors.New("empty argv")}
 	}
-	pathEnv, ok := lookEnv(req.Env, "PATH")
+	pathEnv, ok := proc.EnvValue(req.Env, "PATH")
 	if !ok {
 		pathEnv = defaultPath // what execvp uses when PATH is unset
 	}
@@ -144,12 +144,3 @@ func WithMarkers(env []string, session, procID, instance string) []string {
 }
 
 const defaultPath = "/usr/local/bin:/usr/bin:/bin"
-
-func lookEnv(env []string, key string) (string, bool) {
-	for i := len(env) - 1; i >= 0; i-- {
-		if strings.HasPrefix(env[i], key+"=") {
-			return env[i][len(key)+1:], true
-		}
-	}
-	return "", false
-}
