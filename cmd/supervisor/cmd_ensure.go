@@ -41,9 +41,8 @@ unhealthy, stopped when the last session that ensured it has ended and the
 linger has passed. A port held by a process supervisor does not own is
 reported, never fought over (unless --adopt-foreign and it is healthy).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 {
-				return &hintError{err: errors.New("ensure: the server command must follow --"),
-					hint: "supervisor ensure --port P -- CMD [ARG...]"}
+			if err := commandAfterDash(cmd, args, "ensure: the server command", "supervisor ensure --port P -- CMD [ARG...]"); err != nil {
+				return err
 			}
 			if !cmd.Flags().Changed("port") {
 				return &hintError{err: errors.New("ensure: --port is required"), hint: "supervisor ensure --port P -- CMD [ARG...]"}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,9 +28,8 @@ The daemon's state lives in $SUPERVISOR_STATE_DIR, or a fresh temporary
 directory; CMD gets SUPERVISOR_STATE_DIR and SUPERVISOR_SOCKET so its shims
 reach this daemon.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 {
-				return &exitError{code: 125, err: &hintError{err: errors.New("init: the command must follow --"),
-					hint: "supervisor init -- CMD [ARG...]"}}
+			if err := commandAfterDash(cmd, args, "init: the command", "supervisor init -- CMD [ARG...]"); err != nil {
+				return &exitError{code: 125, err: err}
 			}
 			if err := checkGrace(grace); err != nil {
 				return &exitError{code: 125, err: err}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -31,9 +30,8 @@ launched run, and stops its whole tree when the host dies. run exits with the
 server's status: its code, 128+N for signal N, 127 not found, 126 not
 executable, 125 for a supervisor error.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 {
-				return &hintError{err: errors.New("run: the server command must follow --"),
-					hint: "supervisor run [--name N] -- CMD [ARG...]"}
+			if err := commandAfterDash(cmd, args, "run: the server command", "supervisor run [--name N] -- CMD [ARG...]"); err != nil {
+				return err
 			}
 			if err := checkGrace(o.grace); err != nil {
 				return err

@@ -151,3 +151,12 @@ func isUsageError(err error) bool {
 	}
 	return false
 }
+
+// commandAfterDash checks that a command to run was given after "--" (and
+// only there: a command before it would have its flags taken as ours).
+func commandAfterDash(cmd *cobra.Command, args []string, what, usage string) error {
+	if cmd.ArgsLenAtDash() != 0 || len(args) == 0 {
+		return &hintError{err: fmt.Errorf("%s must follow --", what), hint: usage}
+	}
+	return nil
+}
