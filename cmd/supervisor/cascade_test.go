@@ -249,8 +249,8 @@ func markerHolders(t *testing.T, procID string) []int {
 
 // TestPipeHolderOutsideTheTreeIsKilled: a process that got the server's
 // stdout by other means (not a descendant, no marker) keeps the host from
-// EOF; it is killed once the server exits. The host, which holds the pipe
-// too here, is never signalled.
+// EOF; it is killed once the server exits. (That older holders such as a
+// wrapper shell are left alone is TestWrapperShellIsNotAPipeHolder's.)
 func TestPipeHolderOutsideTheTreeIsKilled(t *testing.T) {
 	for _, mode := range cgroupModes(t) {
 		for _, kind := range []string{"pipe", "socketpair"} {
