@@ -9,6 +9,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/seed-86a41135/supervisor/proc"
 )
 
 // ErrNotRunning means no daemon answers on the socket.
@@ -60,7 +62,7 @@ func Dial(ctx context.Context, socket string) (*Client, error) {
 }
 
 func (c *Client) handshake() error {
-	if err := c.Send(TypeHello, &Hello{Protocol: Protocol, Version: Version, PID: os.Getpid()}); err != nil {
+	if err := c.Send(TypeHello, NewHello()); err != nil {
 		return err
 	}
 	m, fds, err := c.Recv()
@@ -125,4 +127,18 @@ func closeFds(fds []int) {
 	for _, fd := range fds {
 		syscall.Close(fd)
 	}
+}
+
+// NewHello is this process's hello.
+func NewHello() *Hello {
+	pidNS, mntNS := proc.Namespaces()
+	return &Hello{Protocol: Protocol, Version: Version, PID: os.Getpid(), PidNS: pidNS, MntNS: mntNS}
+}
+
+// SameNamespaces reports whether the daemon runs in this process's PID and
+// mount namespaces (unknown counts as the same).
+func (c *Client) SameNamespaces() bool {
+	pidNS, mntNS := proc.Namespaces()
+	differ := func(a, b uint64) bool { return a != 0 && b != 0 && a != b }
+	return !differ(pidNS, c.Daemon.PidNS) && !differ(mntNS, c.Daemon.MntNS)
 }

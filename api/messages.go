@@ -34,6 +34,9 @@ const (
 	TypeOutcomes    = "outcomes"
 	TypeProcesses   = "processes"
 	TypeSessionList = "session_list"
+	// TypeAttach re-attaches a shim to its server after a daemon restart;
+	// answered by started, later exited, like run.
+	TypeAttach = "attach"
 )
 
 // Msg is one frame: a type and its body.
@@ -47,6 +50,12 @@ type Hello struct {
 	Protocol int    `json:"protocol"`
 	Version  string `json:"version"`
 	PID      int    `json:"pid"`
+	// PidNS and MntNS are the inodes of the sender's PID and mount
+	// namespaces: a shim in other namespaces than its daemon (a sandboxed
+	// host) cannot hand it a command line that means the same thing there,
+	// and supervises its server itself (local mode).
+	PidNS uint64 `json:"pid_ns,omitempty"`
+	MntNS uint64 `json:"mnt_ns,omitempty"`
 }
 
 // Error is a failed request. Code is the exit status the CLI should use.
@@ -97,6 +106,47 @@ type Exited struct {
 	ExitCode int    `json:"exit_code"` // what the shim exits with
 	Code     int    `json:"code"`
 	Signal   string `json:"signal,omitempty"`
+	// Unknown says the status could not be known: the server was
+	// re-adopted after a daemon restart and is nobody's child we can wait
+	// for.
+	Unknown bool `json:"unknown,omitempty"`
+}
+
+// Attach re-attaches a shim to the server it started, after the daemon
+// connection dropped (a daemon restart or crash). The server is named by
+// id, PID and creation token; the session fields let a daemon whose store
+// was lost reopen the session and watch its host again.
+type Attach struct {
+	ID        string     `json:"id"`
+	PID       int        `json:"pid"`
+	Token     proc.Token `json:"token"`
+	ShimPID   int        `json:"shim_pid"`
+	ShimToken proc.Token `json:"shim_token"`
+	GraceMS   int64      `json:"grace_ms,omitempty"`
+
+	Session     string     `json:"session"`
+	Label       string     `json:"label,omitempty"`
+	HostPID     int        `json:"host_pid"`
+	HostToken   proc.Token `json:"host_token"`
+	HostCommand string     `json:"host_command"`
+}
+
+// DaemonStop asks the daemon to exit. KeepProcesses leaves every server
+// running for the next daemon to re-adopt (an upgrade); otherwise every
+// session is stopped first.
+type DaemonStop struct {
+	KeepProcesses bool `json:"keep_processes,omitempty"`
+}
+
+// Recovery summarizes a daemon's reconcile at start (design §7).
+type Recovery struct {
+	At            string  `json:"at"`
+	Adopted       int     `json:"adopted"`
+	Lost          int     `json:"lost"`
+	Stopped       int     `json:"stopped"`
+	SessionsEnded int     `json:"sessions_ended"`
+	FilesRemoved  int     `json:"files_removed"`
+	DurationMS    float64 `json:"duration_ms"`
 }
 
 // StopSelf asks, on a run connection, to stop that connection's server.
@@ -162,6 +212,12 @@ type Status struct {
 	Sessions  int             `json:"sessions"`
 	Processes int             `json:"processes"`
 	Records   int             `json:"records"`
+	// Recovery is the summary of the reconcile this daemon ran at start.
+	Recovery *Recovery `json:"recovery,omitempty"`
+	// BinaryVersion is the version of the CLI asking (filled in by the
+	// CLI): a daemon older than the binary is restarted with
+	// `supervisor daemon restart`.
+	BinaryVersion string `json:"binary_version,omitempty"`
 }
 
 // Bytes is a list of strings carried byte-exact (base64) on the wire.

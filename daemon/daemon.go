@@ -88,6 +88,7 @@ type Daemon struct {
 	logs     map[string]*lumberjack.Logger // captured logs by path
 	conns    map[*api.Conn]bool            // open connections, closed on exit
 	stopping bool                          // refusing new runs
+	recovery *api.Recovery                 // the reconcile at start
 
 	stopReq chan stopRequest
 }
@@ -98,6 +99,7 @@ type Daemon struct {
 type stopRequest struct {
 	reply chan []shutdown.Outcome
 	sent  chan struct{}
+	keep  bool // --keep-processes: leave every server running
 }
 
 // Run runs a daemon until it is stopped (signal or `daemon stop`). It
@@ -189,14 +191,16 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	d.reaper = spawn.NewReaper(d.log.Named("reaper"))
-	d.cascade = &shutdown.Cascade{Log: d.log.Named("shutdown"), Excluded: []int{os.Getpid()}}
+	d.cascade = &shutdown.Cascade{Log: d.log.Named("shutdown"), Excluded: []int{os.Getpid()},
+		AfterSignal: func() { fault("cascade.signalled") }}
 	if d.watcher, err = session.NewWatcher(d.log.Named("hosts")); err != nil {
 		return err
 	}
 	defer d.watcher.Close()
 
 	// Reconcile before the socket accepts anything (design §7).
-	d.reconcile()
+	rec := d.reconcile()
+	d.recovery = &rec
 
 	if err := removeStaleSocket(paths.Socket); err != nil {
 		return err
@@ -228,11 +232,24 @@ func Run(ctx context.Context, cfg Config) (err error) {
 				d.log.Info("signal received: stopping every session", "signal", s)
 			case r := <-d.stopReq:
 				req = &r
-				d.log.Info("daemon stop requested: stopping every session")
+				d.log.Info("daemon stop requested", "keep_processes", r.keep)
 			case <-stopCtx.Done():
 				return nil
 			}
-			outcomes := d.stopAll(context.WithoutCancel(ctx))
+			var outcomes []shutdown.Outcome
+			if req != nil && req.keep {
+				// An upgrade: the next daemon re-adopts everything. Runs
+				// are refused from here, and the lifelines closing with
+				// the connections stop nothing.
+				d.mu.Lock()
+				d.stopping = true
+				d.mu.Unlock()
+				d.log.Info("exiting and leaving every server running for the next daemon", "live", len(d.reg.Processes(registry.Filter{})))
+				d.reg.Event("daemon.stop", "", "", "keeping processes for the next daemon")
+				outcomes = []shutdown.Outcome{}
+			} else {
+				outcomes = d.stopAll(context.WithoutCancel(ctx))
+			}
 			if req != nil {
 				req.reply <- outcomes
 				select {

@@ -31,6 +31,7 @@ type live struct {
 	done   chan struct{} // closed once the final state is committed
 	status spawn.Status  // valid after done
 
+	adopted bool       // found alive after a restart: its exit status is unknown
 	shared  *shared    // the shared server this is an incarnation of, if any
 	started time.Time  // when it was spawned (zero for adopted)
 	breaker breakerRef // its circuit breaker
@@ -142,6 +143,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		conn.SendError(125, "run: %v", err)
 		return
 	}
+	fault("run.intent")
 	started, err := spawn.Start(d.reaper, spawn.Request{
 		Argv: req.Argv, Env: req.Env, Dir: string(req.Cwd), Stdio: files,
 		SessionID: req.Session, ProcID: id, CgroupFD: cg.Fd, Instance: d.instance,
@@ -169,6 +171,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		conn.SendError(code, "%v", err)
 		return
 	}
+	fault("run.forked")
 	// PID and token are recorded whatever a concurrent stop did to the
 	// state meanwhile: a stopping record without them could not be found
 	// again after a crash.
@@ -194,7 +197,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	d.mu.Lock()
 	d.live[id] = l
 	d.mu.Unlock()
-	go d.monitor(l, started.Exit, true)
+	go d.monitor(l, spawned{started.Exit})
 
 	// A session that began ending while we spawned must not keep it.
 	if s, err := d.reg.Session(req.Session); err == nil && s.State != registry.SessionActive {
@@ -207,6 +210,15 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	log.Info("started", "id", id, "pid", started.PID, "argv", req.Argv)
 	d.enforceCap(req, id)
 
+	d.lifeline(conn, l, req.Session, req.ShimPID, d.graceFor(req))
+}
+
+// lifeline keeps a run (or attach) connection for server l: the server's
+// exit status goes back to the shim, the shim's stop requests come in, and
+// the connection closing means the shim, and so the host, no longer has
+// the server.
+func (d *Daemon) lifeline(conn *api.Conn, l *live, sessionID string, shimPID int, defGrace time.Duration) {
+	log := d.log.With("session", sessionID, "id", l.id)
 	shimGone := make(chan struct{})
 	stopReq := make(chan time.Duration, 1)
 	go func() { // ends when the connection is closed (below or by the peer)
@@ -221,7 +233,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 				var s api.StopSelf
 				api.Decode(m, &s)
 				select {
-				case stopReq <- grace(s.GraceMS, d.graceFor(req)):
+				case stopReq <- grace(s.GraceMS, defGrace):
 				default:
 				}
 				continue
@@ -234,15 +246,15 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		select {
 		case <-l.done:
 			st := l.status
-			ex := api.Exited{ExitCode: st.ExitCode(), Code: st.Code}
+			ex := api.Exited{ExitCode: st.ExitCode(), Code: st.Code, Unknown: l.adopted}
 			if st.Signal != 0 {
 				ex.Signal = unix.SignalName(st.Signal)
 			}
 			conn.Send(api.TypeExited, &ex)
 			return
 		case g := <-stopReq:
-			log.Info("shim asked to stop", "id", id)
-			go d.stopIDs(context.Background(), []string{id}, shutdown.Options{Grace: g})
+			log.Info("shim asked to stop")
+			go d.stopIDs(context.Background(), []string{l.id}, shutdown.Options{Grace: g})
 		case <-shimGone:
 			if d.isStopping() {
 				return
@@ -252,12 +264,44 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 				return
 			default:
 			}
-			log.Info("shim gone: stopping its server", "id", id, "shim", req.ShimPID)
-			d.reg.Event("shim.gone", req.Session, id, fmt.Sprintf("shim %d", req.ShimPID))
-			d.stopIDs(context.Background(), []string{id}, shutdown.Options{Grace: d.graceFor(req)})
+			log.Info("shim gone: stopping its server", "shim", shimPID)
+			d.reg.Event("shim.gone", sessionID, l.id, fmt.Sprintf("shim %d", shimPID))
+			d.stopIDs(context.Background(), []string{l.id}, shutdown.Options{Grace: defGrace})
 			return
 		}
 	}
+}
+
+// serveAttach re-attaches a shim to its server after the daemon it started
+// with went away. The server must be live here under the same id, PID and
+// creation token; a record rebuilt from markers learns its shim here.
+func (d *Daemon) serveAttach(conn *api.Conn, a api.Attach) {
+	d.mu.Lock()
+	l := d.live[a.ID]
+	d.mu.Unlock()
+	p, err := d.reg.Process(a.ID)
+	if l == nil || err != nil || p.PID != a.PID || !p.Token.Matches(a.Token) {
+		conn.SendError(125, "attach %s: no such live server (pid %d) here; it is no longer supervised", a.ID, a.PID)
+		return
+	}
+	if p.ShimPID != a.ShimPID || !p.ShimToken.Matches(a.ShimToken) {
+		p, _ = d.reg.Update(a.ID, func(r *registry.Process) error {
+			r.ShimPID, r.ShimToken = a.ShimPID, a.ShimToken
+			return nil
+		})
+		d.watchShim(a.ID, a.ShimPID, a.ShimToken)
+	}
+	if s, err := d.reg.Session(p.Session); err == nil && s.State == registry.SessionActive {
+		if err := d.watchHost(s); err != nil {
+			d.log.Info("attach: host gone", "session", s.ID, "err", err)
+		}
+	}
+	if err := conn.Send(api.TypeStarted, &api.Started{ID: p.ID, PID: p.PID, Token: p.Token, Session: p.Session}); err != nil {
+		return
+	}
+	d.reg.Event("shim.attached", p.Session, p.ID, fmt.Sprintf("shim %d", a.ShimPID))
+	d.log.Info("shim re-attached", "id", p.ID, "pid", p.PID, "shim", a.ShimPID)
+	d.lifeline(conn, l, p.Session, a.ShimPID, grace(a.GraceMS, d.cfg.Grace))
 }
 
 func (d *Daemon) graceFor(req api.RunRequest) time.Duration {
@@ -314,10 +358,11 @@ func (d *Daemon) watchHost(s registry.Session) error {
 }
 
 // monitor commits the final state of l once it exits and releases its
-// waiters. spawned says the status is real (reaped by us); an adopted
-// process's status is unknown.
-func (d *Daemon) monitor(l *live, exit <-chan spawn.Status, spawned bool) {
-	st := <-exit
+// waiters. A spawned process's status is real (reaped by us); an adopted
+// one's is unknown.
+func (d *Daemon) monitor(l *live, r runner) {
+	st := <-r.exit()
+	spawned := !r.adopted()
 	l.status = st
 	restarting := l.shared != nil && l.shared.usable()
 	_, err := d.reg.Update(l.id, func(p *registry.Process) error {
@@ -605,73 +650,6 @@ func (d *Daemon) stopAll(ctx context.Context) []shutdown.Outcome {
 		all = []shutdown.Outcome{}
 	}
 	return all
-}
-
-// reconcile brings the registry in line with the machine after a restart:
-// live records whose token matches are re-adopted and watched by pidfd,
-// others are closed as lost; sessions whose host died are ended.
-func (d *Daemon) reconcile() {
-	var adopted, lost int
-	for _, p := range d.reg.Processes(registry.Filter{}) {
-		if p.PID > 0 && proc.Verify(p.PID, p.Token) == nil {
-			exit := make(chan spawn.Status, 1)
-			pid := p.PID
-			if _, err := d.watcher.Watch(p.PID, p.Token, func() { exit <- spawn.Status{PID: pid} }); err == nil {
-				l := &live{id: p.ID, done: make(chan struct{}), grace: time.Duration(p.GraceMS) * time.Millisecond,
-					target: d.targetOf(p)}
-				if p.Shared && p.State != registry.StateStopping {
-					d.readoptShared(p, l)
-				}
-				d.mu.Lock()
-				d.live[p.ID] = l
-				d.mu.Unlock()
-				go d.monitor(l, exit, false)
-				adopted++
-				if p.State == registry.StateStopping {
-					// The previous daemon died mid-stop: finish the job.
-					go d.stopIDs(context.Background(), []string{p.ID}, shutdown.Options{})
-				}
-				continue
-			}
-		}
-		d.reg.Transition(p.ID, registry.StateLost, func(r *registry.Process) {
-			r.Error = "gone while the daemon was down"
-			t := d.reg.Now().UTC()
-			r.ExitedAt = &t
-		})
-		lost++
-		// What it left behind (escaped descendants with its marker, its
-		// cgroup, holders of its host's pipes) is stopped all the same.
-		go d.stopLeftovers(d.targetOf(p))
-	}
-	var ended int
-	for _, s := range d.reg.Sessions(false) {
-		if s.State == registry.SessionActive {
-			// watchHost ends the session itself when the host is gone.
-			if err := d.watchHost(s); err != nil {
-				ended++
-			}
-			continue
-		}
-		ended++
-		go d.endSession(s.ID, "was ending when the daemon stopped", 0, 0)
-	}
-	d.log.Info("reconciled registry", "adopted", adopted, "lost", lost, "sessions_ended", ended)
-}
-
-// stopLeftovers runs the cascade for a process that is already gone, for
-// whatever it left behind, and removes its cgroup.
-func (d *Daemon) stopLeftovers(t shutdown.Target) {
-	out := d.cascade.Stop(context.Background(), []shutdown.Target{t}, shutdown.Options{Instance: d.instance, SkipProc: d.isLive})
-	if len(out[0].Procs) > 0 {
-		d.log.Info("stopped what a lost process left behind", "id", t.ID, "outcome", out[0].String())
-		d.recordStop(t.ID, out[0])
-	}
-	if t.Cgroup != "" {
-		if err := cgroup.Remove(t.Cgroup); err != nil {
-			d.log.Warn("remove cgroup", "err", err)
-		}
-	}
 }
 
 func newID() string {

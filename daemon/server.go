@@ -61,7 +61,7 @@ func (d *Daemon) handle(conn *api.Conn) {
 			h.Protocol, h.Version, api.Protocol, api.Version)
 		return
 	}
-	if err := conn.Send(api.TypeHello, &api.Hello{Protocol: api.Protocol, Version: api.Version, PID: os.Getpid()}); err != nil {
+	if err := conn.Send(api.TypeHello, api.NewHello()); err != nil {
 		return
 	}
 	conn.SetDeadline(time.Time{})
@@ -76,12 +76,13 @@ func (d *Daemon) handle(conn *api.Conn) {
 		}
 		if m.Type != api.TypeRun {
 			closeFds(fds)
+			fds = nil
 		}
 		if err := d.dispatch(conn, m, fds); err != nil {
 			d.refuse(conn, log, err)
 			return
 		}
-		if m.Type == api.TypeRun || m.Type == api.TypeDaemonStop {
+		if m.Type == api.TypeRun || m.Type == api.TypeAttach || m.Type == api.TypeDaemonStop {
 			return // the connection belonged to that request
 		}
 	}
@@ -102,6 +103,13 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 			return err
 		}
 		d.serveRun(conn, req, fds)
+		return nil
+	case api.TypeAttach:
+		var a api.Attach
+		if err := api.Decode(m, &a); err != nil {
+			return err
+		}
+		d.serveAttach(conn, a)
 		return nil
 	case api.TypePs:
 		var req api.PsRequest
@@ -175,7 +183,13 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 	case api.TypeStatus:
 		return conn.Send(api.TypeStatus, d.status())
 	case api.TypeDaemonStop:
-		req := stopRequest{reply: make(chan []shutdown.Outcome, 1), sent: make(chan struct{})}
+		var ds api.DaemonStop
+		if len(m.Body) > 0 && string(m.Body) != "null" {
+			if err := api.Decode(m, &ds); err != nil {
+				return err
+			}
+		}
+		req := stopRequest{reply: make(chan []shutdown.Outcome, 1), sent: make(chan struct{}), keep: ds.KeepProcesses}
 		select {
 		case d.stopReq <- req:
 		case <-time.After(time.Second):
@@ -214,6 +228,7 @@ func (d *Daemon) status() *api.Status {
 		Sessions:  len(d.reg.Sessions(false)),
 		Processes: len(d.reg.Processes(registry.Filter{})),
 		Records:   len(all),
+		Recovery:  d.recovery,
 	}
 }
 

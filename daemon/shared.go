@@ -321,8 +321,10 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 		if cg.Path != "" {
 			cgroup.Remove(cg.Path)
 		}
+		d.reg.Event("process.failed", sharedSession(s.port), s.id, err.Error())
 		return err
 	}
+	fault("ensure.forked")
 	rec, err := d.reg.Restart(s.id, func(p *registry.Process) {
 		p.PID, p.PGID, p.Token, p.Path, p.Cgroup = started.PID, started.PGID, started.Token, started.Path, cg.Path
 		p.Health, p.ExitCode, p.Signal, p.ExitedAt = "starting", nil, "", nil
@@ -338,7 +340,8 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 	s.mu.Lock()
 	s.cur = l
 	s.mu.Unlock()
-	go d.monitor(l, started.Exit, true)
+	go d.monitor(l, spawned{started.Exit})
+	d.reg.Event("process.start", sharedSession(s.port), s.id, fmt.Sprintf("pid %d %q port %d", started.PID, s.argv, s.port))
 	d.log.Info("shared server started", "id", s.id, "port", s.port, "pid", started.PID)
 
 	err = s.health.WaitReady(ctx, s.port, timeout, func() error {
@@ -357,10 +360,12 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 		}
 	}
 	if err != nil {
+		d.reg.Event("shared.unhealthy", sharedSession(s.port), s.id, "not ready: "+err.Error())
 		d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{})
 		return err
 	}
 	d.setHealth(s.id, "healthy")
+	d.reg.Event("shared.ready", sharedSession(s.port), s.id, fmt.Sprintf("healthy on port %d (%s)", s.port, s.health))
 	return nil
 }
 
@@ -404,6 +409,10 @@ func (d *Daemon) superviseShared(s *shared) {
 			err := s.health.Check(ctx, s.port)
 			cancel()
 			if err == nil {
+				if fails > 0 {
+					d.reg.Event("shared.healthy", sharedSession(s.port), s.id,
+						fmt.Sprintf("health check passes again after %d failure(s)", fails))
+				}
 				fails = 0
 				d.setHealth(s.id, "healthy")
 				if time.Since(healthySince) > st.RestartReset {
@@ -413,6 +422,8 @@ func (d *Daemon) superviseShared(s *shared) {
 			}
 			fails++
 			d.setHealth(s.id, fmt.Sprintf("unhealthy (%d/%d)", fails, st.FailureThreshold))
+			d.reg.Event("shared.unhealthy", sharedSession(s.port), s.id,
+				fmt.Sprintf("health check failed (%d/%d): %v", fails, st.FailureThreshold, err))
 			if fails < st.FailureThreshold {
 				continue
 			}
@@ -423,7 +434,7 @@ func (d *Daemon) superviseShared(s *shared) {
 			return
 		}
 		d.log.Warn("restarting shared server", "id", s.id, "port", s.port, "why", restart, "in", backoff)
-		d.reg.Event("shared.restart", "", s.id, restart)
+		d.reg.Event("shared.restart", sharedSession(s.port), s.id, restart)
 		d.setHealth(s.id, "restarting")
 		d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{})
 		select {
@@ -519,6 +530,7 @@ func (d *Daemon) finishShared(s *shared, why string) {
 	s.mu.Unlock()
 	defer close(s.stopped)
 	d.log.Info("stopping shared server", "id", s.id, "port", s.port, "why", why)
+	d.reg.Event("shared.stop", sharedSession(s.port), s.id, why)
 	// Why, recorded before the stop, so the final record carries it.
 	d.reg.Update(s.id, func(p *registry.Process) error { p.Error = why; return nil })
 	d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{})
@@ -600,17 +612,18 @@ func (d *Daemon) adoptForeign(ctx context.Context, s *shared, l proc.Listener) (
 		return nil, err
 	}
 	rec, _ = d.reg.Transition(s.id, registry.StateRunning, nil)
-	exit := make(chan spawn.Status, 1)
-	lv := &live{id: s.id, done: make(chan struct{}), target: d.targetOf(rec), shared: s}
-	if _, err := d.watcher.Watch(l.PID, tok, func() { exit <- spawn.Status{PID: l.PID} }); err != nil {
+	lv := &live{id: s.id, done: make(chan struct{}), target: d.targetOf(rec), shared: s, adopted: true}
+	r, err := d.adoptRunner(l.PID, tok)
+	if err != nil {
 		return nil, err
 	}
 	d.mu.Lock()
 	d.live[s.id] = lv
 	d.mu.Unlock()
 	s.cur = lv
-	go d.monitor(lv, exit, false)
+	go d.monitor(lv, r)
 	go d.superviseShared(s)
+	d.reg.Event("shared.adopt", sharedSession(s.port), s.id, fmt.Sprintf("pid %d %q port %d", l.PID, l.Argv, s.port))
 	d.log.Info("adopted a foreign listener", "id", s.id, "port", s.port, "pid", l.PID)
 	return s, nil
 }

@@ -269,21 +269,49 @@ func FdKind(fd int) (string, uint64, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return "", 0, fmt.Errorf("fstat fd %d: %w", fd, err)
 	}
-	kind := "other"
+	return kindOf(&st), st.Ino, nil
+}
+
+// FdKindOf is FdKind for fd of another process, through /proc: what a
+// re-adopted server's stdio is, so the cascade can find the holders of its
+// host's pipes again.
+func FdKindOf(pid, fd int) (string, uint64, error) {
+	var st unix.Stat_t
+	path := fmt.Sprintf("/proc/%d/fd/%d", pid, fd)
+	if err := unix.Stat(path, &st); err != nil {
+		return "", 0, fmt.Errorf("stat %s: %w", path, err)
+	}
+	return kindOf(&st), st.Ino, nil
+}
+
+func kindOf(st *unix.Stat_t) string {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFIFO:
-		kind = "pipe"
+		return "pipe"
 	case unix.S_IFSOCK:
-		kind = "socket"
+		return "socket"
 	case unix.S_IFREG:
-		kind = "file"
+		return "file"
 	case unix.S_IFCHR:
-		kind = "tty"
 		if unix.Major(st.Rdev) == 1 && unix.Minor(st.Rdev) == 3 {
-			kind = "null"
+			return "null"
 		}
+		return "tty"
 	}
-	return kind, st.Ino, nil
+	return "other"
+}
+
+// Namespaces returns the inodes of this process's PID and mount
+// namespaces (0 where they cannot be read).
+func Namespaces() (pidNS, mntNS uint64) {
+	var st unix.Stat_t
+	if unix.Stat("/proc/self/ns/pid", &st) == nil {
+		pidNS = st.Ino
+	}
+	if unix.Stat("/proc/self/ns/mnt", &st) == nil {
+		mntNS = st.Ino
+	}
+	return pidNS, mntNS
 }
 
 // Scan reads the status of every process in /proc. Processes that vanish

@@ -12,6 +12,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,8 +41,12 @@ type Options struct {
 	Paths        api.Paths
 	Env          []string
 	Stderr       io.Writer
-	// StartTimeout bounds reaching (or starting) the daemon. Default 10 s.
+	// StartTimeout bounds starting the server while the daemon asks to
+	// retry (it is stopping, or the session is being ended). Default 10 s.
 	StartTimeout time.Duration
+	// LocalAfter is how long the daemon may take to answer (or start)
+	// before the shim supervises the server itself. Default 2 s.
+	LocalAfter time.Duration
 }
 
 // Error is a failure with the exit status the shim must use.
@@ -59,6 +65,9 @@ func fail(code int, err error) (int, error) { return code, &Error{Code: code, Er
 func Run(ctx context.Context, o Options) (int, error) {
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 10 * time.Second
+	}
+	if o.LocalAfter <= 0 {
+		o.LocalAfter = 2 * time.Second
 	}
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
@@ -82,6 +91,10 @@ func Run(ctx context.Context, o Options) (int, error) {
 	defer signal.Stop(sigs)
 
 	c, started, msgs, err := startServer(ctx, o, &req)
+	var local *localReason
+	if errors.As(err, &local) {
+		return runLocal(ctx, o, req, local.why, sigs)
+	}
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
@@ -89,7 +102,8 @@ func Run(ctx context.Context, o Options) (int, error) {
 		}
 		return fail(CodeSupervisorError, err)
 	}
-	defer c.Close()
+	defer func() { c.Close() }()
+	warnVersion(o.Stderr, c.Daemon.Version)
 	// The daemon and the server hold their own references now. Drop ours
 	// of stdin and stdout so EOF semantics are exactly those of a direct
 	// spawn; stderr stays for our own messages and closes when we exit with
@@ -99,6 +113,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 
 	signalled := 0
+	var pending []os.Signal
 	for {
 		select {
 		case s := <-sigs:
@@ -108,11 +123,23 @@ func Run(ctx context.Context, o Options) (int, error) {
 				g = time.Millisecond // asked twice: do not wait out the grace
 			}
 			if err := c.Send(api.TypeStopSelf, &api.StopSelf{GraceMS: api.Millis(g)}); err != nil {
-				return fail(CodeSupervisorError, fmt.Errorf("forward %v: %w", s, err))
+				// The daemon is going away: the re-attach hands the
+				// signal to the server itself.
+				pending = append(pending, s)
 			}
 		case r := <-msgs:
 			if r.err != nil {
-				return lostDaemon(o.Stderr, started, r.err, sigs)
+				// The daemon went away (a restart or a crash): the server
+				// keeps running; find the next daemon and re-attach.
+				c.Close()
+				nc, nmsgs, err := reattach(ctx, o, req, started, r.err, pending, sigs)
+				pending = nil
+				if err != nil {
+					return lostDaemon(o.Stderr, started, err, sigs)
+				}
+				c, msgs = nc, nmsgs
+				warnVersion(o.Stderr, c.Daemon.Version)
+				continue
 			}
 			switch r.m.Type {
 			case api.TypeError:
@@ -123,6 +150,9 @@ func Run(ctx context.Context, o Options) (int, error) {
 				var ex api.Exited
 				if err := api.Decode(r.m, &ex); err != nil {
 					return fail(CodeSupervisorError, err)
+				}
+				if ex.Unknown {
+					return fail(CodeSupervisorError, fmt.Errorf("server %s (pid %d) exited; its status is unknown: it was re-adopted after a daemon restart", started.ID, started.PID))
 				}
 				return ex.ExitCode, nil
 			}
@@ -171,11 +201,17 @@ type recv struct {
 func startServer(ctx context.Context, o Options, req *api.RunRequest) (*api.Client, api.Started, <-chan recv, error) {
 	deadline := time.Now().Add(o.StartTimeout)
 	for {
-		dctx, cancel := context.WithDeadline(ctx, deadline)
+		// A daemon that cannot be reached or started within LocalAfter is
+		// not waited for: the host is waiting too (design §2).
+		dctx, cancel := context.WithTimeout(ctx, o.LocalAfter)
 		c, err := daemon.EnsureRunning(dctx, o.Exe, o.Paths, o.Env)
 		cancel()
 		if err != nil {
-			return nil, api.Started{}, nil, fmt.Errorf("reach the daemon: %w", err)
+			return nil, api.Started{}, nil, &localReason{why: fmt.Sprintf("the daemon cannot be reached or started: %v", err)}
+		}
+		if !c.SameNamespaces() {
+			c.Close()
+			return nil, api.Started{}, nil, &localReason{why: "this shim runs in another PID or mount namespace than the daemon (a sandboxed host)"}
 		}
 		if err := c.Send(api.TypeRun, req, 0, 1, 2); err != nil {
 			c.Close()
@@ -184,19 +220,7 @@ func startServer(ctx context.Context, o Options, req *api.RunRequest) (*api.Clie
 			}
 			return nil, api.Started{}, nil, err
 		}
-		msgs := make(chan recv, 1)
-		go func() { // ends when c is closed
-			for {
-				m, fds, err := c.Recv()
-				for _, fd := range fds {
-					unix.Close(fd)
-				}
-				msgs <- recv{m, err}
-				if err != nil {
-					return
-				}
-			}
-		}()
+		msgs := receive(c)
 		r := <-msgs
 		switch {
 		case r.err != nil:
@@ -248,12 +272,144 @@ func detachStdio() error {
 	return nil
 }
 
+// reattach finds the daemon again after the connection to it dropped and
+// re-attaches to the server by id, PID and creation token. It dials with
+// backoff, and after AwayLimit starts a daemon itself (the old one crashed,
+// and nobody else may need one soon). Until then stop signals go to the
+// server directly. It gives up when the server exits, or when the daemon
+// answering does not know the server.
+func reattach(ctx context.Context, o Options, req api.RunRequest, st api.Started, cause error, pending []os.Signal, sigs chan os.Signal) (*api.Client, <-chan recv, error) {
+	fd, err := proc.OpenPidfd(st.PID, st.Token)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%v, and server %d is gone", cause, st.PID)
+	}
+	defer unix.Close(fd)
+	for _, sig := range pending {
+		unix.PidfdSendSignal(fd, sig.(syscall.Signal), nil, 0)
+	}
+	away := time.Now()
+	backoff := 10 * time.Millisecond
+	for {
+		select {
+		case sig := <-sigs:
+			unix.PidfdSendSignal(fd, sig.(syscall.Signal), nil, 0)
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+		if proc.WaitPidfd(fd, time.Millisecond) {
+			return nil, nil, fmt.Errorf("%v, and server %d exited meanwhile", cause, st.PID)
+		}
+		var c *api.Client
+		dctx, cancel := context.WithTimeout(ctx, o.LocalAfter)
+		if time.Since(away) < o.LocalAfter {
+			c, err = api.Dial(dctx, o.Paths.Socket)
+		} else {
+			c, err = daemon.EnsureRunning(dctx, o.Exe, o.Paths, o.Env)
+		}
+		cancel()
+		if err != nil {
+			continue
+		}
+		a := api.Attach{ID: st.ID, PID: st.PID, Token: st.Token, ShimPID: req.ShimPID, ShimToken: req.ShimToken,
+			GraceMS: req.GraceMS, Session: req.Session, Label: req.Label, HostPID: req.HostPID,
+			HostToken: req.HostToken, HostCommand: req.HostCommand}
+		if err := c.Send(api.TypeAttach, &a); err != nil {
+			c.Close()
+			continue
+		}
+		msgs := receive(c)
+		r := <-msgs
+		switch {
+		case r.err != nil:
+			c.Close()
+			continue // that daemon went away too
+		case r.m.Type == api.TypeStarted:
+			return c, msgs, nil
+		case r.m.Type == api.TypeError:
+			c.Close()
+			var e api.Error
+			api.Decode(r.m, &e)
+			return nil, nil, errors.New(e.Message)
+		default:
+			c.Close()
+			return nil, nil, fmt.Errorf("%w: %q answering attach", api.ErrMalformed, r.m.Type)
+		}
+	}
+}
+
+// receive delivers c's messages until c fails or is closed.
+func receive(c *api.Client) <-chan recv {
+	msgs := make(chan recv, 1)
+	go func() {
+		for {
+			m, fds, err := c.Recv()
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			msgs <- recv{m, err}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return msgs
+}
+
+// warnVersion says once, on stderr (hosts log it), that this binary is
+// newer than the daemon it talks to.
+func warnVersion(w io.Writer, daemonVersion string) {
+	if daemonVersion == api.Version || !NewerVersion(api.Version, daemonVersion) {
+		return
+	}
+	fmt.Fprintf(w, "supervisor: the running daemon is version %s, this binary %s: `supervisor daemon restart` switches to it without stopping any server\n",
+		daemonVersion, api.Version)
+}
+
+// NewerVersion reports whether version a is newer than b, comparing the
+// numeric dot-separated parts (a pre-release suffix is ignored); versions
+// that do not parse differ, so a is taken as newer.
+func NewerVersion(a, b string) bool {
+	pa, oka := versionParts(a)
+	pb, okb := versionParts(b)
+	if !oka || !okb {
+		return a != b
+	}
+	for i := range pa {
+		if pa[i] != pb[i] {
+			return pa[i] > pb[i]
+		}
+	}
+	return false
+}
+
+func versionParts(v string) ([3]int, bool) {
+	var out [3]int
+	v = strings.TrimPrefix(v, "v")
+	if i := strings.IndexAny(v, "-+"); i >= 0 {
+		v = v[:i]
+	}
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 {
+		return out, false
+	}
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return out, false
+		}
+		out[i] = n
+	}
+	return out, true
+}
+
 // lostDaemon waits for the server after the daemon went away: the server
 // keeps running (design §2), and the shim keeps standing for it until it
 // exits, forwarding stop signals to it directly. Its status cannot be
 // known: it is not our child.
 func lostDaemon(stderr io.Writer, s api.Started, cause error, sigs <-chan os.Signal) (int, error) {
-	fmt.Fprintf(stderr, "supervisor: lost the daemon (%v); server %s (pid %d) keeps running unsupervised\n", cause, s.ID, s.PID)
+	fmt.Fprintf(stderr, "supervisor: lost the daemon and could not re-attach (%v); server %s (pid %d) keeps running unsupervised\n", cause, s.ID, s.PID)
 	fd, err := proc.OpenPidfd(s.PID, s.Token)
 	if err != nil {
 		return fail(CodeSupervisorError, fmt.Errorf("server %d already gone", s.PID))

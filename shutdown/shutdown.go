@@ -161,6 +161,9 @@ type Cascade struct {
 	Log hclog.Logger
 	// Excluded PIDs are never signalled (the daemon itself).
 	Excluded []int
+	// AfterSignal, when set, runs once SIGTERM has gone to the targets'
+	// trees: the fault-injection tests crash the daemon there, mid-stop.
+	AfterSignal func()
 }
 
 // Stop runs the cascade for targets and returns one outcome per target, in
@@ -213,6 +216,9 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 	start := time.Now()
 	r.setPhase(ExitedOnSIGTERM)
 	r.signalNew()
+	if c.AfterSignal != nil {
+		c.AfterSignal()
+	}
 	killedAt := make([]time.Time, len(targets))
 	for {
 		r.finish()

@@ -13,6 +13,7 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/daemon"
 	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/shutdown"
 )
 
 func newDaemonCommand(inherited []int) *cobra.Command {
@@ -75,41 +76,113 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 		defCgroups = "auto"
 	}
 	cmd.Flags().StringVar(&cgroups, "cgroups", defCgroups, "auto: a cgroup per server where cgroup2 is writable; off: process groups and markers only (also $"+daemon.EnvCgroups+")")
-	cmd.AddCommand(newDaemonStopCommand())
+	cmd.AddCommand(newDaemonStopCommand(), newDaemonRestartCommand())
 	return cmd
 }
 
 func newDaemonStopCommand() *cobra.Command {
-	var asJSON bool
+	var asJSON, keep bool
 	cmd := &cobra.Command{
-		Use:   "stop",
+		Use:   "stop [--keep-processes]",
 		Short: "Stop every session through the stop cascade, then the daemon",
-		Args:  cobra.NoArgs,
+		Long: "Stop every session through the stop cascade, then the daemon.\n\n" +
+			"With --keep-processes the daemon exits without touching any server: the next\n" +
+			"daemon (started by `supervisor daemon`, or by the first shim that needs one)\n" +
+			"re-adopts them, and shims re-attach. `supervisor daemon restart` does both.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := dial()
+			pid, outcomes, err := stopDaemon(keep)
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			pid := c.Daemon.PID
-			tok, _ := proc.TokenOf(pid)
-			var resp api.Outcomes
-			if err := c.Call(api.TypeDaemonStop, nil, &resp); err != nil {
-				return err
-			}
-			if !proc.WaitExit(pid, tok, 30*time.Second) {
-				return fmt.Errorf("daemon (pid %d) still running 30s after it was asked to stop; see its log", pid)
-			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), resp.Outcomes)
+				return writeJSON(cmd.OutOrStdout(), outcomes)
 			}
-			if len(resp.Outcomes) > 0 {
-				printOutcomes(cmd.OutOrStdout(), resp.Outcomes)
+			if len(outcomes) > 0 {
+				printOutcomes(cmd.OutOrStdout(), outcomes)
+			}
+			if keep {
+				fmt.Fprintf(cmd.OutOrStdout(), "daemon (pid %d) stopped; its servers keep running for the next daemon\n", pid)
+				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "daemon (pid %d) stopped\n", pid)
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcomes as JSON")
+	cmd.Flags().BoolVar(&keep, "keep-processes", false, "exit without stopping any server (for an upgrade: the next daemon re-adopts them)")
+	return cmd
+}
+
+// stopDaemon asks the running daemon to exit and waits until it has.
+func stopDaemon(keep bool) (int, []shutdown.Outcome, error) {
+	c, err := dial()
+	if err != nil {
+		return 0, nil, err
+	}
+	defer c.Close()
+	pid := c.Daemon.PID
+	tok, _ := proc.TokenOf(pid)
+	var resp api.Outcomes
+	if err := c.Call(api.TypeDaemonStop, &api.DaemonStop{KeepProcesses: keep}, &resp); err != nil {
+		return 0, nil, err
+	}
+	if !proc.WaitExit(pid, tok, 30*time.Second) {
+		return 0, nil, fmt.Errorf("daemon (pid %d) still running 30s after it was asked to stop; see its log", pid)
+	}
+	return pid, resp.Outcomes, nil
+}
+
+func newDaemonRestartCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "restart",
+		Short: "Replace the running daemon with this binary, keeping every server running",
+		Long: "Stop the running daemon with --keep-processes and start this binary's daemon,\n" +
+			"which re-adopts every server; shims re-attach and hosts notice nothing. This is\n" +
+			"how an upgraded supervisor takes over.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := paths()
+			if err != nil {
+				return err
+			}
+			old, oldVersion := 0, ""
+			if c, err := dial(); err == nil {
+				old, oldVersion = c.Daemon.PID, c.Daemon.Version
+				c.Close()
+				if _, _, err := stopDaemon(true); err != nil {
+					return err
+				}
+			} else if !errors.Is(err, api.ErrNotRunning) {
+				return err
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("find this binary: %w", err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c, err := daemon.EnsureRunning(ctx, exe, p, os.Environ())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			var st api.Status
+			if err := c.Call(api.TypeStatus, nil, &st); err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if old == 0 {
+				fmt.Fprintf(w, "no daemon was running; started pid %d (version %s)\n", st.PID, st.Version)
+			} else {
+				fmt.Fprintf(w, "daemon restarted: pid %d (version %s) -> pid %d (version %s)\n", old, oldVersion, st.PID, st.Version)
+			}
+			if r := st.Recovery; r != nil {
+				fmt.Fprintf(w, "recovery: %d adopted, %d lost, %d stopped, %d sessions ended, %d files removed in %.1f ms\n",
+					r.Adopted, r.Lost, r.Stopped, r.SessionsEnded, r.FilesRemoved, r.DurationMS)
+			}
+			return nil
+		},
+	}
 	return cmd
 }

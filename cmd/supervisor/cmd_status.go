@@ -29,6 +29,7 @@ func newStatusCommand() *cobra.Command {
 				}
 				return err
 			}
+			st.BinaryVersion = api.Version
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), st)
 			}
@@ -44,10 +45,17 @@ func newStatusCommand() *cobra.Command {
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "daemon:    running, pid %d, up %s\n", st.PID, st.Uptime)
 			fmt.Fprintf(w, "version:   %s (protocol %d)\n", st.Version, st.Protocol)
+			if st.Version != api.Version {
+				fmt.Fprintf(w, "           this binary is %s: run `supervisor daemon restart` to switch to it (servers keep running)\n", api.Version)
+			}
 			fmt.Fprintf(w, "state dir: %s\n", st.StateDir)
 			fmt.Fprintf(w, "socket:    %s\n", st.Socket)
 			fmt.Fprintf(w, "features:  %s\n", strings.Join(feats, ", "))
 			fmt.Fprintf(w, "sessions:  %d active; processes: %d live, %d records\n", st.Sessions, st.Processes, st.Records)
+			if r := st.Recovery; r != nil {
+				fmt.Fprintf(w, "recovery:  at %s: %d adopted, %d lost, %d stopped, %d sessions ended, %d files removed in %.1f ms\n",
+					r.At, r.Adopted, r.Lost, r.Stopped, r.SessionsEnded, r.FilesRemoved, r.DurationMS)
+			}
 			return nil
 		},
 	}

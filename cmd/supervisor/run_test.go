@@ -134,8 +134,11 @@ func TestExitStatuses(t *testing.T) {
 		{"not executable", []string{"--", notExec}, nil, 126},
 		{"not found", []string{"--", "no-such-command-here"}, nil, 127},
 		{"not found by path", []string{"--", "./no-such-file"}, nil, 127},
-		{"supervisor error", []string{"--", bin, "_fixture", "exit", "0"},
-			[]string{"SUPERVISOR_STATE_DIR=/dev/null/x", "SUPERVISOR_SOCKET=/dev/null/x.sock"}, 125},
+		{"supervisor error", []string{"--session", "not a valid id", "--", bin, "_fixture", "exit", "0"}, nil, 125},
+		// No daemon can start here: the shim runs the server itself
+		// (local mode), and its status is still the server's.
+		{"local mode", []string{"--", bin, "_fixture", "exit", "3"},
+			[]string{"SUPERVISOR_STATE_DIR=/dev/null/x", "SUPERVISOR_SOCKET=/dev/null/x.sock"}, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

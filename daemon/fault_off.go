@@ -1,0 +1,7 @@
+//go:build !faultinject
+
+package daemon
+
+// fault is a crash point for the fault-injection tests; release builds
+// compile it to nothing (see fault_on.go).
+func fault(string) {}

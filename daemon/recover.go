@@ -1,0 +1,366 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/cgroup"
+	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/session"
+	"github.com/seed-86a41135/supervisor/shutdown"
+	"github.com/seed-86a41135/supervisor/spawn"
+)
+
+// runner is how the daemon learns that a supervised process exited. The two
+// kinds differ only there: a process this daemon spawned is its child, and
+// the reaper hands over its real status; a process adopted after a restart
+// is nobody's child we can wait for, so a pidfd says when it is gone and
+// its status stays unknown. Stopping is the same blocking, idempotent
+// cascade for both (stopIDs).
+type runner interface {
+	// exit delivers one status once the process has exited.
+	exit() <-chan spawn.Status
+	// adopted reports that the status is unknown.
+	adopted() bool
+}
+
+// spawned is a child of this daemon, reaped by the central reaper.
+type spawned struct{ ch <-chan spawn.Status }
+
+func (r spawned) exit() <-chan spawn.Status { return r.ch }
+func (spawned) adopted() bool               { return false }
+
+// adoptedProc is a process found alive at start, watched by pidfd.
+type adoptedProc struct{ ch chan spawn.Status }
+
+func (r adoptedProc) exit() <-chan spawn.Status { return r.ch }
+func (adoptedProc) adopted() bool               { return true }
+
+// adoptRunner watches pid (verified against tok) by pidfd.
+func (d *Daemon) adoptRunner(pid int, tok proc.Token) (runner, error) {
+	r := adoptedProc{ch: make(chan spawn.Status, 1)}
+	if _, err := d.watcher.Watch(pid, tok, func() { r.ch <- spawn.Status{PID: pid} }); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// reconcile brings the registry in line with the machine before the socket
+// accepts anything (design §7):
+//   - a record whose process is alive with its creation token is re-adopted;
+//     one that crashed between the intent record and the recorded PID is
+//     found again by its marker;
+//   - one that is gone, or whose PID a stranger now has, is closed as lost
+//     (the stranger is never signalled), and what it left behind is
+//     stopped;
+//   - a server whose shim died while the daemon was down is stopped: its
+//     host considers it gone;
+//   - marker-bearing processes of this instance missing from the store (a
+//     crash before the record, or a rebuilt store) are adopted when their
+//     session's host lives and stopped when it does not;
+//   - sessions are watched again, or ended when their host is gone;
+//   - port lock files nobody holds are removed.
+func (d *Daemon) reconcile() api.Recovery {
+	began := time.Now()
+	sum := api.Recovery{At: began.UTC().Format(time.RFC3339)}
+	held := d.markerHolders()
+	for _, p := range d.reg.Processes(registry.Filter{}) {
+		holders := held[p.ID]
+		delete(held, p.ID)
+		if p.PID == 0 {
+			// Forked, but the PID never made it to the store: the marker
+			// names the process.
+			if leader, ok := leaderOf(holders); ok {
+				if rec, err := d.reg.Update(p.ID, func(r *registry.Process) error {
+					r.PID, r.PGID, r.Token = leader.PID, leader.PGID, leader.Token
+					return nil
+				}); err == nil {
+					p = rec
+				}
+			}
+		}
+		if p.PID > 0 && proc.Verify(p.PID, p.Token) == nil {
+			stopped, err := d.adopt(p)
+			if err == nil {
+				sum.Adopted++
+				if stopped {
+					sum.Stopped++
+				}
+				continue
+			}
+			d.log.Warn("cannot re-adopt a live process; closing its record", "id", p.ID, "pid", p.PID, "err", err)
+		}
+		why := "gone while the daemon was down"
+		if p.PID > 0 && errors.Is(proc.Verify(p.PID, p.Token), proc.ErrTokenMismatch) {
+			why = fmt.Sprintf("gone while the daemon was down; pid %d now belongs to another process", p.PID)
+		} else if p.PID == 0 {
+			why = "the daemon stopped before the process was started"
+		}
+		d.reg.Transition(p.ID, registry.StateLost, func(r *registry.Process) {
+			r.Error = why
+			t := d.reg.Now().UTC()
+			r.ExitedAt = &t
+		})
+		d.reg.Event("process.lost", p.Session, p.ID, why)
+		sum.Lost++
+		// What it left behind (escaped descendants with its marker, its
+		// cgroup, holders of its host's pipes) is stopped all the same.
+		// A stranger on its PID fails the cascade's token check and is
+		// never signalled.
+		go d.stopLeftovers(d.targetOf(p))
+	}
+	for id, holders := range held {
+		if d.adoptStray(id, holders) {
+			sum.Adopted++
+		} else {
+			sum.Stopped++
+		}
+	}
+	for _, s := range d.reg.Sessions(false) {
+		if s.State == registry.SessionActive {
+			// watchHost ends the session itself when the host is gone.
+			if err := d.watchHost(s); err != nil {
+				sum.SessionsEnded++
+			}
+			continue
+		}
+		sum.SessionsEnded++
+		go d.endSession(s.ID, "was ending when the daemon stopped", 0, 0)
+	}
+	sum.FilesRemoved = d.removeStaleLocks()
+	sum.DurationMS = float64(time.Since(began).Microseconds()) / 1000
+	d.log.Info("reconciled registry", "adopted", sum.Adopted, "lost", sum.Lost, "stopped", sum.Stopped,
+		"sessions_ended", sum.SessionsEnded, "files_removed", sum.FilesRemoved, "took", time.Since(began))
+	d.reg.Event("daemon.recovery", "", "", fmt.Sprintf("adopted %d, lost %d, stopped %d, sessions ended %d, files removed %d in %.1f ms",
+		sum.Adopted, sum.Lost, sum.Stopped, sum.SessionsEnded, sum.FilesRemoved, sum.DurationMS))
+	return sum
+}
+
+// adopt re-adopts a live recorded process. stopped says it was adopted only
+// to be stopped: its shim died while the daemon was down.
+func (d *Daemon) adopt(p registry.Process) (stopped bool, err error) {
+	r, err := d.adoptRunner(p.PID, p.Token)
+	if err != nil {
+		return false, err
+	}
+	if p.State == registry.StateStarting {
+		d.reg.Transition(p.ID, registry.StateRunning, nil)
+	}
+	l := &live{id: p.ID, done: make(chan struct{}), grace: time.Duration(p.GraceMS) * time.Millisecond,
+		target: d.targetOf(p), adopted: true}
+	if p.Shared && p.State != registry.StateStopping {
+		d.readoptShared(p, l)
+	}
+	d.mu.Lock()
+	d.live[p.ID] = l
+	d.mu.Unlock()
+	go d.monitor(l, r)
+	d.reg.Event("process.adopted", p.Session, p.ID, fmt.Sprintf("pid %d", p.PID))
+	d.log.Info("re-adopted", "id", p.ID, "pid", p.PID, "session", p.Session)
+	switch {
+	case p.State == registry.StateStopping:
+		// The previous daemon died mid-stop: finish the job.
+		go d.stopIDs(context.Background(), []string{p.ID}, shutdown.Options{})
+		return true, nil
+	case p.ShimPID > 0:
+		return !d.watchShim(p.ID, p.ShimPID, p.ShimToken), nil
+	}
+	return false, nil
+}
+
+// watchShim stops process id when its shim exits: the host no longer has
+// the server. It reports false when the shim is gone already (the stop has
+// begun). A spawned server's shim is watched through its connection; an
+// adopted one's connection died with the old daemon.
+func (d *Daemon) watchShim(id string, pid int, tok proc.Token) bool {
+	stop := func(why string) {
+		d.log.Info(why+": stopping its server", "id", id, "shim", pid)
+		p, _ := d.reg.Process(id)
+		d.reg.Event("shim.gone", p.Session, id, fmt.Sprintf("shim %d", pid))
+		d.stopIDs(context.Background(), []string{id}, shutdown.Options{})
+	}
+	if _, err := d.watcher.Watch(pid, tok, func() {
+		if !d.isStopping() {
+			go stop("shim exited")
+		}
+	}); err != nil {
+		go stop("shim died while the daemon was down")
+		return false
+	}
+	return true
+}
+
+// adoptStray handles processes that carry this instance's marker for a
+// process id the store does not know as live: adopted (with a record
+// rebuilt from /proc) when its session's host lives, stopped otherwise.
+func (d *Daemon) adoptStray(id string, holders []proc.Info) bool {
+	leader, _ := leaderOf(holders)
+	env, _ := proc.Environ(leader.PID)
+	sess, _ := proc.EnvValue(env, spawn.EnvSessionID)
+	known, recErr := d.reg.Process(id)
+	if recErr == nil && known.State.Final() {
+		// Left behind by a process whose record is closed.
+		d.log.Info("stopping processes left by a closed record", "id", id, "pids", pidsOf(holders))
+		go d.stopLeftovers(d.targetOf(known))
+		return false
+	}
+	if d.hostAlive(sess) || strings.HasPrefix(sess, "shared-") {
+		argv, _ := proc.Cmdline(leader.PID)
+		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", leader.PID))
+		rec := registry.Process{ID: id, Session: sess, Name: baseName(first(argv)), Argv: argv, Cwd: cwd,
+			Error: "rebuilt from its marker after the daemon restarted"}
+		for fd := 0; fd < 3; fd++ {
+			if kind, ino, err := proc.FdKindOf(leader.PID, fd); err == nil {
+				rec.Stdio = append(rec.Stdio, registry.StdioInode{Fd: fd, Kind: kind, Inode: ino})
+			}
+		}
+		if port, ok := strings.CutPrefix(sess, "shared-"); ok {
+			rec.Shared = true
+			rec.Port, _ = strconv.Atoi(port)
+			rec.Health = "unknown"
+		}
+		if _, err := d.reg.AddProcess(rec); err == nil {
+			p, err := d.reg.Update(id, func(r *registry.Process) error {
+				r.PID, r.PGID, r.Token, r.State = leader.PID, leader.PGID, leader.Token, registry.StateRunning
+				return nil
+			})
+			if err == nil {
+				if _, err := d.adopt(p); err == nil {
+					return true
+				}
+			}
+		}
+	}
+	d.log.Info("stopping unrecorded processes with our marker", "id", id, "session", sess, "pids", pidsOf(holders))
+	go func() {
+		out := d.cascade.Stop(context.Background(), []shutdown.Target{{ID: id, PID: leader.PID, PGID: leader.PGID,
+			Token: leader.Token, Session: sess}}, shutdown.Options{Instance: d.instance, SkipProc: d.isLive})
+		d.reg.Event("process.stray", sess, id, out[0].String())
+	}()
+	return false
+}
+
+// hostAlive reports whether session sess is open with a live host: a
+// session in the store, or one whose id names its host (host-PID-TICKS),
+// which is then reopened.
+func (d *Daemon) hostAlive(sess string) bool {
+	if s, err := d.reg.Session(sess); err == nil && s.State == registry.SessionActive {
+		return proc.Verify(s.HostPID, s.HostToken) == nil
+	}
+	pid, ticks, ok := session.ParseHostID(sess)
+	if !ok {
+		return false
+	}
+	tok, err := proc.TokenOf(pid)
+	if err != nil || tok.StartTicks != ticks {
+		return false
+	}
+	cmd, _ := proc.Cmdline(pid)
+	_, _, err = d.reg.OpenSession(registry.Session{ID: sess, HostPID: pid, HostToken: tok, HostCommand: strings.Join(cmd, " ")})
+	return err == nil
+}
+
+// markerHolders finds the processes of this uid carrying this instance's
+// marker, by process id.
+func (d *Daemon) markerHolders() map[string][]proc.Info {
+	out := map[string][]proc.Info{}
+	infos, err := proc.Scan()
+	if err != nil {
+		d.log.Warn("scan /proc for markers", "err", err)
+		return out
+	}
+	uid := os.Getuid()
+	for _, info := range infos {
+		if info.UID != uid || info.PID == os.Getpid() || info.State == 'Z' {
+			continue
+		}
+		env, err := proc.Environ(info.PID)
+		if err != nil {
+			continue
+		}
+		if inst, _ := proc.EnvValue(env, spawn.EnvInstance); inst != d.instance {
+			continue
+		}
+		if id, ok := proc.EnvValue(env, spawn.EnvProcID); ok && id != "" {
+			out[id] = append(out[id], info)
+		}
+	}
+	return out
+}
+
+// leaderOf picks the server among the holders of one marker: the oldest
+// (its descendants started after it).
+func leaderOf(holders []proc.Info) (proc.Info, bool) {
+	if len(holders) == 0 {
+		return proc.Info{}, false
+	}
+	best := holders[0]
+	for _, h := range holders[1:] {
+		if h.Token.StartTicks < best.Token.StartTicks {
+			best = h
+		}
+	}
+	return best, true
+}
+
+func pidsOf(infos []proc.Info) []int {
+	out := make([]int, len(infos))
+	for i, p := range infos {
+		out[i] = p.PID
+	}
+	return out
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}
+
+// removeStaleLocks removes port lock files nobody holds. Only this daemon
+// takes them, and it holds the singleton lock, so an unheld one is stale:
+// removing it cannot race a taker.
+func (d *Daemon) removeStaleLocks() int {
+	paths, _ := filepath.Glob(filepath.Join(d.cfg.Paths.StateDir, "ports", "*.lock"))
+	removed := 0
+	for _, path := range paths {
+		f, err := os.OpenFile(path, os.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			if os.Remove(path) == nil {
+				removed++
+				d.log.Info("removed stale port lock", "path", path)
+			}
+		}
+		f.Close()
+	}
+	return removed
+}
+
+// stopLeftovers runs the cascade for a process that is already gone, for
+// whatever it left behind, and removes its cgroup.
+func (d *Daemon) stopLeftovers(t shutdown.Target) {
+	out := d.cascade.Stop(context.Background(), []shutdown.Target{t}, shutdown.Options{Instance: d.instance, SkipProc: d.isLive})
+	if len(out[0].Procs) > 0 {
+		d.log.Info("stopped what a lost process left behind", "id", t.ID, "outcome", out[0].String())
+		d.recordStop(t.ID, out[0])
+	}
+	if t.Cgroup != "" {
+		if err := cgroup.Remove(t.Cgroup); err != nil {
+			d.log.Warn("remove cgroup", "err", err)
+		}
+	}
+}

@@ -1,0 +1,152 @@
+package shim
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/shutdown"
+	"github.com/seed-86a41135/supervisor/spawn"
+)
+
+// localReason is why the shim supervises its server itself.
+type localReason struct{ why string }
+
+func (l *localReason) Error() string { return "local mode: " + l.why }
+
+// eofGrace is how long a server whose host died gets to exit on stdin EOF
+// before any signal, as in the daemon.
+const eofGrace = 500 * time.Millisecond
+
+// runLocal is local mode (design §2): with no daemon to hand the server to
+// (none can be reached or started, or it lives in other namespaces than
+// this shim), the shim supervises the server itself with the same
+// mechanisms: it becomes a child subreaper and the only waiter, starts the
+// server in its own group with the markers, watches its host by pidfd and
+// stops the whole tree through the same cascade when the host dies, a stop
+// signal arrives or the server exits leaving something behind. It says so
+// once on stderr, which hosts log.
+func runLocal(ctx context.Context, o Options, req api.RunRequest, why string, sigs <-chan os.Signal) (int, error) {
+	name := o.Name
+	if name == "" {
+		name = filepath.Base(o.Argv[0])
+	}
+	fmt.Fprintf(o.Stderr, "supervisor: local mode for %s: %s; this shim supervises it itself\n", name, why)
+	if err := proc.SetChildSubreaper(); err != nil {
+		fmt.Fprintf(o.Stderr, "supervisor: not a subreaper (%v): descendants that escape the server go to init\n", err)
+	}
+	rctx, stopReaper := context.WithCancel(context.Background())
+	defer stopReaper()
+	reaper := spawn.NewReaper(nil)
+	go reaper.Run(rctx)
+
+	var stdio [3]*os.File
+	var channels []shutdown.Channel
+	for fd := 0; fd < 3; fd++ {
+		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			for _, f := range stdio[:fd] {
+				f.Close()
+			}
+			return fail(CodeSupervisorError, fmt.Errorf("local mode: duplicate fd %d: %w", fd, err))
+		}
+		stdio[fd] = os.NewFile(uintptr(dup), fmt.Sprintf("stdio%d", fd))
+		if kind, ino, err := proc.FdKind(fd); err == nil && (kind == "pipe" || kind == "socket") {
+			channels = append(channels, shutdown.Channel{Fd: fd, Kind: kind, Inode: ino})
+		}
+	}
+	id := localID()
+	started, err := spawn.Start(reaper, spawn.Request{
+		Argv: o.Argv, Env: o.Env, Dir: string(req.Cwd), Stdio: stdio,
+		SessionID: req.Session, ProcID: id, Instance: fmt.Sprintf("local-%d", os.Getpid()),
+	})
+	if err != nil {
+		var se *spawn.StartError
+		if errors.As(err, &se) {
+			return fail(se.Code, err)
+		}
+		return fail(CodeSupervisorError, err)
+	}
+	if err := detachStdio(); err != nil {
+		fmt.Fprintf(o.Stderr, "supervisor: %v\n", err)
+	}
+
+	hostGone := make(chan struct{})
+	if fd, err := proc.OpenPidfd(req.HostPID, req.HostToken); err == nil {
+		// Ends with this process: the shim exits once the server has.
+		go func() {
+			proc.WaitPidfd(fd, -1)
+			unix.Close(fd)
+			close(hostGone)
+		}()
+	} else {
+		close(hostGone)
+	}
+
+	target := shutdown.Target{ID: id, PID: started.PID, PGID: started.PGID, Token: started.Token,
+		Session: req.Session, Stdio: channels,
+		Spared: []shutdown.Proc{{PID: req.HostPID, Token: req.HostToken}}}
+	cascade := &shutdown.Cascade{Excluded: []int{os.Getpid()}}
+	grace := o.Grace
+	if grace <= 0 {
+		grace = shutdown.DefaultGrace
+	}
+	stopped := make(chan struct{})
+	done := ctx.Done()
+	stopping := false
+	force := make(chan struct{})
+	stop := func(eof time.Duration) {
+		if stopping {
+			return
+		}
+		stopping = true
+		target.Force = force
+		go func() {
+			cascade.Stop(context.Background(), []shutdown.Target{target}, shutdown.Options{Grace: grace, EOFGrace: eof})
+			close(stopped)
+		}()
+	}
+	for {
+		select {
+		case st := <-started.Exit:
+			if !stopping {
+				// Exited on its own: what it left in its group, under its
+				// marker or on the host's pipes goes too.
+				cascade.Stop(context.Background(), []shutdown.Target{target}, shutdown.Options{Grace: grace})
+			} else {
+				<-stopped
+			}
+			return st.ExitCode(), nil
+		case <-hostGone:
+			hostGone = nil
+			stop(eofGrace)
+		case <-sigs:
+			if stopping {
+				select {
+				case <-force:
+				default:
+					close(force) // asked twice: do not wait out the grace
+				}
+			}
+			stop(0)
+		case <-done:
+			done = nil
+			stop(0)
+		}
+	}
+}
+
+func localID() string {
+	var b [5]byte
+	rand.Read(b[:])
+	return "l-" + hex.EncodeToString(b[:])
+}
