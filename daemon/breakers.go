@@ -54,6 +54,9 @@ func (b *breakers) allow(argv []string, cwd, name string) (string, error) {
 	if br.State != before.State || br.Trial != before.Trial {
 		b.persist(br)
 	}
+	if br.State != before.State {
+		b.event(br, "one trial start let through after the cooldown")
+	}
 	return key, err
 }
 
@@ -64,8 +67,12 @@ func (b *breakers) result(key string, argv []string, cwd, name, reason string) {
 	br, ok := b.m[key]
 	if reason == "" {
 		if ok && (br.State != spawn.BreakerClosed || br.Failures > 0) {
+			was := br.State
 			br.Success()
 			b.persist(br)
+			if was != br.State {
+				b.event(br, "a start succeeded")
+			}
 		}
 		return
 	}
@@ -77,6 +84,10 @@ func (b *breakers) result(key string, argv []string, cwd, name, reason string) {
 	br.Failure(reason, b.now(), b.cfg)
 	b.persist(br)
 	if br.State == spawn.BreakerOpen {
+		// Every failure that leaves it open (re-)armed its cooldown,
+		// after a failed half-open trial too.
+		b.event(br, fmt.Sprintf("%d failures in a row, last: %s; retrying after %s",
+			br.Failures, reason, br.RetryAt.UTC().Format(time.RFC3339)))
 		b.log.Warn("circuit breaker open", "name", name, "key", key, "failures", br.Failures,
 			"last", reason, "retry_at", br.RetryAt)
 	}
@@ -98,6 +109,17 @@ func (b *breakers) persist(br *spawn.Breaker) {
 	}
 }
 
+// event logs br's new state in the lifecycle log as breaker.<state>. The
+// breakers write to the store directly: they are set up apart from the
+// registry, and a breaker is no session's or process's.
+func (b *breakers) event(br *spawn.Breaker, detail string) {
+	ev := registry.Event{Time: b.now().UTC(), Kind: "breaker." + br.State,
+		Detail: fmt.Sprintf("%s (key %s): %s", br.Name, br.Key, detail)}
+	if err := b.st.AppendEvent(ev); err != nil {
+		b.log.Error("log breaker event", "key", br.Key, "err", err)
+	}
+}
+
 func (b *breakers) list() []spawn.Breaker {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -116,8 +138,12 @@ func (b *breakers) reset(keyOrName string) ([]spawn.Breaker, error) {
 	var out []spawn.Breaker
 	for _, br := range b.m {
 		if br.Key == keyOrName || br.Name == keyOrName {
+			was := br.State
 			br.Reset()
 			b.persist(br)
+			if was != br.State {
+				b.event(br, "reset by hand")
+			}
 			out = append(out, *br)
 		}
 	}

@@ -91,7 +91,7 @@ func EnsureRunning(ctx context.Context, exe string, paths api.Paths, env []strin
 // and its markers (SUPERVISOR_SESSION_ID, ...) would make the daemon look
 // like a member of some session's tree.
 var daemonKeep = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "TZ",
-	api.EnvStateDir, api.EnvSocket, EnvCgroups, EnvBreakerCooldown, EnvLogMaxMB}
+	api.EnvStateDir, api.EnvSocket, EnvCgroups, EnvBreakerCooldown, EnvLogMaxMB, EnvRetention}
 
 // EnvCgroups set to "off" turns cgroups off for an auto-started daemon
 // (the default is auto).

@@ -180,6 +180,8 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 			return conn.SendError(1, "breaker reset: %v", err)
 		}
 		return conn.Send(api.TypeBreakerList, &api.BreakerList{Breakers: out})
+	case api.TypeEvents:
+		return d.serveEvents(conn, m)
 	case api.TypeStatus:
 		return conn.Send(api.TypeStatus, d.status())
 	case api.TypeDaemonStop:

@@ -22,6 +22,10 @@ type Settings struct {
 	Breaker          spawn.BreakerConfig
 	LogMaxMB         int // captured server logs rotate at this size; 10
 	LogBackups       int // rotated logs kept; 3
+	// Retention is how long ended sessions and exited, failed or lost
+	// processes stay listed before they are compacted away; 7 days
+	// (zero or less means the default).
+	Retention time.Duration
 }
 
 // DefaultSettings returns the defaults of design §5.
@@ -38,6 +42,7 @@ func DefaultSettings() Settings {
 		Breaker:          spawn.BreakerConfig{}.WithDefaults(),
 		LogMaxMB:         10,
 		LogBackups:       3,
+		Retention:        7 * 24 * time.Hour,
 	}
 }
 
@@ -46,6 +51,7 @@ func DefaultSettings() Settings {
 const (
 	EnvBreakerCooldown = "SUPERVISOR_BREAKER_COOLDOWN"
 	EnvLogMaxMB        = "SUPERVISOR_LOG_MAX_MB"
+	EnvRetention       = "SUPERVISOR_RETENTION"
 )
 
 // ApplyEnv overrides settings from the environment, naming the variable of
@@ -64,6 +70,13 @@ func (s *Settings) ApplyEnv(getenv func(string) string) error {
 			return fmt.Errorf("%s=%q: want a positive number of megabytes", EnvLogMaxMB, v)
 		}
 		s.LogMaxMB = n
+	}
+	if v := getenv(EnvRetention); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%s=%q: want a positive duration such as 168h (days are not a unit)", EnvRetention, v)
+		}
+		s.Retention = d
 	}
 	return nil
 }

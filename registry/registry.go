@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Persister commits records durably. Its methods may be called concurrently;
@@ -14,6 +15,9 @@ type Persister interface {
 	PutSession(Session) error
 	PutProcess(Process) error
 	AppendEvent(Event) error
+	// DeleteMany removes session and process records in one commit;
+	// missing ones are not an error.
+	DeleteMany(sessionIDs, processIDs []string) error
 }
 
 // Registry is the in-memory view of every session and process, kept in step
@@ -25,18 +29,30 @@ type Registry struct {
 	mu       sync.Mutex
 	sessions map[string]*sessionEntry
 	procs    map[string]*procEntry
+
+	compactMu sync.Mutex // one compaction at a time
 }
 
 // Each entry has its own lock so that a record's updates are committed in
 // order while commits of different records run (and batch) concurrently.
+//
+// Lock order: an entry's lock before r.mu, never r.mu while waiting for an
+// entry's lock.
 type sessionEntry struct {
 	mu  sync.Mutex
 	rec Session
+	// gone marks an entry deleted (compacted, or never committed) while
+	// someone waited for its lock: the waiter must not write it back.
+	gone bool
 }
 
 type procEntry struct {
-	mu  sync.Mutex
-	rec Process
+	mu   sync.Mutex
+	rec  Process
+	gone bool // as sessionEntry.gone
+	// session is rec.Session, which never changes: readable under r.mu
+	// alone, so Event need not take the entry's lock.
+	session string
 }
 
 // New returns a registry seeded with previously persisted records.
@@ -50,7 +66,7 @@ func New(p Persister, now func() time.Time, sessions []Session, procs []Process)
 		r.sessions[s.ID] = &sessionEntry{rec: s}
 	}
 	for _, pr := range procs {
-		r.procs[pr.ID] = &procEntry{rec: cloneProc(pr)}
+		r.procs[pr.ID] = &procEntry{rec: cloneProc(pr), session: pr.Session}
 	}
 	return r
 }
@@ -59,8 +75,17 @@ func New(p Persister, now func() time.Time, sessions []Session, procs []Process)
 func (r *Registry) Now() time.Time { return r.now() }
 
 // Event appends to the lifecycle log. A failure to log is returned but never
-// blocks the change it describes.
+// blocks the change it describes. An event about a known process carries its
+// session even when the caller passed none, so filtering the log by session
+// finds every event of its processes.
 func (r *Registry) Event(kind, session, process, detail string) error {
+	if session == "" && process != "" {
+		r.mu.Lock()
+		if e, ok := r.procs[process]; ok {
+			session = e.session
+		}
+		r.mu.Unlock()
+	}
 	return r.p.AppendEvent(Event{Time: r.now().UTC(), Kind: kind, Session: session, Process: process, Detail: detail})
 }
 
@@ -68,16 +93,30 @@ func (r *Registry) Event(kind, session, process, detail string) error {
 // it from s when there is none. An ended session with the same id is replaced:
 // the id names a host incarnation, so reuse means the caller asked for it.
 func (r *Registry) OpenSession(s Session) (Session, bool, error) {
-	r.mu.Lock()
-	e, ok := r.sessions[s.ID]
-	if !ok {
-		e = &sessionEntry{}
-		r.sessions[s.ID] = e
-	}
-	r.mu.Unlock()
+	for {
+		r.mu.Lock()
+		e, ok := r.sessions[s.ID]
+		if !ok {
+			e = &sessionEntry{}
+			r.sessions[s.ID] = e
+		}
+		r.mu.Unlock()
 
-	e.mu.Lock()
-	defer e.mu.Unlock()
+		e.mu.Lock()
+		if e.gone {
+			// Deleted while we waited; whoever deleted it took it out of
+			// the map too, so the next round starts a fresh entry.
+			e.mu.Unlock()
+			continue
+		}
+		sess, created, err := r.openLocked(e, s)
+		e.mu.Unlock()
+		return sess, created, err
+	}
+}
+
+// openLocked is OpenSession with e's lock held.
+func (r *Registry) openLocked(e *sessionEntry, s Session) (Session, bool, error) {
 	if e.rec.ID != "" && e.rec.State == SessionActive {
 		return e.rec, false, nil
 	}
@@ -90,14 +129,17 @@ func (r *Registry) OpenSession(s Session) (Session, bool, error) {
 	s.EndReason = ""
 	if err := r.p.PutSession(s); err != nil {
 		if e.rec.ID == "" {
+			e.gone = true // a waiter for this entry starts over
 			r.mu.Lock()
-			delete(r.sessions, s.ID)
+			if r.sessions[s.ID] == e {
+				delete(r.sessions, s.ID)
+			}
 			r.mu.Unlock()
 		}
 		return Session{}, false, fmt.Errorf("commit session %s: %w", s.ID, err)
 	}
 	e.rec = s
-	_ = r.Event("session.start", s.ID, "", fmt.Sprintf("host %d %s", s.HostPID, s.HostCommand))
+	_ = r.Event("session.start", s.ID, "", fmt.Sprintf("host %d %s", s.HostPID, clip(s.HostCommand, 200)))
 	return s, true, nil
 }
 
@@ -112,6 +154,9 @@ func (r *Registry) SetSessionState(id string, state SessionState, reason string)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.gone {
+		return Session{}, fmt.Errorf("session %s: %w", id, ErrNotFound)
+	}
 	if e.rec.State == state {
 		return e.rec, nil
 	}
@@ -131,7 +176,10 @@ func (r *Registry) SetSessionState(id string, state SessionState, reason string)
 		return e.rec, fmt.Errorf("commit session %s: %w", id, err)
 	}
 	e.rec = next
-	if state == SessionEnded {
+	switch state {
+	case SessionEnding:
+		_ = r.Event("session.ending", id, "", reason)
+	case SessionEnded:
 		_ = r.Event("session.end", id, "", reason)
 	}
 	return next, nil
@@ -147,7 +195,7 @@ func (r *Registry) Session(id string) (Session, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.rec.ID == "" {
+	if e.rec.ID == "" || e.gone {
 		return Session{}, fmt.Errorf("session %s: %w", id, ErrNotFound)
 	}
 	return e.rec, nil
@@ -158,9 +206,9 @@ func (r *Registry) Sessions(all bool) []Session {
 	var out []Session
 	for _, e := range r.sessionEntries() {
 		e.mu.Lock()
-		s := e.rec
+		s, gone := e.rec, e.gone
 		e.mu.Unlock()
-		if s.ID == "" || (!all && s.State == SessionEnded) {
+		if s.ID == "" || gone || (!all && s.State == SessionEnded) {
 			continue
 		}
 		out = append(out, s)
@@ -207,14 +255,15 @@ func (r *Registry) AddProcess(p Process) (Process, error) {
 		return Process{}, fmt.Errorf("commit process %s: %w", p.ID, err)
 	}
 	r.mu.Lock()
-	r.procs[p.ID] = &procEntry{rec: p}
+	r.procs[p.ID] = &procEntry{rec: p, session: p.Session}
 	r.mu.Unlock()
 	return cloneProc(p), nil
 }
 
 // Update applies fn to a copy of the process and commits the result. If fn
 // changes State, the state machine must allow it. fn returning an error
-// aborts the update.
+// aborts the update. fn runs with the record locked: it must not wait for
+// another record (Compact holds several at once).
 func (r *Registry) Update(id string, fn func(*Process) error) (Process, error) {
 	return r.update(id, fn, false)
 }
@@ -228,6 +277,9 @@ func (r *Registry) update(id string, fn func(*Process) error, restart bool) (Pro
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.gone {
+		return Process{}, fmt.Errorf("process %s: %w", id, ErrNotFound)
+	}
 	next := cloneProc(e.rec)
 	if err := fn(&next); err != nil {
 		return cloneProc(e.rec), err
@@ -285,6 +337,9 @@ func (r *Registry) Process(id string) (Process, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.gone {
+		return Process{}, fmt.Errorf("process %s: %w", id, ErrNotFound)
+	}
 	return cloneProc(e.rec), nil
 }
 
@@ -305,9 +360,9 @@ func (r *Registry) Processes(f Filter) []Process {
 	var out []Process
 	for _, e := range entries {
 		e.mu.Lock()
-		p := e.rec
+		p, gone := e.rec, e.gone
 		e.mu.Unlock()
-		if !f.All && p.State.Final() {
+		if gone || (!f.All && p.State.Final()) {
 			continue
 		}
 		if f.Session != "" && p.Session != f.Session {
@@ -349,6 +404,115 @@ func (r *Registry) Lookup(idOrName string) (Process, error) {
 		return Process{}, fmt.Errorf("name %q matches %d live processes (%s); use an id: %w",
 			idOrName, len(hits), strings.Join(ids, ", "), ErrAmbiguous)
 	}
+}
+
+// Compact deletes what the retention period lets go: processes in a final
+// state that exited before before, then ended sessions that ended before
+// before and have no process record left. Both go in one commit, and only
+// then from memory: a failed commit leaves everything as it was. It returns
+// how many sessions and processes it deleted.
+func (r *Registry) Compact(before time.Time) (sessions, procs int, err error) {
+	r.compactMu.Lock()
+	defer r.compactMu.Unlock()
+	r.mu.Lock()
+	pes := make([]*procEntry, 0, len(r.procs))
+	for _, e := range r.procs {
+		pes = append(pes, e)
+	}
+	ses := make([]*sessionEntry, 0, len(r.sessions))
+	for _, e := range r.sessions {
+		ses = append(ses, e)
+	}
+	r.mu.Unlock()
+
+	// The picked entries stay locked until they are out of the store and
+	// the maps: an update or a reopening that reached one meanwhile waits,
+	// then finds it gone instead of writing a deleted record back.
+	var pickedP []*procEntry
+	var pickedS []*sessionEntry
+	defer func() {
+		for _, e := range pickedP {
+			e.mu.Unlock()
+		}
+		for _, e := range pickedS {
+			e.mu.Unlock()
+		}
+	}()
+	remaining := map[string]int{} // processes kept, by session
+	for _, e := range pes {
+		e.mu.Lock()
+		if !e.gone && e.rec.State.Final() && endedBefore(e.rec.ExitedAt, e.rec.StartedAt, before) {
+			pickedP = append(pickedP, e)
+			continue
+		}
+		if !e.gone {
+			remaining[e.rec.Session]++
+		}
+		e.mu.Unlock()
+	}
+	for _, e := range ses {
+		e.mu.Lock()
+		s := e.rec
+		if !e.gone && s.ID != "" && s.State == SessionEnded && remaining[s.ID] == 0 &&
+			endedBefore(s.EndedAt, s.StartedAt, before) {
+			pickedS = append(pickedS, e)
+			continue
+		}
+		e.mu.Unlock()
+	}
+	if len(pickedP) == 0 && len(pickedS) == 0 {
+		return 0, 0, nil
+	}
+	pids := make([]string, len(pickedP))
+	for i, e := range pickedP {
+		pids[i] = e.rec.ID
+	}
+	sids := make([]string, len(pickedS))
+	for i, e := range pickedS {
+		sids[i] = e.rec.ID
+	}
+	if err := r.p.DeleteMany(sids, pids); err != nil {
+		return 0, 0, fmt.Errorf("compact records ended before %s: %w", before.UTC().Format(time.RFC3339), err)
+	}
+	r.mu.Lock()
+	for _, e := range pickedP {
+		e.gone = true
+		if r.procs[e.rec.ID] == e {
+			delete(r.procs, e.rec.ID)
+		}
+	}
+	for _, e := range pickedS {
+		e.gone = true
+		if r.sessions[e.rec.ID] == e {
+			delete(r.sessions, e.rec.ID)
+		}
+	}
+	r.mu.Unlock()
+	return len(pickedS), len(pickedP), nil
+}
+
+// endedBefore reports whether a record that ended at end (or, with no end
+// recorded, started at start: a record closed without a time must still age
+// out) ended before t.
+func endedBefore(end *time.Time, start, t time.Time) bool {
+	if end != nil {
+		return end.Before(t)
+	}
+	return start.Before(t)
+}
+
+// clip shortens s to at most n bytes (cut at a rune boundary), marking the
+// cut. A host's command line can run to kilobytes; the session record keeps
+// it whole, and an event in a log capped by count should not.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 func cloneProc(p Process) Process {

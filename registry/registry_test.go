@@ -15,7 +15,10 @@ type fakePersister struct {
 	sessions []Session
 	procs    []Process
 	events   []Event
-	fail     error // when set, PutSession and PutProcess return it
+	fail     error // when set, PutSession, PutProcess and DeleteMany return it
+
+	deletedSessions, deletedProcs []string
+	ops                           []string // "put s:ID", "put p:ID", "del s:ID", "del p:ID", in commit order
 }
 
 func (f *fakePersister) PutSession(s Session) error {
@@ -25,6 +28,7 @@ func (f *fakePersister) PutSession(s Session) error {
 		return f.fail
 	}
 	f.sessions = append(f.sessions, s)
+	f.ops = append(f.ops, "put s:"+s.ID)
 	return nil
 }
 
@@ -35,6 +39,7 @@ func (f *fakePersister) PutProcess(p Process) error {
 		return f.fail
 	}
 	f.procs = append(f.procs, p)
+	f.ops = append(f.ops, "put p:"+p.ID)
 	return nil
 }
 
@@ -42,6 +47,23 @@ func (f *fakePersister) AppendEvent(e Event) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.events = append(f.events, e)
+	return nil
+}
+
+func (f *fakePersister) DeleteMany(sessionIDs, processIDs []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail != nil {
+		return f.fail
+	}
+	f.deletedSessions = append(f.deletedSessions, sessionIDs...)
+	f.deletedProcs = append(f.deletedProcs, processIDs...)
+	for _, id := range sessionIDs {
+		f.ops = append(f.ops, "del s:"+id)
+	}
+	for _, id := range processIDs {
+		f.ops = append(f.ops, "del p:"+id)
+	}
 	return nil
 }
 

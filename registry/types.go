@@ -145,12 +145,18 @@ type StoppedProc struct {
 }
 
 // Event is one entry of the capped lifecycle log.
+//
+// The JSON names are the `events --json` contract: every field is always
+// present.
 type Event struct {
+	// Seq is the event's place in the log, handed out by the Persister:
+	// increasing, never reused, so a follower asks for what is after it.
+	Seq     uint64    `json:"seq"`
 	Time    time.Time `json:"time"`
 	Kind    string    `json:"kind"` // e.g. "session.start", "process.exit"
-	Session string    `json:"session,omitempty"`
-	Process string    `json:"process,omitempty"`
-	Detail  string    `json:"detail,omitempty"`
+	Session string    `json:"session"`
+	Process string    `json:"process"`
+	Detail  string    `json:"detail"`
 }
 
 // Sentinel errors of the registry.

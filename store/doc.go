@@ -31,5 +31,10 @@
 //   - A file with a newer schema than this code knows is refused, never
 //     rewritten; an older one would need a migration (there is none yet).
 //   - bbolt never shrinks the file: deleted records leave free pages that are
-//     reused, so Size reports the high-water mark, not the live data.
+//     reused, so Size reports the high-water mark, not the live data. The
+//     daemon's compaction (DeleteMany, one commit per run) is what keeps that
+//     mark level under churn.
+//   - An event's sequence number is its key (and Event.Seq): the bucket's
+//     sequence is never reset, so a follower's "after N" stays meaningful
+//     across trimming and daemon restarts.
 package store

@@ -190,20 +190,48 @@ func (s *Store) delete(bucket []byte, id string) error {
 	return nil
 }
 
-// AppendEvent appends ev to the event log and trims the oldest entries beyond
-// MaxEvents.
-func (s *Store) AppendEvent(ev registry.Event) error {
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return fmt.Errorf("encode event %s: %w", ev.Kind, err)
+// DeleteMany removes the given session and process records in one commit;
+// missing ones are not an error. Compaction deletes thousands at a time, and
+// one transaction means one fsync instead of one each.
+func (s *Store) DeleteMany(sessionIDs, processIDs []string) error {
+	if len(sessionIDs) == 0 && len(processIDs) == 0 {
+		return nil
 	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, batch := range []struct {
+			bucket []byte
+			ids    []string
+		}{{bucketSessions, sessionIDs}, {bucketProcesses, processIDs}} {
+			b := tx.Bucket(batch.bucket)
+			for _, id := range batch.ids {
+				if err := b.Delete([]byte(id)); err != nil {
+					return fmt.Errorf("%s/%s: %w", batch.bucket, id, err)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete %d sessions and %d processes from %s: %w", len(sessionIDs), len(processIDs), s.path, err)
+	}
+	return nil
+}
+
+// AppendEvent appends ev to the event log under the next sequence number
+// (ev.Seq is ignored) and trims the oldest entries beyond MaxEvents.
+func (s *Store) AppendEvent(ev registry.Event) error {
 	// A retried Batch fn runs after its failed tx rolled back, sequence
 	// included, so it appends exactly once.
-	err = s.db.Batch(func(tx *bolt.Tx) error {
+	err := s.db.Batch(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketEvents)
 		seq, err := b.NextSequence()
 		if err != nil {
 			return err
+		}
+		ev.Seq = seq
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("encode: %w", err)
 		}
 		if err := b.Put(seqKey(seq), data); err != nil {
 			return err
@@ -290,25 +318,51 @@ func (s *Store) Load() ([]registry.Session, []registry.Process, error) {
 
 // Events returns the newest n events, oldest first; n <= 0 means all.
 func (s *Store) Events(n int) ([]registry.Event, error) {
-	var out []registry.Event
-	err := s.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketEvents).Cursor()
-		for k, v := c.Last(); k != nil && (n <= 0 || len(out) < n); k, v = c.Prev() {
+	out, _, err := s.EventsAfter(0, "", n)
+	return out, err
+}
+
+// EventsAfter returns the newest limit events with a sequence number above
+// after that belong to session (every session when it is ""), oldest first;
+// limit <= 0 means all of them. last is the newest sequence number the log
+// has handed out, matching or not: a follower asks for what comes after it
+// next, so events of other sessions are not scanned again.
+func (s *Store) EventsAfter(after uint64, session string, limit int) (events []registry.Event, last uint64, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketEvents)
+		last = b.Sequence()
+		// Backwards from the newest: the common asks (the last 100, what
+		// is new since the last poll) stop after a few keys.
+		c := b.Cursor()
+		for k, v := c.Last(); k != nil && (limit <= 0 || len(events) < limit); k, v = c.Prev() {
+			seq, ok := seqOf(k)
+			if !ok {
+				return fmt.Errorf("event key %x: not a sequence number", k)
+			}
+			if seq <= after {
+				break
+			}
 			var ev registry.Event
 			if err := json.Unmarshal(v, &ev); err != nil {
 				return fmt.Errorf("decode %s/%x: %w", bucketEvents, k, err)
 			}
-			out = append(out, ev)
+			if session != "" && ev.Session != session {
+				continue
+			}
+			// The key is the truth: events written before Seq was stored
+			// carry none.
+			ev.Seq = seq
+			events = append(events, ev)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read events %s: %w", s.path, err)
+		return nil, 0, fmt.Errorf("read events %s: %w", s.path, err)
 	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
+	for i, j := 0, len(events)-1; i < j; i, j = i+1, j-1 {
+		events[i], events[j] = events[j], events[i]
 	}
-	return out, nil
+	return events, last, nil
 }
 
 // PutBreaker stores a circuit breaker's state under its key.

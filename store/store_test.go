@@ -292,3 +292,206 @@ func TestCorruptFile(t *testing.T) {
 		})
 	}
 }
+
+func TestEventsAfter(t *testing.T) {
+	s := openT(t, filepath.Join(t.TempDir(), "registry.db"), Options{MaxEvents: 8})
+	// Ten events, sessions a, b, a, b, ...; the cap leaves seqs 3..10.
+	for i := 1; i <= 10; i++ {
+		sess := "a"
+		if i%2 == 0 {
+			sess = "b"
+		}
+		if err := s.AppendEvent(registry.Event{Seq: 999, Kind: "k", Session: sess, Detail: fmt.Sprint(i)}); err != nil {
+			t.Fatalf("AppendEvent(%d) error = %v", i, err)
+		}
+	}
+	tests := []struct {
+		name    string
+		after   uint64
+		session string
+		limit   int
+		want    []uint64
+	}{
+		{"all", 0, "", 0, []uint64{3, 4, 5, 6, 7, 8, 9, 10}},
+		{"newest three", 0, "", 3, []uint64{8, 9, 10}},
+		{"after 6", 6, "", 0, []uint64{7, 8, 9, 10}},
+		{"after 6, newest two", 6, "", 2, []uint64{9, 10}},
+		{"session a", 0, "a", 0, []uint64{3, 5, 7, 9}},
+		{"session b, newest two", 0, "b", 2, []uint64{8, 10}},
+		{"session a after 5", 5, "a", 0, []uint64{7, 9}},
+		{"after the newest", 10, "", 0, nil},
+		{"after more than the newest", 50, "", 0, nil},
+		{"unknown session", 0, "zzz", 0, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			evs, last, err := s.EventsAfter(tt.after, tt.session, tt.limit)
+			if err != nil {
+				t.Fatalf("EventsAfter(%d, %q, %d) error = %v", tt.after, tt.session, tt.limit, err)
+			}
+			var got []uint64
+			for _, ev := range evs {
+				got = append(got, ev.Seq)
+				if want := fmt.Sprint(ev.Seq); ev.Detail != want {
+					t.Errorf("event seq %d has detail %q, want %q", ev.Seq, ev.Detail, want)
+				}
+				if tt.session != "" && ev.Session != tt.session {
+					t.Errorf("event seq %d of session %q, want only %q", ev.Seq, ev.Session, tt.session)
+				}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("EventsAfter(%d, %q, %d) seqs = %v, want %v", tt.after, tt.session, tt.limit, got, tt.want)
+			}
+			if last != 10 {
+				t.Errorf("EventsAfter(%d, %q, %d) last = %d, want 10", tt.after, tt.session, tt.limit, last)
+			}
+		})
+	}
+
+	// An empty log hands out nothing and says so.
+	empty := openT(t, filepath.Join(t.TempDir(), "registry.db"), Options{})
+	if evs, last, err := empty.EventsAfter(0, "", 0); len(evs) != 0 || last != 0 || err != nil {
+		t.Errorf("EventsAfter on an empty log = %v, %d, %v, want none, 0, nil", evs, last, err)
+	}
+}
+
+func TestDeleteMany(t *testing.T) {
+	s := openT(t, filepath.Join(t.TempDir(), "registry.db"), Options{})
+	for _, id := range []string{"s1", "s2", "s3"} {
+		if err := s.PutSession(registry.Session{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"p1", "p2", "p3"} {
+		if err := s.PutProcess(registry.Process{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteMany([]string{"s1", "s3", "missing"}, []string{"p2", "missing"}); err != nil {
+		t.Fatalf("DeleteMany error = %v", err)
+	}
+	if err := s.DeleteMany(nil, nil); err != nil {
+		t.Fatalf("DeleteMany(nil, nil) error = %v", err)
+	}
+	sessions, procs, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotS, gotP []string
+	for _, x := range sessions {
+		gotS = append(gotS, x.ID)
+	}
+	for _, x := range procs {
+		gotP = append(gotP, x.ID)
+	}
+	if want := []string{"s2"}; !reflect.DeepEqual(gotS, want) {
+		t.Errorf("sessions after DeleteMany = %v, want %v", gotS, want)
+	}
+	if want := []string{"p1", "p3"}; !reflect.DeepEqual(gotP, want) {
+		t.Errorf("processes after DeleteMany = %v, want %v", gotP, want)
+	}
+}
+
+// TestCompactionBoundsFile churns sessions and processes through the
+// registry and compacts them away every round. bbolt never shrinks its file,
+// but it reuses freed pages: the size must level off after the first rounds
+// instead of growing with every round.
+func TestCompactionBoundsFile(t *testing.T) {
+	const (
+		rounds          = 20
+		sessionsPerRnd  = 50
+		procsPerSession = 9 // 50 + 450 = 500 records a round
+	)
+	path := filepath.Join(t.TempDir(), "registry.db")
+	// A small event cap: the log is bounded by its own cap, tested above;
+	// here it would only add its growth up to the default cap.
+	s := openT(t, path, Options{MaxEvents: 100})
+	var clock struct {
+		sync.Mutex
+		t time.Time
+	}
+	clock.t = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := func() time.Time {
+		clock.Lock()
+		defer clock.Unlock()
+		return clock.t
+	}
+	reg := registry.New(s, now, nil, nil)
+	argv := []string{"npx", "-y", "@modelcontextprotocol/server-filesystem", strings.Repeat("/some/project/dir", 4)}
+
+	// The file grows in power-of-two steps of bbolt's mmap; the pages in
+	// use (the high-water mark a transaction sees) show growth finer.
+	sizes := make([]int64, rounds+1)
+	marks := make([]int64, rounds+1)
+	for round := 1; round <= rounds; round++ {
+		var wg sync.WaitGroup
+		errs := make(chan error, sessionsPerRnd)
+		// Concurrently, as the daemon commits: Batch coalesces the commits.
+		for i := range sessionsPerRnd {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sid := fmt.Sprintf("r%02d-s%02d", round, i)
+				if _, _, err := reg.OpenSession(registry.Session{ID: sid, HostPID: 1000 + i, HostCommand: "claude"}); err != nil {
+					errs <- err
+					return
+				}
+				for j := range procsPerSession {
+					pid := fmt.Sprintf("%s-p%d", sid, j)
+					if _, err := reg.AddProcess(registry.Process{ID: pid, Session: sid, Name: "fs", Argv: argv, Cwd: "/src"}); err != nil {
+						errs <- err
+						return
+					}
+					if _, err := reg.Transition(pid, registry.StateExited, func(p *registry.Process) {
+						t := now()
+						p.ExitedAt = &t
+					}); err != nil {
+						errs <- err
+						return
+					}
+				}
+				if _, err := reg.SetSessionState(sid, registry.SessionEnded, "host exited"); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		clock.Lock()
+		clock.t = clock.t.Add(time.Hour)
+		clock.Unlock()
+		ns, np, err := reg.Compact(now())
+		if err != nil {
+			t.Fatalf("round %d: Compact: %v", round, err)
+		}
+		if ns != sessionsPerRnd || np != sessionsPerRnd*procsPerSession {
+			t.Fatalf("round %d: Compact deleted %d sessions, %d processes; want %d, %d",
+				round, ns, np, sessionsPerRnd, sessionsPerRnd*procsPerSession)
+		}
+		if sizes[round], err = s.Size(); err != nil {
+			t.Fatal(err)
+		}
+		s.db.View(func(tx *bolt.Tx) error { marks[round] = tx.Size(); return nil })
+	}
+	t.Logf("file size by round: %v", sizes[1:])
+	t.Logf("pages in use (bytes) by round: %v", marks[1:])
+	sessions, procs, err := s.Load()
+	if err != nil || len(sessions) != 0 || len(procs) != 0 {
+		t.Fatalf("Load after the last compaction = %d sessions, %d processes, %v; want none", len(sessions), len(procs), err)
+	}
+	// Linear growth would make round 20 four times round 5; page reuse
+	// keeps it within a little slack of it (a freelist page, a split).
+	for _, m := range []struct {
+		what  string
+		by    []int64
+		slack int64
+	}{{"file size", sizes, sizes[5] / 4}, {"pages in use", marks, marks[5] / 4}} {
+		if limit := m.by[5] + m.slack; m.by[rounds] > limit {
+			t.Errorf("%s %d after round %d, %d after round 5: grows with churn (limit %d)",
+				m.what, m.by[rounds], rounds, m.by[5], limit)
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package daemon
+
+import (
+	"context"
+	"time"
+)
+
+// runRetention compacts the registry (design §7): once at start, then every
+// retentionInterval, until ctx is done. Ended sessions and exited, failed or
+// lost processes older than Settings.Retention are deleted, so the file
+// stays bounded under churn (bbolt reuses the freed pages). A failed
+// compaction is logged and retried next time: it is no reason to stop
+// supervising.
+func (d *Daemon) runRetention(ctx context.Context) error {
+	retention := d.cfg.Settings.Retention
+	if retention <= 0 {
+		retention = DefaultSettings().Retention
+	}
+	log := d.log.Named("retention")
+	tick := time.NewTicker(retentionInterval(retention))
+	defer tick.Stop()
+	for {
+		before := d.reg.Now().Add(-retention)
+		sessions, procs, err := d.reg.Compact(before)
+		switch {
+		case err != nil:
+			log.Error("compaction failed; retrying at the next interval", "err", err)
+		case sessions+procs > 0:
+			log.Info("compacted the registry", "sessions", sessions, "processes", procs,
+				"ended_before", before.UTC().Format(time.RFC3339))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// retentionInterval is how often compaction runs: hourly, as nothing
+// becomes due faster than that at the default retention, but a short
+// retention (tests, or a user who wants little history) is honoured within
+// half of itself; never more often than every 100 ms.
+func retentionInterval(retention time.Duration) time.Duration {
+	return max(100*time.Millisecond, min(time.Hour, retention/2))
+}
