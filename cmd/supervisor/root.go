@@ -95,6 +95,7 @@ func newRootCommand(inherited []int) *cobra.Command {
 		newEnsureCommand(),
 		newBreakerCommand(),
 		newLogsCommand(),
+		newDoctorCommand(),
 		newEventsCommand(),
 	)
 	return root
