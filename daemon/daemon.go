@@ -269,6 +269,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		g.Add(func() error { return d.watcher.Run(wctx) }, func(error) { cancel() })
 	}
 	{
+		cctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return d.runRetention(cctx) }, func(error) { cancel() })
+	}
+	{
 		g.Add(func() error { return d.serve(ln) }, func(error) {
 			ln.Close()
 			d.closeConns()

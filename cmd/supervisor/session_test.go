@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,8 +24,11 @@ import (
 // host fixture, which starts n shims on their own pipes.
 type fakeHost struct {
 	cmd     *exec.Cmd
+	in      io.WriteCloser
+	out     *bufio.Reader
 	servers []int
 	tokens  []proc.Token
+	extra   []int // other pids the servers announced (grandchildren)
 	done    chan struct{}
 }
 
@@ -79,15 +83,42 @@ func (in *instance) startHostArgs(t *testing.T, n int, args []string) *fakeHost 
 		if err != nil {
 			t.Fatalf("host: waiting for child %d: %v", i, err)
 		}
-		f := strings.Fields(line) // child I ready PID
-		if len(f) != 4 || f[2] != "ready" {
+		f := strings.Fields(line) // child I ready PID [PID...]
+		if len(f) < 4 || f[2] != "ready" {
 			t.Fatalf("host: got %q, want \"child I ready PID\"", line)
 		}
 		pid, _ := strconv.Atoi(f[3])
+		for _, x := range f[4:] { // descendants the fixture announces
+			if xp, err := strconv.Atoi(x); err == nil {
+				h.extra = append(h.extra, xp)
+			}
+		}
 		h.servers = append(h.servers, pid)
 		h.tokens = append(h.tokens, mustToken(t, pid))
 	}
+	if line, err := readLine(r, wait); err != nil || line != "all-ready" {
+		t.Fatalf("host: got %q, %v; want all-ready", line, err)
+	}
+	h.in, h.out = stdin, r
 	return h
+}
+
+// request sends text to server i through the host's pipes and returns the
+// line the server answers.
+func (h *fakeHost) request(t *testing.T, i int, text string) string {
+	t.Helper()
+	if _, err := fmt.Fprintf(h.in, "%d %s\n", i, text); err != nil {
+		t.Fatalf("host: send request: %v", err)
+	}
+	line, err := readLine(h.out, wait)
+	if err != nil {
+		t.Fatalf("host: waiting for the reply of server %d: %v", i, err)
+	}
+	want := fmt.Sprintf("reply %d ", i)
+	if !strings.HasPrefix(line, want) {
+		t.Fatalf("host: got %q, want %q...", line, want)
+	}
+	return strings.TrimPrefix(line, want)
 }
 
 func TestHostDeathStopsOnlyItsSession(t *testing.T) {

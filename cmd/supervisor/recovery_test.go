@@ -1,0 +1,552 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/store"
+)
+
+// oldVersion is the version of faultBin: an "older release" for the
+// upgrade tests.
+const oldVersion = "0.0.9-old"
+
+var (
+	faultOnce sync.Once
+	faultPath string
+	faultErr  error
+)
+
+// faultBin is the supervisor built with -tags faultinject (its daemon
+// SIGKILLs itself at the crash point SUPERVISOR_FAULT names) and an older
+// version number. Release builds have neither.
+func faultBin(t *testing.T) string {
+	t.Helper()
+	faultOnce.Do(func() {
+		faultPath = filepath.Join(filepath.Dir(bin), "supervisor-fault")
+		build := exec.Command("go", "build", "-tags", "faultinject",
+			"-ldflags", "-X github.com/seed-86a41135/supervisor/api.Version="+oldVersion, "-o", faultPath, ".")
+		out, err := build.CombinedOutput()
+		if err != nil {
+			faultErr = fmt.Errorf("build the fault-injection binary: %v\n%s", err, out)
+		}
+	})
+	if faultErr != nil {
+		t.Fatal(faultErr)
+	}
+	return faultPath
+}
+
+// startDaemonWith runs `exe daemon --foreground` for the instance with
+// extra environment and waits until it answers. The returned channel is
+// closed when it exits.
+func (in *instance) startDaemonWith(t *testing.T, exe string, env ...string) (int, chan struct{}) {
+	t.Helper()
+	cmd := exec.Command(exe, "daemon", "--foreground")
+	cmd.Env = append(append([]string{}, in.env...), env...)
+	cmd.Stderr = &prefixWriter{t: t, prefix: "daemon: "}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	deadline := time.Now().Add(wait)
+	for in.daemonPID() != cmd.Process.Pid {
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon %d did not answer within %v", cmd.Process.Pid, wait)
+		}
+		select {
+		case <-done:
+			t.Fatalf("daemon %d exited during start", cmd.Process.Pid)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return cmd.Process.Pid, done
+}
+
+// killDaemon SIGKILLs the instance's daemon and waits until it is gone.
+func (in *instance) killDaemon(t *testing.T) int {
+	t.Helper()
+	pid := in.daemonPID()
+	if pid == 0 {
+		t.Fatal("no daemon to kill")
+	}
+	tok := mustToken(t, pid)
+	unix.Kill(pid, unix.SIGKILL)
+	waitGonePID(t, pid, tok)
+	return pid
+}
+
+// waitNewDaemon waits until a daemon other than old answers.
+func (in *instance) waitNewDaemon(t *testing.T, old int) int {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		if pid := in.daemonPID(); pid != 0 && pid != old {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new daemon within %v", wait)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (in *instance) status(t *testing.T) api.Status {
+	t.Helper()
+	var st api.Status
+	if err := json.Unmarshal([]byte(in.mustRun("status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// livePIDs maps the running processes' PIDs to their records.
+func livePIDs(ps []registry.Process) map[int]registry.Process {
+	out := map[int]registry.Process{}
+	for _, p := range ps {
+		if p.State == registry.StateRunning {
+			out[p.PID] = p
+		}
+	}
+	return out
+}
+
+// waitAdopted waits until every pid is a running record again.
+func (in *instance) waitAdopted(t *testing.T, pids []int) map[int]registry.Process {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		got := livePIDs(in.mustProcesses(false))
+		missing := 0
+		for _, pid := range pids {
+			if _, ok := got[pid]; !ok {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v, %d of %v are not running records: %v", wait, missing, pids, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitLog waits until the daemon log holds want n times.
+func (in *instance) waitLog(t *testing.T, want string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		b, _ := os.ReadFile(filepath.Join(in.state, "supervisor.log"))
+		if strings.Count(string(b), want) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon log has %q %d times, want %d", want, strings.Count(string(b), want), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestDaemonCrashServersKeepServing: the daemon is SIGKILLed under two
+// live sessions. The servers keep answering their hosts while no daemon
+// runs; the shims start a new daemon after 2 s away and re-attach; it
+// re-adopts the same PIDs; a host killed afterwards is still cleaned up.
+func TestDaemonCrashServersKeepServing(t *testing.T) {
+	in := newInstance(t)
+	a := in.startHost(t, 2, "--", bin, "_fixture", "echo", "--ready")
+	b := in.startHost(t, 1, "--", bin, "_fixture", "echo", "--ready")
+	before := livePIDs(in.mustProcesses(false))
+	if len(before) != 3 {
+		t.Fatalf("want 3 running servers, got %v", before)
+	}
+
+	old := in.killDaemon(t)
+	if got := a.request(t, 1, "while-down"); got != "while-down" {
+		t.Fatalf("server answered %q while the daemon was down", got)
+	}
+	// Nobody starts a daemon by hand: the shims do, after 2 s away.
+	in.waitNewDaemon(t, old)
+	after := in.waitAdopted(t, append(append([]int{}, a.servers...), b.servers...))
+	for pid, p := range before {
+		if after[pid].ID != p.ID {
+			t.Errorf("pid %d: id %q after the restart, %q before", pid, after[pid].ID, p.ID)
+		}
+	}
+	in.waitLog(t, "shim re-attached", 3)
+	st := in.status(t)
+	if st.Recovery == nil || st.Recovery.Adopted != 3 || st.Recovery.Lost != 0 {
+		t.Errorf("recovery summary %+v, want 3 adopted, 0 lost", st.Recovery)
+	}
+	for i := range a.servers {
+		if got := a.request(t, i, fmt.Sprintf("after-%d", i)); got != fmt.Sprintf("after-%d", i) {
+			t.Fatalf("server %d answered %q after the restart", i, got)
+		}
+	}
+
+	// A host killed after the restart is cleaned up by the new daemon.
+	b.cmd.Process.Kill()
+	waitGonePID(t, b.servers[0], b.tokens[0])
+	for i, pid := range a.servers {
+		if !alive(pid, a.tokens[i]) {
+			t.Fatalf("server %d of the live host was stopped", pid)
+		}
+	}
+	rec := waitRecord(t, in, b.servers[0], func(p registry.Process) bool { return p.State.Final() })
+	if rec.State != registry.StateExited {
+		t.Errorf("adopted server of the dead host ended %s, want exited", rec.State)
+	}
+	// And a shim that exits after the restart still takes its server along.
+	a.cmd.Process.Kill()
+	for i, pid := range a.servers {
+		waitGonePID(t, pid, a.tokens[i])
+	}
+}
+
+// TestDaemonRestartUpgrades: `daemon restart` replaces an older daemon
+// under a live session: no server restarts, requests keep being answered,
+// the shims re-attach, status shows the mismatch before and not after, and
+// a newer shim says once that the daemon is older.
+func TestDaemonRestartUpgrades(t *testing.T) {
+	in := newInstance(t)
+	old := faultBin(t)
+	oldPID, _ := in.startDaemonWith(t, old)
+	h := in.startHostArgs(t, 2, []string{"_fixture", "host", "2", "--", old, "run", "--", bin, "_fixture", "echo", "--ready"})
+
+	out := in.mustRun("status")
+	if !strings.Contains(out, oldVersion) || !strings.Contains(out, "supervisor daemon restart") {
+		t.Errorf("status does not show the version mismatch and its fix:\n%s", out)
+	}
+	// A newer shim says so once.
+	cmd := in.command("run", "--", bin, "_fixture", "exit", "0")
+	errOut, _ := cmd.CombinedOutput()
+	if n := strings.Count(string(errOut), "the running daemon is version "+oldVersion); n != 1 {
+		t.Errorf("newer shim's stderr says the daemon is older %d times, want once:\n%s", n, errOut)
+	}
+
+	before := livePIDs(in.mustProcesses(false))
+	out = in.mustRun("daemon", "restart")
+	if !strings.Contains(out, "daemon restarted") || !strings.Contains(out, "2 adopted") {
+		t.Errorf("daemon restart said:\n%s", out)
+	}
+	newPID := in.waitNewDaemon(t, oldPID)
+	after := in.waitAdopted(t, h.servers)
+	for pid, p := range before {
+		if after[pid].ID != p.ID || after[pid].Restarts != p.Restarts {
+			t.Errorf("pid %d: %+v after the restart, %+v before", pid, after[pid], p)
+		}
+	}
+	for i := range h.servers {
+		if got := h.request(t, i, "still-there"); got != "still-there" {
+			t.Fatalf("server %d answered %q after the upgrade", i, got)
+		}
+	}
+	in.waitLog(t, "shim re-attached", 2)
+	st := in.status(t)
+	if st.PID != newPID || st.Version != api.Version {
+		t.Errorf("status after restart: pid %d version %s, want %d %s", st.PID, st.Version, newPID, api.Version)
+	}
+	if out := in.mustRun("status"); strings.Contains(out, "daemon restart") {
+		t.Errorf("status still shows a mismatch:\n%s", out)
+	}
+	h.cmd.Process.Kill()
+	for i, pid := range h.servers {
+		waitGonePID(t, pid, h.tokens[i])
+	}
+}
+
+// TestCorruptRegistryIsRebuiltFromMarkers: a registry.db that bbolt cannot
+// read is moved aside; the live servers are found by their markers and
+// adopted, and their host's death still ends them.
+func TestCorruptRegistryIsRebuiltFromMarkers(t *testing.T) {
+	for _, kind := range []string{"truncated", "random"} {
+		t.Run(kind, func(t *testing.T) {
+			in := newInstance(t)
+			h := in.startHost(t, 2, "--", bin, "_fixture", "echo", "--ready")
+			before := livePIDs(in.mustProcesses(false))
+			in.mustRun("daemon", "stop", "--keep-processes")
+			db := filepath.Join(in.state, "registry.db")
+			switch kind {
+			case "truncated":
+				if err := os.Truncate(db, 100); err != nil {
+					t.Fatal(err)
+				}
+			case "random":
+				junk := make([]byte, 64<<10)
+				for i := range junk {
+					junk[i] = byte(i*7 + i>>8)
+				}
+				if err := os.WriteFile(db, junk, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			in.mustRun("daemon")
+			aside, _ := filepath.Glob(db + ".corrupt-*")
+			if len(aside) != 1 {
+				t.Errorf("corrupt registry moved aside as %v, want one registry.db.corrupt-*", aside)
+			}
+			after := in.waitAdopted(t, h.servers)
+			for pid, p := range before {
+				if after[pid].ID != p.ID || after[pid].Session != p.Session {
+					t.Errorf("pid %d rebuilt as %s/%s, was %s/%s", pid, after[pid].Session, after[pid].ID, p.Session, p.ID)
+				}
+			}
+			if st := in.status(t); st.Recovery == nil || st.Recovery.Adopted != 2 {
+				t.Errorf("recovery %+v, want 2 adopted", st.Recovery)
+			}
+			if got := h.request(t, 0, "rebuilt"); got != "rebuilt" {
+				t.Fatalf("server answered %q", got)
+			}
+			h.cmd.Process.Kill()
+			for i, pid := range h.servers {
+				waitGonePID(t, pid, h.tokens[i])
+			}
+		})
+	}
+}
+
+// TestPIDReuseIsClosedAsLost: a record whose PID now belongs to another
+// process (another creation token) is closed as lost; the stranger is
+// neither adopted nor signalled.
+func TestPIDReuseIsClosedAsLost(t *testing.T) {
+	in := newInstance(t)
+	stranger := exec.Command(bin, "_fixture", "sleep")
+	if err := stranger.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { stranger.Wait(); close(done) }()
+	t.Cleanup(func() { stranger.Process.Kill(); <-done })
+	spid := stranger.Process.Pid
+	stok := mustToken(t, spid)
+	recorded := stok
+	recorded.StartTicks-- // the process the record meant started earlier
+	recorded.PidfsInode = 0
+
+	self := mustToken(t, os.Getpid())
+	s, err := store.Open(filepath.Join(in.state, "registry.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.PutSession(registry.Session{ID: "reuse", HostPID: os.Getpid(), HostToken: self, State: registry.SessionActive, StartedAt: now}))
+	must(s.PutProcess(registry.Process{ID: "p-reused", Session: "reuse", Name: "gone", Argv: []string{"gone"},
+		PID: spid, PGID: spid, Token: recorded, State: registry.StateRunning, StartedAt: now, Health: "none"}))
+	must(s.Close())
+
+	in.mustRun("daemon")
+	ps := in.mustProcesses(true)
+	var rec registry.Process
+	for _, p := range ps {
+		if p.ID == "p-reused" {
+			rec = p
+		}
+	}
+	if rec.State != registry.StateLost || !strings.Contains(rec.Error, "belongs to another process") {
+		t.Errorf("record %+v, want lost because the pid belongs to another process", rec)
+	}
+	if st := in.status(t); st.Recovery == nil || st.Recovery.Lost != 1 || st.Recovery.Adopted != 0 {
+		t.Errorf("recovery %+v, want 1 lost, 0 adopted", st.Recovery)
+	}
+	// The leftovers sweep has run by the time the session can be ended.
+	in.mustRun("session", "end", "reuse")
+	if !alive(spid, stok) {
+		t.Fatal("the stranger on the recorded pid was signalled")
+	}
+}
+
+// TestFaultInjection SIGKILLs the daemon at each crash point; after a
+// restart no process is orphaned, no record is left starting or stopping,
+// live servers are adopted and port locks are free.
+func TestFaultInjection(t *testing.T) {
+	fbin := faultBin(t)
+	noLimbo := func(t *testing.T, in *instance) {
+		t.Helper()
+		for _, p := range in.mustProcesses(true) {
+			if p.State == registry.StateStarting || p.State == registry.StateStopping {
+				t.Errorf("record %s left %s after recovery", p.ID, p.State)
+			}
+		}
+	}
+	waitNoHolders := func(t *testing.T, id string) {
+		t.Helper()
+		deadline := time.Now().Add(wait)
+		for len(markerHolders(t, id)) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("processes with marker %s still alive: %v", id, markerHolders(t, id))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFinal := func(t *testing.T, in *instance, id string) registry.Process {
+		t.Helper()
+		deadline := time.Now().Add(wait)
+		for {
+			for _, p := range in.mustProcesses(true) {
+				if p.ID == id && p.State.Final() {
+					return p
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("record %s not final within %v", id, wait)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	onlyID := func(t *testing.T, in *instance) string {
+		t.Helper()
+		ps := in.mustProcesses(true)
+		if len(ps) != 1 {
+			t.Fatalf("want one record, got %d", len(ps))
+		}
+		return ps[0].ID
+	}
+
+	for _, point := range []string{"run.intent", "run.forked"} {
+		t.Run(point, func(t *testing.T) {
+			in := newInstance(t)
+			_, died := in.startDaemonWith(t, fbin, "SUPERVISOR_FAULT="+point)
+			s := in.startShim("--session", "fault", "--", bin, "_fixture", "echo", "--ready")
+			<-died
+			in.mustRun("daemon")
+			id := onlyID(t, in)
+			waitNoHolders(t, id)
+			// (The shim's exit is seen once the server, which holds its
+			// stdout, is gone.)
+			if code := s.exitCode(t); code != 125 {
+				t.Errorf("shim exited %d when the daemon died before the start, want 125", code)
+			}
+			p := waitFinal(t, in, id)
+			if point == "run.intent" && p.State != registry.StateLost {
+				t.Errorf("record crashed before the fork is %s, want lost", p.State)
+			}
+			if point == "run.forked" && (p.PID == 0 || p.State != registry.StateExited) {
+				t.Errorf("record crashed after the fork: pid %d %s, want found by its marker and stopped", p.PID, p.State)
+			}
+			noLimbo(t, in)
+		})
+	}
+
+	t.Run("cascade", func(t *testing.T) {
+		in := newInstance(t)
+		_, died := in.startDaemonWith(t, fbin, "SUPERVISOR_FAULT=cascade.signalled")
+		s := in.startShim("--session", "fault", "--grace", "300ms", "--", bin, "_fixture", "ignore-term")
+		pid := s.readyPID(t)
+		tok := mustToken(t, pid)
+		id := onlyID(t, in)
+		in.run("stop", id) // the daemon dies after SIGTERM went out
+		<-died
+		if !alive(pid, tok) {
+			t.Fatal("the SIGTERM-ignoring server died with the daemon")
+		}
+		in.mustRun("daemon") // resumes the stop it finds recorded
+		waitGonePID(t, pid, tok)
+		if p := waitFinal(t, in, id); p.State != registry.StateExited {
+			t.Errorf("record %s, want exited", p.State)
+		}
+		noLimbo(t, in)
+		if code := s.exitCode(t); code == 0 {
+			t.Errorf("shim of a server stopped after the restart exited 0")
+		}
+	})
+
+	t.Run("ensure-storm", func(t *testing.T) {
+		in := newInstance(t)
+		_, died := in.startDaemonWith(t, fbin, "SUPERVISOR_FAULT=ensure.forked")
+		port := freePort(t)
+		ps := strconv.Itoa(port)
+		var wg sync.WaitGroup
+		for i := 0; i < 50; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Each fails or starts a daemon; the first one crashes it.
+				c := in.command("ensure", "--session", "storm", "--port", ps, "--timeout", "20s", "--", bin, "_fixture", "listen", ps)
+				c.Run()
+			}()
+		}
+		<-died
+		wg.Wait()
+		if pid := in.daemonPID(); pid == 0 {
+			in.mustRun("daemon")
+		}
+		noLimbo(t, in)
+		// Exactly one server ran; it is adopted and serves the next ensure.
+		var live []registry.Process
+		for _, p := range in.mustProcesses(false) {
+			if p.Shared && p.Port == port {
+				live = append(live, p)
+			}
+		}
+		if len(live) != 1 {
+			t.Fatalf("want one live shared server on port %d, got %+v", port, live)
+		}
+		res, errOut, code := in.ensure(t, "--session", "after", "--port", ps, "--", bin, "_fixture", "listen", ps)
+		if code != 0 || res.PID != live[0].PID {
+			t.Fatalf("ensure after recovery: exit %d, pid %d (want the adopted %d): %s", code, res.PID, live[0].PID, errOut)
+		}
+		lock := filepath.Join(in.state, "ports", ps+".lock")
+		if f, err := os.OpenFile(lock, os.O_RDWR, 0); err == nil {
+			if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+				t.Errorf("port lock %s still held after recovery: %v", lock, err)
+			}
+			f.Close()
+		}
+	})
+}
+
+// TestLocalModeCleansUpOnHostDeath: when no daemon can be started, the
+// shim supervises its server itself and says so once; a SIGKILLed host
+// still takes every server along, the SIGTERM-ignoring one and an escaped
+// setsid grandchild included.
+func TestLocalModeCleansUpOnHostDeath(t *testing.T) {
+	in := newInstance(t)
+	// A state directory under a regular file: no daemon can ever start.
+	in.env = append(in.env, "SUPERVISOR_STATE_DIR=/dev/null/x", "SUPERVISOR_SOCKET=/dev/null/x.sock")
+	h := in.startHostMulti(t,
+		[]string{"--", bin, "_fixture", "sleep"},
+		[]string{"--grace", "500ms", "--", bin, "_fixture", "ignore-term"},
+		[]string{"--", bin, "_fixture", "escape"})
+	if len(h.extra) != 1 {
+		t.Fatalf("want the escaped grandchild's pid, got %v", h.extra)
+	}
+	gc := h.extra[0]
+	gtok := mustToken(t, gc)
+	for i, pid := range h.servers {
+		if !alive(pid, h.tokens[i]) {
+			t.Fatalf("server %d not running", pid)
+		}
+	}
+	h.cmd.Process.Kill()
+	for i, pid := range h.servers {
+		waitGonePID(t, pid, h.tokens[i])
+	}
+	waitGonePID(t, gc, gtok)
+}
