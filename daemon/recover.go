@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -74,50 +75,54 @@ func (d *Daemon) reconcile() api.Recovery {
 	began := time.Now()
 	sum := api.Recovery{At: began.UTC().Format(time.RFC3339)}
 	held := d.markerHolders()
-	for _, p := range d.reg.Processes(registry.Filter{}) {
-		holders := held[p.ID]
+	recs := d.reg.Processes(registry.Filter{})
+	holders := make([][]proc.Info, len(recs))
+	for i, p := range recs {
+		holders[i] = held[p.ID]
 		delete(held, p.ID)
-		if p.PID == 0 {
-			// Forked, but the PID never made it to the store: the marker
-			// names the process.
-			if leader, ok := leaderOf(holders); ok {
-				if rec, err := d.reg.Update(p.ID, func(r *registry.Process) error {
-					r.PID, r.PGID, r.Token = leader.PID, leader.PGID, leader.Token
-					return nil
-				}); err == nil {
-					p = rec
+	}
+	// Records are settled side by side: each commit is a bbolt write, and
+	// only concurrent writes share a transaction (db.Batch). One at a time,
+	// thousands of records would take seconds.
+	var (
+		mu    sync.Mutex
+		lost  []shutdown.Target
+		wg    sync.WaitGroup
+		queue = make(chan int)
+	)
+	for w := 0; w < min(64, len(recs)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range queue {
+				adopted, stopped, t := d.settle(recs[i], holders[i])
+				mu.Lock()
+				switch {
+				case adopted:
+					sum.Adopted++
+					if stopped {
+						sum.Stopped++
+					}
+				default:
+					sum.Lost++
+					lost = append(lost, t)
 				}
+				mu.Unlock()
 			}
-		}
-		if p.PID > 0 && proc.Verify(p.PID, p.Token) == nil {
-			stopped, err := d.adopt(p)
-			if err == nil {
-				sum.Adopted++
-				if stopped {
-					sum.Stopped++
-				}
-				continue
-			}
-			d.log.Warn("cannot re-adopt a live process; closing its record", "id", p.ID, "pid", p.PID, "err", err)
-		}
-		why := "gone while the daemon was down"
-		if p.PID > 0 && errors.Is(proc.Verify(p.PID, p.Token), proc.ErrTokenMismatch) {
-			why = fmt.Sprintf("gone while the daemon was down; pid %d now belongs to another process", p.PID)
-		} else if p.PID == 0 {
-			why = "the daemon stopped before the process was started"
-		}
-		d.reg.Transition(p.ID, registry.StateLost, func(r *registry.Process) {
-			r.Error = why
-			t := d.reg.Now().UTC()
-			r.ExitedAt = &t
-		})
-		d.reg.Event("process.lost", p.Session, p.ID, why)
-		sum.Lost++
-		// What it left behind (escaped descendants with its marker, its
-		// cgroup, holders of its host's pipes) is stopped all the same.
-		// A stranger on its PID fails the cascade's token check and is
-		// never signalled.
-		go d.stopLeftovers(d.targetOf(p))
+		}()
+	}
+	for i := range recs {
+		queue <- i
+	}
+	close(queue)
+	wg.Wait()
+	if len(lost) > 0 {
+		// What they left behind (escaped descendants with their marker,
+		// their cgroups, holders of their hosts' pipes) is stopped all
+		// the same, in one cascade: one snapshot of /proc for all. A
+		// stranger on a recorded PID fails the token check and is never
+		// signalled.
+		go d.stopLeftovers(lost...)
 	}
 	for id, holders := range held {
 		if d.adoptStray(id, holders) {
@@ -144,6 +149,48 @@ func (d *Daemon) reconcile() api.Recovery {
 	d.reg.Event("daemon.recovery", "", "", fmt.Sprintf("adopted %d, lost %d, stopped %d, sessions ended %d, files removed %d in %.1f ms",
 		sum.Adopted, sum.Lost, sum.Stopped, sum.SessionsEnded, sum.FilesRemoved, sum.DurationMS))
 	return sum
+}
+
+// settle re-adopts one non-final record, or closes it as lost and returns
+// the target whose leftovers are to be stopped.
+func (d *Daemon) settle(p registry.Process, holders []proc.Info) (adopted, stopped bool, lost shutdown.Target) {
+	if p.PID == 0 {
+		// Forked, but the PID never made it to the store: the marker
+		// names the process.
+		if leader, ok := leaderOf(holders); ok {
+			if rec, err := d.reg.Update(p.ID, func(r *registry.Process) error {
+				r.PID, r.PGID, r.Token = leader.PID, leader.PGID, leader.Token
+				return nil
+			}); err == nil {
+				p = rec
+			}
+		}
+	}
+	verr := errors.New("no pid recorded")
+	if p.PID > 0 {
+		verr = proc.Verify(p.PID, p.Token)
+	}
+	if verr == nil {
+		stopped, err := d.adopt(p)
+		if err == nil {
+			return true, stopped, shutdown.Target{}
+		}
+		d.log.Warn("cannot re-adopt a live process; closing its record", "id", p.ID, "pid", p.PID, "err", err)
+	}
+	why := "gone while the daemon was down"
+	switch {
+	case errors.Is(verr, proc.ErrTokenMismatch):
+		why = fmt.Sprintf("gone while the daemon was down; pid %d now belongs to another process", p.PID)
+	case p.PID == 0:
+		why = "the daemon stopped before the process was started"
+	}
+	d.reg.Transition(p.ID, registry.StateLost, func(r *registry.Process) {
+		r.Error = why
+		t := d.reg.Now().UTC()
+		r.ExitedAt = &t
+	})
+	d.reg.Event("process.lost", p.Session, p.ID, why)
+	return false, false, d.targetOf(p)
 }
 
 // adopt re-adopts a live recorded process. stopped says it was adopted only
@@ -350,17 +397,19 @@ func (d *Daemon) removeStaleLocks() int {
 	return removed
 }
 
-// stopLeftovers runs the cascade for a process that is already gone, for
-// whatever it left behind, and removes its cgroup.
-func (d *Daemon) stopLeftovers(t shutdown.Target) {
-	out := d.cascade.Stop(context.Background(), []shutdown.Target{t}, shutdown.Options{Instance: d.instance, SkipProc: d.isLive})
-	if len(out[0].Procs) > 0 {
-		d.log.Info("stopped what a lost process left behind", "id", t.ID, "outcome", out[0].String())
-		d.recordStop(t.ID, out[0])
-	}
-	if t.Cgroup != "" {
-		if err := cgroup.Remove(t.Cgroup); err != nil {
-			d.log.Warn("remove cgroup", "err", err)
+// stopLeftovers runs one cascade for processes that are already gone, for
+// whatever they left behind, and removes their cgroups.
+func (d *Daemon) stopLeftovers(ts ...shutdown.Target) {
+	out := d.cascade.Stop(context.Background(), ts, shutdown.Options{Instance: d.instance, SkipProc: d.isLive})
+	for i, t := range ts {
+		if len(out[i].Procs) > 0 {
+			d.log.Info("stopped what a lost process left behind", "id", t.ID, "outcome", out[i].String())
+			d.recordStop(t.ID, out[i])
+		}
+		if t.Cgroup != "" {
+			if err := cgroup.Remove(t.Cgroup); err != nil {
+				d.log.Warn("remove cgroup", "err", err)
+			}
 		}
 	}
 }
