@@ -215,6 +215,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("restrict %s to 0600: %w", paths.Socket, err)
 	}
 	d.log.Info("daemon started", "pid", os.Getpid(), "version", api.Version, "state", paths.StateDir, "socket", paths.Socket)
+	d.reg.Event("daemon.start", "", "", fmt.Sprintf("pid %d version %s", os.Getpid(), api.Version))
 
 	var g run.Group
 	if cfg.Init != nil {
@@ -249,6 +250,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 				outcomes = []shutdown.Outcome{}
 			} else {
 				outcomes = d.stopAll(context.WithoutCancel(ctx))
+				d.reg.Event("daemon.stop", "", "", fmt.Sprintf("stopped every session (%d processes)", len(outcomes)))
 			}
 			if req != nil {
 				req.reply <- outcomes

@@ -403,7 +403,14 @@ func (d *Daemon) monitor(l *live, r runner) {
 		d.log.Error("record exit", "id", l.id, "err", err)
 	}
 	p, _ := d.reg.Process(l.id)
-	d.reg.Event("process.exit", p.Session, l.id, fmt.Sprintf("pid %d code %d signal %s", st.PID, st.Code, p.Signal))
+	detail := fmt.Sprintf("pid %d exit code %d", st.PID, st.Code)
+	switch {
+	case !spawned:
+		detail = fmt.Sprintf("pid %d exited; status unknown (re-adopted)", st.PID)
+	case st.Signal != 0:
+		detail = fmt.Sprintf("pid %d killed by %s", st.PID, unix.SignalName(st.Signal))
+	}
+	d.reg.Event("process.exit", p.Session, l.id, detail)
 
 	// Exited on its own (no stop under way): whatever it left behind in its
 	// group, under its marker or holding the host's pipes goes through the

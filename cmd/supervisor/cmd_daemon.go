@@ -19,6 +19,7 @@ import (
 func newDaemonCommand(inherited []int) *cobra.Command {
 	var foreground bool
 	var logLevel, cgroups string
+	var retention time.Duration
 	cmd := &cobra.Command{
 		Use:   "daemon [--foreground]",
 		Short: "Run the per-user daemon (detached unless --foreground)",
@@ -27,6 +28,9 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 			p, err := paths()
 			if err != nil {
 				return err
+			}
+			if cmd.Flags().Changed("retention") && retention <= 0 {
+				return fmt.Errorf("--retention %v: must be positive (e.g. 168h)", retention)
 			}
 			if foreground {
 				// A long-lived daemon must not hold fds leaked into it.
@@ -39,6 +43,9 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 				settings := daemon.DefaultSettings()
 				if err := settings.ApplyEnv(os.Getenv); err != nil {
 					return err
+				}
+				if cmd.Flags().Changed("retention") {
+					settings.Retention = retention
 				}
 				err := daemon.Run(context.Background(), daemon.Config{Paths: p, Stderr: cmd.ErrOrStderr(),
 					LogLevel: logLevel, Cgroups: cgroups == "auto", Settings: &settings})
@@ -60,7 +67,11 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("find this binary: %w", err)
 			}
-			c, err := daemon.EnsureRunning(ctx, exe, p, os.Environ())
+			env := os.Environ()
+			if cmd.Flags().Changed("retention") {
+				env = append(env, daemon.EnvRetention+"="+retention.String())
+			}
+			c, err := daemon.EnsureRunning(ctx, exe, p, env)
 			if err != nil {
 				return err
 			}
@@ -71,6 +82,7 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&foreground, "foreground", false, "stay attached and log to stderr too")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	cmd.Flags().DurationVar(&retention, "retention", 7*24*time.Hour, "compact ended sessions and exited processes older than this (also $"+daemon.EnvRetention+")")
 	defCgroups := os.Getenv(daemon.EnvCgroups)
 	if defCgroups == "" {
 		defCgroups = "auto"
