@@ -236,6 +236,14 @@ func (d *Daemon) watchShim(id string, pid int, tok proc.Token) bool {
 		d.reg.Event("shim.gone", p.Session, id, fmt.Sprintf("shim %d", pid))
 		d.stopIDs(context.Background(), []string{id}, shutdown.Options{})
 	}
+	if proc.Verify(pid, tok) != nil { // gone, or a zombie its host has not reaped
+		go stop("shim died while the daemon was down")
+		return false
+	}
+	if proc.Verify(pid, tok) != nil { // gone, or a zombie its host has not reaped
+		go stop("shim died while the daemon was down")
+		return false
+	}
 	if _, err := d.watcher.Watch(pid, tok, func() {
 		if !d.isStopping() {
 			go stop("shim exited")

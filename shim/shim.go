@@ -134,6 +134,9 @@ func Run(ctx context.Context, o Options) (int, error) {
 				c.Close()
 				nc, nmsgs, err := reattach(ctx, o, req, started, r.err, pending, sigs)
 				pending = nil
+				if errors.Is(err, errServerGone) {
+					return fail(CodeSupervisorError, err)
+				}
 				if err != nil {
 					return lostDaemon(o.Stderr, started, err, sigs)
 				}
@@ -272,6 +275,9 @@ func detachStdio() error {
 	return nil
 }
 
+// errServerGone: the server exited while the shim had no daemon.
+var errServerGone = errors.New("server gone")
+
 // reattach finds the daemon again after the connection to it dropped and
 // re-attaches to the server by id, PID and creation token. It dials with
 // backoff, and after AwayLimit starts a daemon itself (the old one crashed,
@@ -281,7 +287,7 @@ func detachStdio() error {
 func reattach(ctx context.Context, o Options, req api.RunRequest, st api.Started, cause error, pending []os.Signal, sigs chan os.Signal) (*api.Client, <-chan recv, error) {
 	fd, err := proc.OpenPidfd(st.PID, st.Token)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%v, and server %d is gone", cause, st.PID)
+		return nil, nil, fmt.Errorf("lost the daemon (%v); server %d exited meanwhile, its status is unknown: %w", cause, st.PID, errServerGone)
 	}
 	defer unix.Close(fd)
 	for _, sig := range pending {
@@ -299,7 +305,7 @@ func reattach(ctx context.Context, o Options, req api.RunRequest, st api.Started
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 		if proc.WaitPidfd(fd, time.Millisecond) {
-			return nil, nil, fmt.Errorf("%v, and server %d exited meanwhile", cause, st.PID)
+			return nil, nil, fmt.Errorf("lost the daemon (%v); server %d exited meanwhile, its status is unknown: %w", cause, st.PID, errServerGone)
 		}
 		var c *api.Client
 		dctx, cancel := context.WithTimeout(ctx, o.LocalAfter)
