@@ -551,3 +551,30 @@ func TestLocalModeCleansUpOnHostDeath(t *testing.T) {
 	}
 	waitGonePID(t, gc, gtok)
 }
+
+// TestLocalModeInAnotherMountNamespace: a shim in another mount namespace
+// than the daemon (a sandboxed host) must not hand it a command line that
+// means something else there: it runs its server itself, and says why.
+func TestLocalModeInAnotherMountNamespace(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root for unshare --mount (CI runs as root)")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("unshare(1) not installed")
+	}
+	in := newInstance(t)
+	in.mustRun("daemon")
+	cmd := exec.Command(unshare, "--mount", "--", bin, "run", "--session", "sandbox", "--", bin, "_fixture", "exit", "4")
+	cmd.Env = in.env
+	out, err := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 4 {
+		t.Fatalf("exit %d (%v), want the server's 4:\n%s", code, err, out)
+	}
+	if n := strings.Count(string(out), "another PID or mount namespace"); n != 1 {
+		t.Errorf("the shim said why it runs locally %d times, want once:\n%s", n, out)
+	}
+	if ps := in.mustProcesses(true); len(ps) != 0 {
+		t.Errorf("the daemon recorded %d processes for a sandboxed shim", len(ps))
+	}
+}
