@@ -3,14 +3,12 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -368,36 +366,11 @@ func TestDoctorWithDaemon(t *testing.T) {
 	}
 }
 
-// doctorOldVersion is the version of oldDoctorBin: an "older release".
-const doctorOldVersion = "0.0.1-doctor-old"
-
-var (
-	oldDoctorOnce sync.Once
-	oldDoctorPath string
-	oldDoctorErr  error
-)
-
-// oldDoctorBin is this supervisor linked with an older version number.
-func oldDoctorBin(t *testing.T) string {
-	t.Helper()
-	oldDoctorOnce.Do(func() {
-		oldDoctorPath = filepath.Join(filepath.Dir(bin), "supervisor-doctor-old")
-		build := exec.Command("go", "build",
-			"-ldflags", "-X github.com/seed-86a41135/supervisor/api.Version="+doctorOldVersion, "-o", oldDoctorPath, ".")
-		if out, err := build.CombinedOutput(); err != nil {
-			oldDoctorErr = fmt.Errorf("build the old-version binary: %v\n%s", err, out)
-		}
-	})
-	if oldDoctorErr != nil {
-		t.Fatal(oldDoctorErr)
-	}
-	return oldDoctorPath
-}
 
 func TestDoctorDaemonOlder(t *testing.T) {
 	in := newInstance(t)
 	in.env = append(in.env, "PATH=/usr/bin:/bin")
-	daemon := exec.Command(oldDoctorBin(t), "daemon", "--foreground")
+	daemon := exec.Command(faultBin(t), "daemon", "--foreground")
 	daemon.Env = in.env
 	daemon.Stderr = &prefixWriter{t: t, prefix: "old daemon: "}
 	if err := daemon.Start(); err != nil {
@@ -425,7 +398,7 @@ func TestDoctorDaemonOlder(t *testing.T) {
 		t.Fatalf("doctor: exit %d, want 1; stderr %s", code, errOut)
 	}
 	if f, ok := findingFor(fs, "daemon-older", func(f doctorFinding) bool { return f.PID == pid }); !ok ||
-		!strings.Contains(f.Evidence, "runs version "+doctorOldVersion) || !strings.Contains(f.Evidence, "this binary is version "+api.Version) ||
+		!strings.Contains(f.Evidence, "runs version "+oldVersion) || !strings.Contains(f.Evidence, "this binary is version "+api.Version) ||
 		!strings.Contains(f.Fix, "supervisor daemon restart") {
 		t.Errorf("no daemon-older finding for daemon %d: %+v", pid, fs)
 	}
