@@ -28,6 +28,14 @@
 //     starting at once cost on this machine without the daemon. After each
 //     storm `session end storm-T` stops the server (linger 1ms) and the
 //     bench waits until its pid is gone.
+//   - recovery: a daemon starts on a registry of N records (--recovery-records,
+//     4000; 40 with --quick) in N/4 sessions: half are live `sleep 3600`
+//     carrying the instance's markers, half name processes that have exited.
+//     Reconcile time (the daemon's own recovery.duration_ms), exec → socket
+//     answering, the daemon's RSS on an empty store and after recovery, and
+//     `daemon stop` until the N/2 adopted processes are gone. adopted and
+//     lost must both be N/2. Each trial starts N processes, so this figure
+//     has its own trial count (--recovery-trials, 5; 2 with --quick).
 //
 // Everything runs in a temporary directory (SUPERVISOR_STATE_DIR and
 // SUPERVISOR_SOCKET point into it), and every process the bench started is
@@ -41,6 +49,7 @@
 //
 //	go run ./bench            # 20 trials; table on stdout, bench/results.json
 //	go run ./bench --quick    # 3 trials (storms of 20 calls), a smoke run
+//	go run ./bench --only recovery --out /tmp/recovery.json   # one figure
 //
 // Progress goes to stderr; --keep leaves the temporary directory (daemon log
 // in state/supervisor.log) for a look at where the time goes.
@@ -62,6 +71,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -112,6 +122,9 @@ type options struct {
 	bin         string
 	keep        bool
 	cgroups     string
+	recRecords  int
+	recTrials   int
+	only        map[string]bool // figures to run; nil means all
 }
 
 // run runs the whole bench and returns the exit status.
@@ -127,8 +140,28 @@ func run(ctx context.Context, args []string, cmdline string, stdout, stderr io.W
 	fs.StringVar(&o.bin, "bin", "", "a prebuilt supervisor binary (default: go build "+mainPkg+")")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (daemon log, host stderr)")
 	fs.StringVar(&o.cgroups, "cgroups", "", "the daemon's cgroup mode, auto or off (default: the daemon's own default, auto)")
+	fs.IntVar(&o.recRecords, "recovery-records", 0, fmt.Sprintf("records in the recovery figure's registry, half live (default %d, %d with --quick)", recoveryRecords, recoveryRecordsQuick))
+	fs.IntVar(&o.recTrials, "recovery-trials", 0, fmt.Sprintf("trials of the recovery figure (default %d, %d with --quick)", recoveryTrials, recoveryTrialsQuick))
+	only := fs.String("only", "", "run only these figures, comma-separated ("+strings.Join(figureNames, ", ")+")")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *only != "" {
+		o.only = map[string]bool{}
+		for _, name := range strings.Split(*only, ",") {
+			if !slices.Contains(figureNames, name) {
+				fmt.Fprintf(stderr, "bench: --only %q: want some of %s\n", name, strings.Join(figureNames, ", "))
+				return 2
+			}
+			o.only[name] = true
+		}
+		// A partial run must not overwrite the full run's results.json.
+		outSet := false
+		fs.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
+		if !outSet {
+			fmt.Fprintln(stderr, "bench: --only needs --out (bench/results.json holds the full run)")
+			return 2
+		}
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "bench: unexpected arguments %q\n", fs.Args())
@@ -148,6 +181,22 @@ func run(ctx context.Context, args []string, cmdline string, stdout, stderr io.W
 	}
 	if o.stormTrials == 0 {
 		o.stormTrials = o.trials
+	}
+	if o.recRecords == 0 {
+		o.recRecords = recoveryRecords
+		if o.quick {
+			o.recRecords = recoveryRecordsQuick
+		}
+	}
+	if o.recTrials == 0 {
+		o.recTrials = recoveryTrials
+		if o.quick {
+			o.recTrials = recoveryTrialsQuick
+		}
+	}
+	if o.recRecords < 2 || o.recRecords%2 != 0 || o.recTrials < 1 {
+		fmt.Fprintln(stderr, "bench: --recovery-records must be even and at least 2, --recovery-trials at least 1")
+		return 2
 	}
 	if o.cgroups != "" && o.cgroups != "auto" && o.cgroups != "off" {
 		fmt.Fprintf(stderr, "bench: --cgroups %q: want auto or off\n", o.cgroups)
@@ -363,6 +412,9 @@ func (b *bench) stopDaemon(ctx context.Context) error {
 	return nil
 }
 
+// figureNames name the steps of all, in order, for --only.
+var figureNames = []string{"host-death-overhead", "spawn-overhead", "cold-start", "pipe-holder-eof", "spawn-storm", "recovery"}
+
 // all runs every figure.
 func (b *bench) all(ctx context.Context) (*Results, error) {
 	res := &Results{Trials: b.o.trials, Quick: b.o.quick, StormCalls: b.o.stormCalls, StormTrials: b.o.stormTrials}
@@ -377,8 +429,11 @@ func (b *bench) all(ctx context.Context) (*Results, error) {
 	res.Machine.Supervisor = st.Version
 	res.Machine.Features = st.Features
 
-	steps := []func(context.Context, *Results) error{b.hostDeath, b.spawn, b.coldStart, b.pipeHolder, b.storm}
-	for _, step := range steps {
+	steps := []func(context.Context, *Results) error{b.hostDeath, b.spawn, b.coldStart, b.pipeHolder, b.storm, b.recovery}
+	for i, step := range steps {
+		if b.o.only != nil && !b.o.only[figureNames[i]] {
+			continue
+		}
 		if err := step(ctx, res); err != nil {
 			return nil, err
 		}
@@ -971,6 +1026,8 @@ func fmtValue(v float64, unit string, n int) string {
 		return fmt.Sprintf("%.1f×", v)
 	case unit == "count":
 		return strconv.FormatFloat(v, 'f', -1, 64)
+	case unit == "MiB":
+		return fmt.Sprintf("%.1f MiB", v)
 	case math.Abs(v) < 10:
 		return fmt.Sprintf("%.2f ms", v)
 	default:
