@@ -553,14 +553,16 @@ func (d *Daemon) stopIDs(ctx context.Context, ids []string, opt shutdown.Options
 // explicit opt.Grace applies to all; otherwise each process keeps the grace
 // it was started with.
 func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Options) {
+	// Commit before acting: a crash mid-stop leaves "stopping", which the
+	// next daemon resumes.
+	each(len(ls), func(i int) {
+		if _, err := d.reg.Transition(ls[i].id, registry.StateStopping, nil); err != nil &&
+			!errors.Is(err, registry.ErrBadTransition) {
+			d.log.Error("record stopping", "id", ls[i].id, "err", err)
+		}
+	})
 	targets := make([]shutdown.Target, 0, len(ls))
 	for _, l := range ls {
-		// Commit before acting: a crash mid-stop leaves "stopping", which
-		// the next daemon resumes.
-		if _, err := d.reg.Transition(l.id, registry.StateStopping, nil); err != nil &&
-			!errors.Is(err, registry.ErrBadTransition) {
-			d.log.Error("record stopping", "id", l.id, "err", err)
-		}
 		t := l.target
 		t.Grace = opt.Grace
 		if t.Grace <= 0 {
@@ -576,7 +578,8 @@ func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Optio
 	opt.SkipProc = d.isLive
 	opt.Instance = d.instance
 	outs := d.cascade.Stop(ctx, targets, opt)
-	for i, l := range ls {
+	each(len(ls), func(i int) {
+		l := ls[i]
 		l.outcome = outs[i]
 		// The cascade saw the process exit; its status follows from the
 		// reaper (or the pidfd watch) within moments.
@@ -585,14 +588,37 @@ func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Optio
 		case <-time.After(5 * time.Second):
 			d.log.Warn("exit not collected after stop", "id", l.id, "pid", l.target.PID)
 		}
-		d.reg.Event("process.stop", "", l.id, outs[i].String())
+		p, _ := d.reg.Process(l.id)
+		d.reg.Event("process.stop", p.Session, l.id, outs[i].String())
 		d.recordStop(l.id, outs[i])
 		l.stopMu.Lock()
 		close(l.stopDone)
 		// A stop that left something alive can be asked for again.
 		l.stopDone, l.force = nil, nil
 		l.stopMu.Unlock()
+	})
+}
+
+// each runs fn(0..n-1), up to 64 at once. Registry commits are bbolt
+// writes, and only concurrent ones share a transaction (db.Batch): one at
+// a time, thousands of them take seconds.
+func each(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < min(64, n); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				fn(i)
+			}
+		}()
 	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 func (d *Daemon) isLive(id string) bool {
@@ -603,59 +629,62 @@ func (d *Daemon) isLive(id string) bool {
 
 // endSession stops every process of a session and marks it ended.
 func (d *Daemon) endSession(id, reason string, grace, eofGrace time.Duration) []shutdown.Outcome {
-	if _, err := d.reg.SetSessionState(id, registry.SessionEnding, reason); err != nil &&
-		!errors.Is(err, registry.ErrBadTransition) {
-		d.log.Error("mark session ending", "session", id, "err", err)
+	return d.endSessions([]string{id}, reason, grace, eofGrace)
+}
+
+// endSessions ends sessions together: their processes go through one
+// cascade, so one snapshot of /proc serves them all (a cascade per session
+// would scan /proc once per session).
+func (d *Daemon) endSessions(ids []string, reason string, grace, eofGrace time.Duration) []shutdown.Outcome {
+	each(len(ids), func(i int) {
+		if _, err := d.reg.SetSessionState(ids[i], registry.SessionEnding, reason); err != nil &&
+			!errors.Is(err, registry.ErrBadTransition) {
+			d.log.Error("mark session ending", "session", ids[i], "err", err)
+		}
+	})
+	var procs []string
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+		d.mu.Lock()
+		if cancel, ok := d.hosts[id]; ok {
+			cancel()
+			delete(d.hosts, id)
+		}
+		d.mu.Unlock()
 	}
-	d.mu.Lock()
-	if cancel, ok := d.hosts[id]; ok {
-		cancel()
-		delete(d.hosts, id)
+	for _, p := range d.reg.Processes(registry.Filter{}) {
+		if want[p.Session] {
+			procs = append(procs, p.ID)
+		}
 	}
-	d.mu.Unlock()
-	var ids []string
-	for _, p := range d.reg.Processes(registry.Filter{Session: id}) {
-		ids = append(ids, p.ID)
-	}
-	out := d.stopIDs(context.Background(), ids, shutdown.Options{Grace: grace, EOFGrace: eofGrace, WholeSession: true})
-	d.releaseSession(id)
-	if _, err := d.reg.SetSessionState(id, registry.SessionEnded, reason); err != nil &&
-		!errors.Is(err, registry.ErrBadTransition) {
-		d.log.Error("mark session ended", "session", id, "err", err)
-	}
-	d.log.Info("session ended", "session", id, "reason", reason, "processes", len(ids))
+	out := d.stopIDs(context.Background(), procs, shutdown.Options{Grace: grace, EOFGrace: eofGrace, WholeSession: true})
+	each(len(ids), func(i int) {
+		d.releaseSession(ids[i])
+		if _, err := d.reg.SetSessionState(ids[i], registry.SessionEnded, reason); err != nil &&
+			!errors.Is(err, registry.ErrBadTransition) {
+			d.log.Error("mark session ended", "session", ids[i], "err", err)
+		}
+	})
+	d.log.Info("sessions ended", "sessions", len(ids), "reason", reason, "processes", len(procs))
 	if out == nil {
 		out = []shutdown.Outcome{}
 	}
 	return out
 }
 
-// stopAll ends every session (concurrently: graces overlap) and refuses new
-// runs from here on.
+// stopAll ends every session (in one cascade: graces overlap) and refuses
+// new runs from here on.
 func (d *Daemon) stopAll(ctx context.Context) []shutdown.Outcome {
 	d.mu.Lock()
 	d.stopping = true
 	d.mu.Unlock()
-	var (
-		wg  sync.WaitGroup
-		mu  sync.Mutex
-		all []shutdown.Outcome
-	)
+	var ids []string
 	for _, s := range d.reg.Sessions(false) {
-		wg.Add(1)
-		go func(id string) {
-			defer wg.Done()
-			out := d.endSession(id, "daemon stopped", 0, 0)
-			mu.Lock()
-			all = append(all, out...)
-			mu.Unlock()
-		}(s.ID)
+		ids = append(ids, s.ID)
 	}
-	wg.Wait()
+	all := d.endSessions(ids, "daemon stopped", 0, 0)
 	d.stopShared()
-	if all == nil {
-		all = []shutdown.Outcome{}
-	}
 	return all
 }
 

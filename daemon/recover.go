@@ -81,41 +81,27 @@ func (d *Daemon) reconcile() api.Recovery {
 		holders[i] = held[p.ID]
 		delete(held, p.ID)
 	}
-	// Records are settled side by side: each commit is a bbolt write, and
-	// only concurrent writes share a transaction (db.Batch). One at a time,
-	// thousands of records would take seconds.
+	// Records are settled side by side, so their commits share bbolt
+	// transactions.
 	var (
-		mu    sync.Mutex
-		lost  []shutdown.Target
-		wg    sync.WaitGroup
-		queue = make(chan int)
+		mu   sync.Mutex
+		lost []shutdown.Target
 	)
-	for w := 0; w < min(64, len(recs)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range queue {
-				adopted, stopped, t := d.settle(recs[i], holders[i])
-				mu.Lock()
-				switch {
-				case adopted:
-					sum.Adopted++
-					if stopped {
-						sum.Stopped++
-					}
-				default:
-					sum.Lost++
-					lost = append(lost, t)
-				}
-				mu.Unlock()
+	each(len(recs), func(i int) {
+		adopted, stopped, t := d.settle(recs[i], holders[i])
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case adopted:
+			sum.Adopted++
+			if stopped {
+				sum.Stopped++
 			}
-		}()
-	}
-	for i := range recs {
-		queue <- i
-	}
-	close(queue)
-	wg.Wait()
+		default:
+			sum.Lost++
+			lost = append(lost, t)
+		}
+	})
 	if len(lost) > 0 {
 		// What they left behind (escaped descendants with their marker,
 		// their cgroups, holders of their hosts' pipes) is stopped all

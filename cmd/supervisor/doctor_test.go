@@ -366,7 +366,6 @@ func TestDoctorWithDaemon(t *testing.T) {
 	}
 }
 
-
 func TestDoctorDaemonOlder(t *testing.T) {
 	in := newInstance(t)
 	in.env = append(in.env, "PATH=/usr/bin:/bin")
