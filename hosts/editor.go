@@ -47,8 +47,9 @@ type Editor interface {
 	// List returns the servers at s.Path in src, in file order. A file
 	// that does not parse is a *SyntaxError.
 	List(src []byte, s Schema) ([]Server, error)
-	// Wrap rewrites server name to run exe with prefix, "--", and its old
-	// command and arguments after it.
+	// Wrap rewrites server name to run exe with prefix (which ends with
+	// "--"), then its old command and arguments. When s.Args is empty
+	// (the command is an array), exe and prefix go in front of the array.
 	Wrap(src []byte, s Schema, name, exe string, prefix []string) ([]byte, error)
 	// Unwrap undoes Wrap for server name.
 	Unwrap(src []byte, s Schema, name string) ([]byte, error)
