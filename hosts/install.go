@@ -1,0 +1,451 @@
+package hosts
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// BareName is what files meant to be committed (and installs from a
+// temporary location) get as the command: hosts find it on PATH.
+const BareName = "supervisor"
+
+// BackupSuffix names the copy of a file's original kept beside it.
+const BackupSuffix = ".supervisor-backup"
+
+// Options configure Install, Uninstall and Status. Zero fields take the
+// defaults documented on them.
+type Options struct {
+	// DryRun prints to Out a unified diff of each change and writes nothing.
+	DryRun bool
+	// Hooks also adds (Install) or removes (Uninstall) the SessionEnd hooks
+	// of the hosts that have them (Claude Code, Gemini CLI).
+	Hooks bool
+	// Project is a project directory whose files (.mcp.json,
+	// .vscode/mcp.json, ...) are included; empty: per-user files only.
+	Project string
+	// Exe is the running supervisor binary; default os.Executable().
+	Exe string
+	// Env locates the host files; default CurrentEnv().
+	Env *Env
+	// TempDirs hold binaries that will not be there tomorrow (go run's
+	// cache, temp dirs): an Exe under one is written as BareName. Default:
+	// os.TempDir(), /tmp, /var/tmp, $GOTMPDIR, $GOCACHE, the user cache's
+	// go-build.
+	TempDirs []string
+	// Out receives notes and diffs; default io.Discard.
+	Out io.Writer
+
+	// beforeWrite runs between the edit and the re-read that precedes the
+	// write: tests use it to change the file under our feet.
+	beforeWrite func(path string)
+}
+
+// Action says what happened (or, with DryRun, would happen) to a server.
+type Action string
+
+const (
+	Wrapped    Action = "wrapped"     // Install wrapped it
+	Already    Action = "already"     // it was wrapped already, left as is
+	Repinned   Action = "repinned"    // wrapped by a binary that moved; now this one
+	Unwrapped  Action = "unwrapped"   // Uninstall put it back
+	NotWrapped Action = "not-wrapped" // Uninstall found it unwrapped
+	Remote     Action = "remote"      // a network server, left alone
+	NoCommand  Action = "no-command"  // nothing to wrap (an extension, a builtin)
+	// Status only:
+	IsWrapped   Action = "is-wrapped"
+	IsUnwrapped Action = "is-unwrapped"
+)
+
+// Entry is one server of a file and what happened to it.
+type Entry struct {
+	Name   string `json:"name"`
+	Action Action `json:"action"`
+}
+
+// Result is what happened to one file.
+type Result struct {
+	File    File
+	Exists  bool
+	Changed bool // written (with DryRun: would be)
+	Entries []Entry
+	Err     error
+}
+
+// Count counts the entries with action a.
+func (r Result) Count(a Action) int {
+	n := 0
+	for _, e := range r.Entries {
+		if e.Action == a {
+			n++
+		}
+	}
+	return n
+}
+
+func (o *Options) out() io.Writer {
+	if o.Out == nil {
+		return io.Discard
+	}
+	return o.Out
+}
+
+func (o *Options) env() (Env, error) {
+	if o.Env != nil {
+		return *o.Env, nil
+	}
+	return CurrentEnv()
+}
+
+func (o *Options) exe() (string, error) {
+	if o.Exe != "" {
+		return o.Exe, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("locate this binary: %w", err)
+	}
+	return exe, nil
+}
+
+// command is what goes in the command field of f: the bare name in files
+// meant to be committed, the absolute path of this binary elsewhere
+// (unless it lives in a temporary place; why says so).
+func (o *Options) command(f File) (cmd, why string, err error) {
+	exe, err := o.exe()
+	if err != nil {
+		return "", "", err
+	}
+	if f.Project {
+		return BareName, "", nil
+	}
+	if dir := o.temporary(exe); dir != "" {
+		return BareName, fmt.Sprintf("this supervisor runs from a temporary location (%s is under %s): writing the bare name %q, which hosts look up on PATH; install the binary (e.g. `go install`) and rerun to pin its absolute path", exe, dir, BareName), nil
+	}
+	return exe, "", nil
+}
+
+// temporary returns the temporary directory exe lives under, or "".
+func (o *Options) temporary(exe string) string {
+	dirs := o.TempDirs
+	if dirs == nil {
+		dirs = []string{os.TempDir(), "/tmp", "/var/tmp", os.Getenv("GOTMPDIR"), os.Getenv("GOCACHE")}
+		if c, err := os.UserCacheDir(); err == nil {
+			dirs = append(dirs, filepath.Join(c, "go-build"))
+		}
+	}
+	exes := []string{exe}
+	if r, err := filepath.EvalSymlinks(exe); err == nil && r != exe {
+		exes = append(exes, r)
+	}
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		ds := []string{d}
+		if r, err := filepath.EvalSymlinks(d); err == nil && r != d {
+			ds = append(ds, r)
+		}
+		for _, x := range exes {
+			for _, dd := range ds {
+				if rel, err := filepath.Rel(dd, x); err == nil && filepath.IsLocal(rel) {
+					return d
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// files lists the config files of hs.
+func (o *Options) files(hs []Host) ([]File, error) {
+	e, err := o.env()
+	if err != nil {
+		return nil, err
+	}
+	var out []File
+	for _, h := range hs {
+		out = append(out, h.Files(e, o.Project)...)
+	}
+	return out, nil
+}
+
+// Install wraps every stdio server of hs's files (and, with Hooks, adds
+// their SessionEnd hooks). Each file has its own Result; the error is for
+// what stops everything.
+func Install(hs []Host, o Options) ([]Result, error) {
+	files, err := o.files(hs)
+	if err != nil {
+		return nil, err
+	}
+	var out []Result
+	noted := false
+	for _, f := range files {
+		cmd, why, err := o.command(f)
+		if err != nil {
+			return nil, err
+		}
+		r := o.apply(f, func(src []byte) ([]byte, []Entry, error) { return wrapAll(f, src, cmd) })
+		if r.Changed && why != "" && !noted {
+			fmt.Fprintf(o.out(), "note: %s\n", why)
+			noted = true
+		}
+		out = append(out, r)
+	}
+	if o.Hooks {
+		hr, err := o.installHooks(hs)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, hr...)
+	}
+	return out, nil
+}
+
+// Uninstall puts every wrapped server of hs's files back (and, with Hooks,
+// removes the SessionEnd hooks Install added). A file that is exactly what
+// Install made of its backup gets the backup back, byte for byte.
+func Uninstall(hs []Host, o Options) ([]Result, error) {
+	files, err := o.files(hs)
+	if err != nil {
+		return nil, err
+	}
+	var out []Result
+	for _, f := range files {
+		cmd, _, err := o.command(f)
+		if err != nil {
+			return nil, err
+		}
+		r := o.apply(f, func(src []byte) ([]byte, []Entry, error) {
+			restored, entries, err := unwrapAll(f, src)
+			if err != nil {
+				return nil, nil, err
+			}
+			if b, err := readBackup(f.Path); err == nil {
+				if w, _, err := wrapAll(f, b, cmd); err == nil && bytes.Equal(w, src) {
+					return b, entries, nil
+				}
+			}
+			return restored, entries, nil
+		})
+		if r.Err == nil && !o.DryRun {
+			dropBackup(f.Path)
+		}
+		out = append(out, r)
+	}
+	if o.Hooks {
+		hr, err := o.uninstallHooks(hs)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, hr...)
+	}
+	return out, nil
+}
+
+// Status reads hs's files and says which servers are wrapped.
+func Status(hs []Host, o Options) ([]Result, error) {
+	files, err := o.files(hs)
+	if err != nil {
+		return nil, err
+	}
+	var out []Result
+	for _, f := range files {
+		r := Result{File: f}
+		src, err := os.ReadFile(f.Path)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				r.Exists, r.Err = true, err
+			}
+			out = append(out, r)
+			continue
+		}
+		r.Exists = true
+		err = eachServer(f, src, func(s Schema, srv Server) error {
+			a := IsUnwrapped
+			switch {
+			case srv.Remote:
+				a = Remote
+			case srv.NoCommand:
+				a = NoCommand
+			case isWrapped(srv):
+				a = IsWrapped
+			}
+			r.Entries = append(r.Entries, Entry{srv.Name, a})
+			return nil
+		})
+		r.Err = fileError(f.Path, err)
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// eachServer calls fn for every server of every server map of src.
+func eachServer(f File, src []byte, fn func(Schema, Server) error) error {
+	ed, err := editorFor(f.Format)
+	if err != nil {
+		return err
+	}
+	schemas, err := f.Schemas(src)
+	if err != nil {
+		return err
+	}
+	for _, s := range schemas {
+		servers, err := ed.List(src, s)
+		if err != nil {
+			return err
+		}
+		for _, srv := range servers {
+			if err := fn(s, srv); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// wrapAll wraps every stdio server of src that is not wrapped yet, and
+// re-pins those wrapped by a supervisor binary at another absolute path.
+func wrapAll(f File, src []byte, cmd string) ([]byte, []Entry, error) {
+	ed, err := editorFor(f.Format)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := src
+	var entries []Entry
+	err = eachServer(f, src, func(s Schema, srv Server) error {
+		var a Action
+		var err error
+		switch {
+		case srv.Remote:
+			a = Remote
+		case srv.NoCommand:
+			a = NoCommand
+		case isWrapped(srv):
+			a = Already
+			if isAbs(srv.Command) && isAbs(cmd) && srv.Command != cmd {
+				a = Repinned
+				if out, err = ed.Unwrap(out, s, srv.Name); err == nil {
+					out, err = ed.Wrap(out, s, srv.Name, cmd, runPrefix(srv.Name))
+				}
+			}
+		default:
+			a = Wrapped
+			out, err = ed.Wrap(out, s, srv.Name, cmd, runPrefix(srv.Name))
+		}
+		if err != nil {
+			return err
+		}
+		entries = append(entries, Entry{srv.Name, a})
+		return nil
+	})
+	return out, entries, err
+}
+
+// unwrapAll puts every wrapped server of src back.
+func unwrapAll(f File, src []byte) ([]byte, []Entry, error) {
+	ed, err := editorFor(f.Format)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := src
+	var entries []Entry
+	err = eachServer(f, src, func(s Schema, srv Server) error {
+		a := NotWrapped
+		switch {
+		case srv.Remote:
+			a = Remote
+		case srv.NoCommand:
+			a = NoCommand
+		case isWrapped(srv):
+			var err error
+			if out, err = ed.Unwrap(out, s, srv.Name); err != nil {
+				return err
+			}
+			a = Unwrapped
+		}
+		entries = append(entries, Entry{srv.Name, a})
+		return nil
+	})
+	return out, entries, err
+}
+
+func runPrefix(name string) []string { return []string{"run", "--name", name, "--"} }
+
+// isWrapped: the command is a supervisor binary and its arguments start
+// with run.
+func isWrapped(srv Server) bool {
+	base := srv.Command[strings.LastIndexAny(srv.Command, `/\`)+1:]
+	return (base == BareName || strings.EqualFold(base, BareName+".exe")) &&
+		len(srv.Args) > 0 && srv.Args[0] == "run"
+}
+
+// isAbs recognizes absolute paths of any OS (a file may come from another).
+func isAbs(p string) bool {
+	return strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\\`) ||
+		(len(p) > 2 && p[1] == ':' && (p[2] == '\\' || p[2] == '/'))
+}
+
+// fileError says which file a syntax error is in, as file:line:col: why.
+func fileError(path string, err error) error {
+	var se *SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("%s:%d:%d: %s", path, se.Line, se.Col, se.Msg)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// apply runs edit on f's bytes and writes the result safely; see write.
+func (o *Options) apply(f File, edit func([]byte) ([]byte, []Entry, error)) Result {
+	return o.applyCheck(f, edit, func(b []byte) error {
+		return eachServer(f, b, func(Schema, Server) error { return nil })
+	})
+}
+
+// applyCheck is apply with check saying whether the edited bytes parse.
+func (o *Options) applyCheck(f File, edit func([]byte) ([]byte, []Entry, error), check func([]byte) error) Result {
+	r := Result{File: f}
+	real, err := filepath.EvalSymlinks(f.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return r
+	}
+	r.Exists = true
+	if err != nil {
+		r.Err = fmt.Errorf("%s: %w", f.Path, err)
+		return r
+	}
+	src, err := os.ReadFile(real)
+	if err != nil {
+		r.Err = fmt.Errorf("%s: %w", f.Path, err)
+		return r
+	}
+	out, entries, err := edit(src)
+	r.Entries = entries
+	if err != nil {
+		r.Err = fileError(f.Path, err)
+		return r
+	}
+	if bytes.Equal(out, src) {
+		return r
+	}
+	r.Changed = true
+	if o.DryRun {
+		io.WriteString(o.out(), UnifiedDiff(f.Path, f.Path, src, out))
+		return r
+	}
+	r.Err = o.write(f.Path, real, src, out, func(fresh []byte) ([]byte, error) {
+		out, entries, err := edit(fresh)
+		r.Entries = entries
+		return out, err
+	}, check)
+	r.Changed = r.Err == nil
+	return r
+}

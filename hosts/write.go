@@ -1,0 +1,135 @@
+package hosts
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// write replaces the file at real (name is how the user knows it) with
+// out, an edit of src. Hosts rewrite their files while they run (Claude
+// Code rewrites ~/.claude.json all the time), so the file is read again
+// right before writing and, if it changed, redo makes the edit again on the
+// fresh bytes: their keys survive. The result must parse (check) or nothing
+// is written. The original goes to a backup beside the file the first
+// time; the write itself is a temp file in the same directory, fsync,
+// rename and fsync of the directory, keeping mode and owner.
+func (o *Options) write(name, real string, src, out []byte, redo func([]byte) ([]byte, error), check func([]byte) error) error {
+	fi, err := os.Stat(real)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	// Explicit: a rename replaces a file whatever its mode, and root may
+	// write anything; a file made read-only means "leave me alone".
+	if fi.Mode().Perm()&0o222 == 0 {
+		return fmt.Errorf("%s: read-only (mode %04o), left untouched: make it writable (chmod u+w) and rerun", name, fi.Mode().Perm())
+	}
+	if o.beforeWrite != nil {
+		o.beforeWrite(real)
+	}
+	fresh, err := os.ReadFile(real)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if !bytes.Equal(fresh, src) {
+		if out, err = redo(fresh); err != nil {
+			return fileError(name, err)
+		}
+		src = fresh
+		if bytes.Equal(out, src) {
+			return nil
+		}
+	}
+	if err := check(out); err != nil {
+		return fmt.Errorf("%s: the edited file does not parse, so it was not written (please report this): %w", name, err)
+	}
+	if err := backup(real, src, fi); err != nil {
+		return fmt.Errorf("%s: back up before writing: %w", name, err)
+	}
+	if err := writeAtomic(real, out, fi); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// backup keeps src, the file's content before our first change, beside it.
+// An existing backup is the older original: never overwritten.
+func backup(real string, src []byte, fi fs.FileInfo) error {
+	b := real + BackupSuffix
+	if _, err := os.Lstat(b); err == nil {
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return writeAtomic(b, src, fi)
+}
+
+func readBackup(path string) ([]byte, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(real + BackupSuffix)
+}
+
+// dropBackup removes the backup once the file is the original again.
+func dropBackup(path string) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return
+	}
+	cur, err := os.ReadFile(real)
+	if err != nil {
+		return
+	}
+	if b, err := os.ReadFile(real + BackupSuffix); err == nil && bytes.Equal(b, cur) {
+		os.Remove(real + BackupSuffix)
+	}
+}
+
+// writeAtomic writes data to path through a temp file in the same
+// directory and a rename, with like's mode and owner (like may be nil: a
+// new private file).
+func writeAtomic(path string, data []byte, like fs.FileInfo) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".supervisor-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return err
+	}
+	mode := fs.FileMode(0o600)
+	if like != nil {
+		mode = like.Mode().Perm()
+		if err = keepOwner(tmp, like); err != nil {
+			return err
+		}
+	}
+	if err = tmp.Chmod(mode); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync() // the rename is durable once the directory is
+		d.Close()
+	}
+	return nil
+}
