@@ -100,6 +100,19 @@ func (o *Options) uninstallHooks(hs []Host) ([]Result, error) {
 			return nil, err
 		}
 		line := shellQuote(cmd) + " " + HookArgs
+		// A file Install created holds nothing but the hook: it goes.
+		fresh, _, _ := addHook(nil, line)
+		_, berr := readBackup(f.Path)
+		if cur, err := os.ReadFile(f.Path); err == nil && berr != nil && bytes.Equal(cur, fresh) {
+			r := Result{File: f, Exists: true, Changed: true, Entries: []Entry{{Name: "SessionEnd", Action: Unwrapped}}}
+			if o.DryRun {
+				fmt.Fprint(o.out(), UnifiedDiff(f.Path, "/dev/null", cur, nil))
+			} else if err := os.Remove(f.Path); err != nil {
+				r.Err = err
+			}
+			out = append(out, r)
+			continue
+		}
 		r := o.applyHook(f, func(src []byte) ([]byte, []Entry, error) {
 			out, entries, err := removeHooks(src)
 			if err != nil {
@@ -114,14 +127,6 @@ func (o *Options) uninstallHooks(hs []Host) ([]Result, error) {
 		})
 		if r.Err == nil && !o.DryRun {
 			dropBackup(f.Path)
-			// A file Install created holds nothing but the hook: gone.
-			if real, err := filepath.EvalSymlinks(f.Path); err == nil {
-				if b, err := os.ReadFile(real); err == nil && len(bytes.TrimSpace(b)) > 0 {
-					if fresh, _, _ := addHook(nil, line); bytes.Equal(b, fresh) {
-						os.Remove(real)
-					}
-				}
-			}
 		}
 		out = append(out, r)
 	}
@@ -356,9 +361,12 @@ func appendItem(src []byte, v *hujson.Value, items []hujson.Value, text func(ind
 	if !inline {
 		indent = string(b[i+1:])
 		sep = nl + indent
-		unit = strings.TrimPrefix(indent, outer)
-		if unit == indent || unit == "" {
-			unit = "  "
+		unit = "  "
+		if strings.HasPrefix(indent, "\t") {
+			unit = "\t"
+		}
+		if len(indent) > len(outer) && strings.HasPrefix(indent, outer) {
+			unit = indent[len(outer):]
 		}
 	}
 	t := text(indent, unit)

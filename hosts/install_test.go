@@ -1,0 +1,210 @@
+package hosts
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const cursorSrc = `{
+  "mcpServers": {
+    "fs": {
+      "command": "npx",
+      "args": ["-y", "pkg"]
+    }
+  }
+}
+`
+
+var cursor, _ = Lookup([]string{"cursor"})
+
+func TestSymlinkedConfig(t *testing.T) {
+	o, path := placeFile(t, "cursor", false, nil)
+	real := filepath.Join(t.TempDir(), "dotfiles", "mcp.json")
+	os.MkdirAll(filepath.Dir(real), 0o755)
+	if err := os.WriteFile(real, []byte(cursorSrc), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(path)
+	if err := os.Symlink(real, path); err != nil {
+		t.Fatal(err)
+	}
+	mustInstall(t, cursor, o)
+	if fi, err := os.Lstat(path); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link is no longer a link: %v %v", fi.Mode(), err)
+	}
+	got := mustRead(t, real)
+	if !bytes.Contains(got, []byte(`"command": "`+testExe+`"`)) {
+		t.Fatalf("the real file was not wrapped:\n%s", got)
+	}
+	if fi, _ := os.Stat(real); fi.Mode().Perm() != 0o640 {
+		t.Fatalf("mode %v, want 0640 kept", fi.Mode().Perm())
+	}
+	if b := mustRead(t, real+BackupSuffix); string(b) != cursorSrc {
+		t.Fatalf("backup beside the real file: %q", b)
+	}
+	mustUninstall(t, cursor, o)
+	if got := mustRead(t, real); string(got) != cursorSrc {
+		t.Fatalf("uninstall through the link:\n%s", got)
+	}
+}
+
+// Tests run as root in CI, where a mode does not stop a write: the check
+// is explicit, and this test holds as root too.
+func TestReadOnlyConfig(t *testing.T) {
+	o, path := placeFile(t, "cursor", false, []byte(cursorSrc))
+	os.Chmod(path, 0o444)
+	rs, err := Install(cursor, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].Err == nil || !strings.Contains(rs[0].Err.Error(), path+": read-only (mode 0444)") {
+		t.Fatalf("got %v, want a read-only error naming %s", rs[0].Err, path)
+	}
+	if got := mustRead(t, path); string(got) != cursorSrc {
+		t.Fatalf("a read-only file was changed:\n%s", got)
+	}
+	if _, err := os.Stat(path + BackupSuffix); !os.IsNotExist(err) {
+		t.Fatalf("a backup was written for a file left alone")
+	}
+}
+
+func TestMalformedConfig(t *testing.T) {
+	src := "{\n  \"mcpServers\": {\n    \"fs\": {\"command\": \"npx\",, }\n  }\n}\n"
+	o, path := placeFile(t, "cursor", false, []byte(src))
+	for _, f := range []func([]Host, Options) ([]Result, error){Install, Uninstall, Status} {
+		rs, err := f(cursor, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs[0].Err == nil || !strings.HasPrefix(rs[0].Err.Error(), path+":3:29: invalid character ','") {
+			t.Fatalf("got %v, want %s:3:29: invalid character ','...", rs[0].Err, path)
+		}
+	}
+	if got := mustRead(t, path); string(got) != src {
+		t.Fatalf("a malformed file was changed")
+	}
+}
+
+// Claude Code rewrites ~/.claude.json while it runs: a key (and a server)
+// it adds between our read and our write must survive, and the new server
+// is wrapped too.
+func TestChangedBetweenReadAndWrite(t *testing.T) {
+	o, path := placeFile(t, "cursor", false, []byte(cursorSrc))
+	o.beforeWrite = func(real string) {
+		b := mustRead(t, real)
+		b = bytes.Replace(b, []byte("  }\n}\n"), []byte("  },\n  \"newKey\": true\n}\n"), 1)
+		b = bytes.Replace(b, []byte(`"mcpServers": {`), []byte(`"mcpServers": {"late": {"command": "late-server"},`), 1)
+		os.WriteFile(real, b, 0o600)
+	}
+	rs := mustInstall(t, cursor, o)
+	got := string(mustRead(t, path))
+	for _, want := range []string{`"newKey": true`, `"late": {"command": "` + testExe + `", "args": [ "run", "--name", "late", "--", "late-server" ]}`, `"--name", "fs"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lost %s:\n%s", want, got)
+		}
+	}
+	if n := rs[0].Count(Wrapped); n != 2 {
+		t.Errorf("reported %d wrapped, want 2: %+v", n, rs[0].Entries)
+	}
+}
+
+func TestDryRunWritesNothing(t *testing.T) {
+	o, path := placeFile(t, "cursor", false, []byte(cursorSrc))
+	var out bytes.Buffer
+	o.DryRun, o.Out = true, &out
+	rs, err := Install(cursor, o)
+	if err != nil || rs[0].Err != nil || !rs[0].Changed {
+		t.Fatalf("got %+v, %v", rs, err)
+	}
+	want := "--- " + path + "\n+++ " + path + "\n@@ -1,8 +1,8 @@\n {\n   \"mcpServers\": {\n     \"fs\": {\n-      \"command\": \"npx\",\n-      \"args\": [\"-y\", \"pkg\"]\n+      \"command\": \"" + testExe + "\",\n+      \"args\": [\"run\", \"--name\", \"fs\", \"--\", \"npx\", \"-y\", \"pkg\"]\n     }\n   }\n }\n"
+	if out.String() != want {
+		t.Fatalf("diff:\n%s\nwant:\n%s", out.String(), want)
+	}
+	if got := mustRead(t, path); string(got) != cursorSrc {
+		t.Fatal("dry run wrote the file")
+	}
+	if _, err := os.Stat(path + BackupSuffix); !os.IsNotExist(err) {
+		t.Fatal("dry run wrote a backup")
+	}
+}
+
+func TestTemporaryExe(t *testing.T) {
+	o, path := placeFile(t, "cursor", false, []byte(cursorSrc))
+	tmp := t.TempDir()
+	var out bytes.Buffer
+	o.Exe, o.TempDirs, o.Out = filepath.Join(tmp, "go-build123", "exe", "supervisor"), []string{tmp}, &out
+	mustInstall(t, cursor, o)
+	if got := mustRead(t, path); !bytes.Contains(got, []byte(`"command": "supervisor"`)) {
+		t.Fatalf("got:\n%s\nwant the bare name", got)
+	}
+	if !strings.Contains(out.String(), "temporary location") {
+		t.Fatalf("no note saying why: %q", out.String())
+	}
+}
+
+func TestMovedBinaryRepinned(t *testing.T) {
+	o, path := placeFile(t, "cursor", false, []byte(cursorSrc))
+	o.Exe = "/old/supervisor"
+	mustInstall(t, cursor, o)
+	o.Exe = testExe
+	rs := mustInstall(t, cursor, o)
+	if rs[0].Count(Repinned) != 1 {
+		t.Fatalf("entries %+v, want one repinned", rs[0].Entries)
+	}
+	want := strings.Replace(cursorSrc, `"command": "npx",
+      "args": ["-y", "pkg"]`, `"command": "`+testExe+`",
+      "args": ["run", "--name", "fs", "--", "npx", "-y", "pkg"]`, 1)
+	if got := mustRead(t, path); string(got) != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
+	}
+	mustUninstall(t, cursor, o)
+	if got := mustRead(t, path); string(got) != cursorSrc {
+		t.Fatalf("uninstall:\n%s", got)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	o, _ := placeFile(t, "claude-code", false, mustRead(t, "testdata/claude-code/original.json"))
+	hs, _ := Lookup([]string{"claude-code"})
+	rs, err := Status(hs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rs[0]
+	if !r.Exists || r.Count(IsWrapped) != 2 || r.Count(IsUnwrapped) != 3 || r.Count(Remote) != 1 {
+		t.Fatalf("status %+v", r)
+	}
+}
+
+func TestUnifiedDiff(t *testing.T) {
+	a := "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n14\n15\n16\n17\n18\n19\n20"
+	b := "1\n2\n3\nfour\n5\n6\n7\n8\n9\n10\n11\n12\n13\n14\n15\n16\n17\n18\n19\ntwenty\n"
+	want := `--- a
++++ b
+@@ -1,7 +1,7 @@
+ 1
+ 2
+ 3
+-4
++four
+ 5
+ 6
+ 7
+@@ -17,4 +17,4 @@
+ 17
+ 18
+ 19
+-20
+\ No newline at end of file
++twenty
+`
+	if got := UnifiedDiff("a", "b", []byte(a), []byte(b)); got != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
+	}
+	if got := UnifiedDiff("a", "b", nil, []byte("x\n")); got != "--- a\n+++ b\n@@ -0,0 +1 @@\n+x\n" {
+		t.Fatalf("new file: %q", got)
+	}
+}
