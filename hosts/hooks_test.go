@@ -110,8 +110,8 @@ func TestHookExistingFile(t *testing.T) {
 
 func TestIsOurHook(t *testing.T) {
 	for cmd, want := range map[string]bool{
-		"/usr/local/bin/supervisor session end --hook":    true,
-		"supervisor session end --hook":                   true,
+		"/usr/local/bin/supervisor session end --hook":     true,
+		"supervisor session end --hook":                    true,
 		"'/Users/me/my bin/supervisor' session end --hook": true,
 		`C:\bin\supervisor.exe session end --hook`:         true,
 		"other session end --hook":                         false,
