@@ -26,9 +26,9 @@ func hookFile(h Host, e Env) (File, bool) {
 		if d := e.getenv("CLAUDE_CONFIG_DIR"); d != "" {
 			dir = d
 		}
-		return File{Host: h.Name, Path: e.join(dir, "settings.json"), Format: JSON}, true
+		return File{Host: h.Name, Path: e.join(dir, "settings.json"), Format: JSON, Hook: true}, true
 	case "gemini":
-		return File{Host: h.Name, Path: e.join(e.Home, ".gemini", "settings.json"), Format: JSON}, true
+		return File{Host: h.Name, Path: e.join(e.Home, ".gemini", "settings.json"), Format: JSON, Hook: true}, true
 	}
 	return File{}, false
 }

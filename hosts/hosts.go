@@ -105,6 +105,9 @@ type File struct {
 	// ClaudeProjects: also every projects["<dir>"].mcpServers (Claude
 	// Code's ~/.claude.json holds local-scope servers there).
 	ClaudeProjects bool
+	// Hook: a settings file holding the host's SessionEnd hooks, not
+	// servers.
+	Hook bool
 }
 
 // Schemas are the server maps in src, a version of this file.

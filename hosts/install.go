@@ -57,6 +57,9 @@ const (
 	NotWrapped Action = "not-wrapped" // Uninstall found it unwrapped
 	Remote     Action = "remote"      // a network server, left alone
 	NoCommand  Action = "no-command"  // nothing to wrap (an extension, a builtin)
+	// KeptWrapped: Uninstall restored the backup, in which it was wrapped
+	// already (by hand, or an install before the backup).
+	KeptWrapped Action = "kept-wrapped"
 	// Status only:
 	IsWrapped   Action = "is-wrapped"
 	IsUnwrapped Action = "is-unwrapped"
@@ -228,7 +231,7 @@ func Uninstall(hs []Host, o Options) ([]Result, error) {
 			}
 			if b, err := readBackup(f.Path); err == nil {
 				if w, _, err := wrapAll(f, b, cmd); err == nil && bytes.Equal(w, src) {
-					return b, entries, nil
+					return b, keptWrapped(f, b, entries), nil
 				}
 			}
 			return restored, entries, nil
@@ -373,6 +376,22 @@ func unwrapAll(f File, src []byte) ([]byte, []Entry, error) {
 		return nil
 	})
 	return out, entries, err
+}
+
+// keptWrapped marks the entries that are wrapped in the backup being
+// restored.
+func keptWrapped(f File, backup []byte, entries []Entry) []Entry {
+	was := map[string]bool{}
+	eachServer(f, backup, func(_ Schema, srv Server) error {
+		was[srv.Name] = isWrapped(srv) && !srv.Remote && !srv.NoCommand
+		return nil
+	})
+	for i, e := range entries {
+		if e.Action == Unwrapped && was[e.Name] {
+			entries[i].Action = KeptWrapped
+		}
+	}
+	return entries
 }
 
 func runPrefix(name string) []string { return []string{"run", "--name", name, "--"} }

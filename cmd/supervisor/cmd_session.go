@@ -20,16 +20,30 @@ func newSessionCommand() *cobra.Command {
 
 func newSessionEndCommand() *cobra.Command {
 	var grace time.Duration
-	var asJSON bool
+	var asJSON, hook bool
 	cmd := &cobra.Command{
-		Use:   "end ID [--grace D]",
+		Use:   "end ID [--grace D] | end --hook",
 		Short: "Stop every process of a session through the stop cascade",
-		Args:  cobra.ExactArgs(1),
+		Long: `Stop every process of a session through the stop cascade.
+
+With --hook, for an agent host's SessionEnd hook (supervisor install --hooks
+adds one): read the hook's JSON on stdin and end the session whose label is
+its session_id. It prints nothing, and exits 0 when no daemon runs or no
+session matches: a hook must never break its host.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if hook {
+				return cobra.NoArgs(cmd, args)
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := session.ValidateID(args[0]); err != nil {
+			if err := checkGrace(grace); err != nil {
 				return err
 			}
-			if err := checkGrace(grace); err != nil {
+			if hook {
+				return endHookSession(cmd.InOrStdin(), grace)
+			}
+			if err := session.ValidateID(args[0]); err != nil {
 				return err
 			}
 			return callCascade(cmd, api.TypeSessionEnd, &api.SessionEndRequest{ID: args[0], GraceMS: api.Millis(grace)}, asJSON)
@@ -37,5 +51,6 @@ func newSessionEndCommand() *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&grace, "grace", 0, "SIGTERM grace before SIGKILL (default 5s)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&hook, "hook", false, "read a SessionEnd hook's JSON on stdin and end the session labelled with its session_id")
 	return cmd
 }

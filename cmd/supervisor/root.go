@@ -97,6 +97,9 @@ func newRootCommand(inherited []int) *cobra.Command {
 		newLogsCommand(),
 		newDoctorCommand(),
 		newEventsCommand(),
+		newHostsCommand(),
+		newInstallCommand(),
+		newUninstallCommand(),
 	)
 	return root
 }
