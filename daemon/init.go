@@ -87,6 +87,12 @@ func (d *Daemon) runInit(ctx context.Context, spec *InitSpec) error {
 				unix.PidfdSendSignal(fd, s.(syscall.Signal), nil, 0)
 			}
 		case r := <-d.stopReq:
+			if r.keep {
+				// An init cannot hand its processes to another daemon:
+				// everything is cascaded when the command ends.
+				r.reply <- nil
+				continue
+			}
 			// `daemon stop` in init mode: ask the command to end; the rest
 			// follows from its exit.
 			if fd >= 0 {
@@ -119,7 +125,8 @@ func (d *Daemon) finishInit(ctx context.Context, cmdTok proc.Token, cmdPID int) 
 		return
 	}
 	self := os.Getpid()
-	targets := []shutdown.Target{{ID: d.initSession + "-command", PID: cmdPID, Token: cmdTok, Session: d.initSession}}
+	targets := []shutdown.Target{{ID: d.initSession + "-command", PID: cmdPID, Token: cmdTok, Session: d.initSession,
+		LeaderJustExited: true}}
 	for _, info := range infos {
 		if info.PID == self || (self != 1 && info.PPID != self) {
 			continue

@@ -147,6 +147,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	started, err := spawn.Start(d.reaper, spawn.Request{
 		Argv: req.Argv, Env: req.Env, Dir: string(req.Cwd), Stdio: files,
 		SessionID: req.Session, ProcID: id, CgroupFD: cg.Fd, Instance: d.instance,
+		Host: fmt.Sprintf("%d-%d", req.HostPID, req.HostToken.StartTicks),
 	})
 	if cg.Fd > 0 {
 		unix.Close(cg.Fd)
@@ -444,7 +445,9 @@ func (d *Daemon) monitor(l *live, r runner) {
 		if g <= 0 {
 			g = d.cfg.Grace
 		}
-		out := d.cascade.Stop(context.Background(), []shutdown.Target{l.target},
+		t := l.target
+		t.LeaderJustExited = true
+		out := d.cascade.Stop(context.Background(), []shutdown.Target{t},
 			shutdown.Options{Grace: g, Force: l.force, Instance: d.instance})
 		if len(out[0].Procs) > 0 {
 			d.log.Info("stopped what an exited server left behind", "id", l.id, "outcome", out[0].String())

@@ -255,7 +255,8 @@ func (d *Daemon) adoptStray(id string, holders []proc.Info) bool {
 		go d.stopLeftovers(d.targetOf(known))
 		return false
 	}
-	if d.hostAlive(sess) || strings.HasPrefix(sess, "shared-") {
+	host, _ := proc.EnvValue(env, spawn.EnvHost)
+	if d.hostAlive(sess, host) || strings.HasPrefix(sess, "shared-") {
 		argv, _ := proc.Cmdline(leader.PID)
 		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", leader.PID))
 		rec := registry.Process{ID: id, Session: sess, Name: baseName(first(argv)), Argv: argv, Cwd: cwd,
@@ -292,13 +293,17 @@ func (d *Daemon) adoptStray(id string, holders []proc.Info) bool {
 }
 
 // hostAlive reports whether session sess is open with a live host: a
-// session in the store, or one whose id names its host (host-PID-TICKS),
-// which is then reopened.
-func (d *Daemon) hostAlive(sess string) bool {
+// session in the store, or one whose host is named by the process's
+// SUPERVISOR_HOST marker (PID-TICKS) or by the session id itself
+// (host-PID-TICKS), which is then reopened.
+func (d *Daemon) hostAlive(sess, hostMarker string) bool {
 	if s, err := d.reg.Session(sess); err == nil && s.State == registry.SessionActive {
 		return proc.Verify(s.HostPID, s.HostToken) == nil
 	}
-	pid, ticks, ok := session.ParseHostID(sess)
+	pid, ticks, ok := session.ParseHostID("host-" + hostMarker)
+	if !ok {
+		pid, ticks, ok = session.ParseHostID(sess)
+	}
 	if !ok {
 		return false
 	}

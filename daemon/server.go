@@ -198,7 +198,11 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 			return conn.SendError(125, "daemon is already stopping")
 		}
 		defer close(req.sent)
-		return conn.Send(api.TypeOutcomes, &api.Outcomes{Outcomes: <-req.reply})
+		outcomes := <-req.reply
+		if outcomes == nil {
+			return conn.SendError(1, "daemon stop --keep-processes: this daemon is the init of `supervisor init`, which stops everything when its command ends; its processes cannot be handed to another daemon")
+		}
+		return conn.Send(api.TypeOutcomes, &api.Outcomes{Outcomes: outcomes})
 	default:
 		return fmt.Errorf("%w: unknown message type %q", api.ErrMalformed, m.Type)
 	}

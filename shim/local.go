@@ -121,7 +121,9 @@ func runLocal(ctx context.Context, o Options, req api.RunRequest, why string, si
 			if !stopping {
 				// Exited on its own: what it left in its group, under its
 				// marker or on the host's pipes goes too.
-				cascade.Stop(context.Background(), []shutdown.Target{target}, shutdown.Options{Grace: grace})
+				t := target
+				t.LeaderJustExited = true
+				cascade.Stop(context.Background(), []shutdown.Target{t}, shutdown.Options{Grace: grace})
 			} else {
 				<-stopped
 			}

@@ -58,6 +58,12 @@ type Target struct {
 	// Spared are never signalled even when they hold a channel: the shim
 	// (which exits with the server) and the host.
 	Spared []Proc
+	// LeaderJustExited says the caller saw the leader exit moments ago
+	// (reaped it, or its pidfd fired): its group number cannot have been
+	// recycled while members remain, so the group is still the target's.
+	// Without it, a leader that is gone keeps its group out of the
+	// snapshot: the number may name a stranger's group by now.
+	LeaderJustExited bool
 	// Grace is this target's SIGTERM grace; zero means Options.Grace.
 	Grace time.Duration
 	// Force, when closed, ends this target's graces: SIGKILL now (a

@@ -230,17 +230,22 @@ func (r *run) collect() int {
 
 // groupIsOurs says whether the number t.PGID still names the group the
 // target's leader created. At the snapshot: when the leader was ours, or —
-// the leader already reaped (its leftovers are being stopped) — when no live
-// process has PID PGID: a stranger reusing the number would lead its group
-// and have it as its PID, while members of the old group hold the number
-// so it cannot be reused under them. Later scans: only while a member found
-// through the group (or the leader) is still alive, so a group that emptied
-// and was recycled during the cascade is not swept.
+// the leader exited just now (its leftovers are being stopped) — when no
+// live process has PID PGID: members of the old group hold the number, so
+// it cannot have been reused under them. A leader that is simply gone (a
+// record from before a daemon crash) proves nothing: the group may have
+// emptied and its number gone to a stranger's group since. Later scans:
+// only while a member found through the group (or the leader) is still
+// alive, so a group that emptied and was recycled during the cascade is
+// not swept.
 func (r *run) groupIsOurs(i int, byPID map[int]proc.Info) bool {
 	t := r.targets[i]
 	if !r.scanned {
 		if r.leaders[i] {
 			return true
+		}
+		if !t.LeaderJustExited {
+			return false
 		}
 		_, taken := byPID[t.PGID]
 		return !taken

@@ -19,6 +19,8 @@ const (
 	// EnvInstance names the daemon instance (its state directory), so one
 	// instance's session sweep never takes another's processes.
 	EnvInstance = "SUPERVISOR_INSTANCE"
+	// EnvHost is the session's host as PID-STARTTICKS.
+	EnvHost = "SUPERVISOR_HOST"
 	// EnvKeep=1, set by a server's descendant, spares it from the sweep.
 	EnvKeep = "SUPERVISOR_KEEP"
 )

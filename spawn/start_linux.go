@@ -23,6 +23,10 @@ type Request struct {
 	SessionID string
 	ProcID    string
 	Instance  string // the daemon instance's marker, see EnvInstance
+	// Host, when set, is the session's host as "PID-STARTTICKS" (the
+	// EnvHost marker): a daemon that lost its store can still tell
+	// whether the server's host lives.
+	Host string
 	// Foreground puts the child's new group in the foreground of the
 	// terminal on fd 0 (for `supervisor init` with a tty).
 	Foreground bool
@@ -73,7 +77,7 @@ func Start(r *Reaper, req Request) (Started, error) {
 	}
 	attr := &syscall.ProcAttr{
 		Dir:   req.Dir,
-		Env:   WithMarkers(req.Env, req.SessionID, req.ProcID, req.Instance),
+		Env:   withHost(WithMarkers(req.Env, req.SessionID, req.ProcID, req.Instance), req.Host),
 		Files: files,
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	}
@@ -144,3 +148,17 @@ func WithMarkers(env []string, session, procID, instance string) []string {
 }
 
 const defaultPath = "/usr/local/bin:/usr/bin:/bin"
+
+// withHost sets the EnvHost marker to host (dropping an inherited one).
+func withHost(env []string, host string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, EnvHost+"=") {
+			out = append(out, kv)
+		}
+	}
+	if host != "" {
+		out = append(out, EnvHost+"="+host)
+	}
+	return out
+}

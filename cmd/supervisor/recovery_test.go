@@ -282,19 +282,33 @@ func TestDaemonRestartUpgrades(t *testing.T) {
 // read is moved aside; the live servers are found by their markers and
 // adopted, and their host's death still ends them.
 func TestCorruptRegistryIsRebuiltFromMarkers(t *testing.T) {
-	for _, kind := range []string{"truncated", "random"} {
+	for _, kind := range []string{"truncated", "random", "explicit-session"} {
 		t.Run(kind, func(t *testing.T) {
 			in := newInstance(t)
-			h := in.startHost(t, 2, "--", bin, "_fixture", "echo", "--ready")
+			var runArgs []string
+			if kind == "explicit-session" {
+				// No host in the id: the SUPERVISOR_HOST marker names it.
+				runArgs = []string{"--session", "explicit"}
+			}
+			h := in.startHost(t, 2, append(runArgs, "--", bin, "_fixture", "echo", "--ready")...)
 			before := livePIDs(in.mustProcesses(false))
 			in.mustRun("daemon", "stop", "--keep-processes")
+			// The shims start a daemon themselves 2 s after losing theirs:
+			// hold the lock so none opens the store until it is corrupt.
+			lock, err := os.OpenFile(filepath.Join(in.state, "daemon.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+				t.Fatal(err)
+			}
 			db := filepath.Join(in.state, "registry.db")
 			switch kind {
 			case "truncated":
 				if err := os.Truncate(db, 100); err != nil {
 					t.Fatal(err)
 				}
-			case "random":
+			default:
 				junk := make([]byte, 64<<10)
 				for i := range junk {
 					junk[i] = byte(i*7 + i>>8)
@@ -303,6 +317,7 @@ func TestCorruptRegistryIsRebuiltFromMarkers(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			lock.Close()
 			in.mustRun("daemon")
 			aside, _ := filepath.Glob(db + ".corrupt-*")
 			if len(aside) != 1 {
@@ -346,6 +361,19 @@ func TestPIDReuseIsClosedAsLost(t *testing.T) {
 	recorded.StartTicks-- // the process the record meant started earlier
 	recorded.PidfsInode = 0
 
+	// A second stranger: the member of a group whose leader (and number)
+	// a record names, the leader long gone.
+	grp := exec.Command("sh", "-c", bin+" _fixture sleep >/dev/null 2>&1 & echo $!")
+	grp.SysProcAttr = &unix.SysProcAttr{Setsid: true}
+	out, err := grp.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	mtok := mustToken(t, member)
+	t.Cleanup(func() { killByPIDNow(t, member) })
+	leader := grp.Process.Pid
+
 	self := mustToken(t, os.Getpid())
 	s, err := store.Open(filepath.Join(in.state, "registry.db"), store.Options{})
 	if err != nil {
@@ -360,6 +388,8 @@ func TestPIDReuseIsClosedAsLost(t *testing.T) {
 	must(s.PutSession(registry.Session{ID: "reuse", HostPID: os.Getpid(), HostToken: self, State: registry.SessionActive, StartedAt: now}))
 	must(s.PutProcess(registry.Process{ID: "p-reused", Session: "reuse", Name: "gone", Argv: []string{"gone"},
 		PID: spid, PGID: spid, Token: recorded, State: registry.StateRunning, StartedAt: now, Health: "none"}))
+	must(s.PutProcess(registry.Process{ID: "p-group", Session: "reuse", Name: "gone2", Argv: []string{"gone2"},
+		PID: leader, PGID: leader, Token: recorded, State: registry.StateRunning, StartedAt: now, Health: "none"}))
 	must(s.Close())
 
 	in.mustRun("daemon")
@@ -373,13 +403,16 @@ func TestPIDReuseIsClosedAsLost(t *testing.T) {
 	if rec.State != registry.StateLost || !strings.Contains(rec.Error, "belongs to another process") {
 		t.Errorf("record %+v, want lost because the pid belongs to another process", rec)
 	}
-	if st := in.status(t); st.Recovery == nil || st.Recovery.Lost != 1 || st.Recovery.Adopted != 0 {
-		t.Errorf("recovery %+v, want 1 lost, 0 adopted", st.Recovery)
+	if st := in.status(t); st.Recovery == nil || st.Recovery.Lost != 2 || st.Recovery.Adopted != 0 {
+		t.Errorf("recovery %+v, want 2 lost, 0 adopted", st.Recovery)
 	}
 	// The leftovers sweep has run by the time the session can be ended.
 	in.mustRun("session", "end", "reuse")
 	if !alive(spid, stok) {
 		t.Fatal("the stranger on the recorded pid was signalled")
+	}
+	if !alive(member, mtok) {
+		t.Fatal("a stranger in the recorded group's number was signalled")
 	}
 }
 
