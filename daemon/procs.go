@@ -31,7 +31,9 @@ type live struct {
 	done   chan struct{} // closed once the final state is committed
 	status spawn.Status  // valid after done
 
-	adopted bool       // found alive after a restart: its exit status is unknown
+	adopted bool       // found alive after a restart: not our child
+	// shimCancel ends the watch on an adopted process's shim.
+	shimCancel func()
 	shared  *shared    // the shared server this is an incarnation of, if any
 	started time.Time  // when it was spawned (zero for adopted)
 	breaker breakerRef // its circuit breaker
@@ -247,7 +249,7 @@ func (d *Daemon) lifeline(conn *api.Conn, l *live, sessionID string, shimPID int
 		select {
 		case <-l.done:
 			st := l.status
-			ex := api.Exited{ExitCode: st.ExitCode(), Code: st.Code, Unknown: l.adopted}
+			ex := api.Exited{ExitCode: st.ExitCode(), Code: st.Code, Unknown: st.Unknown}
 			if st.Signal != 0 {
 				ex.Signal = unix.SignalName(st.Signal)
 			}
@@ -364,6 +366,11 @@ func (d *Daemon) watchHost(s registry.Session) error {
 func (d *Daemon) monitor(l *live, r runner) {
 	st := <-r.exit()
 	spawned := !r.adopted()
+	l.stopMu.Lock()
+	if l.shimCancel != nil {
+		l.shimCancel() // its watch on the shim ends with it
+	}
+	l.stopMu.Unlock()
 	l.status = st
 	restarting := l.shared != nil && l.shared.usable()
 	_, err := d.reg.Update(l.id, func(p *registry.Process) error {
@@ -388,7 +395,7 @@ func (d *Daemon) monitor(l *live, r runner) {
 		if l.shared != nil {
 			p.Health = "stopped" // stopped for good, not between restarts
 		}
-		if spawned {
+		if !st.Unknown {
 			if st.Signal != 0 {
 				p.Signal = unix.SignalName(st.Signal)
 			} else {
@@ -406,7 +413,7 @@ func (d *Daemon) monitor(l *live, r runner) {
 	p, _ := d.reg.Process(l.id)
 	detail := fmt.Sprintf("pid %d exit code %d", st.PID, st.Code)
 	switch {
-	case !spawned:
+	case st.Unknown:
 		detail = fmt.Sprintf("pid %d exited; status unknown (re-adopted)", st.PID)
 	case st.Signal != 0:
 		detail = fmt.Sprintf("pid %d killed by %s", st.PID, unix.SignalName(st.Signal))

@@ -31,7 +31,8 @@ import (
 type runner interface {
 	// exit delivers one status once the process has exited.
 	exit() <-chan spawn.Status
-	// adopted reports that the status is unknown.
+	// adopted reports that the process is not our child: its status is
+	// known only when caught as a zombie (Status.Unknown says).
 	adopted() bool
 }
 
@@ -50,7 +51,18 @@ func (adoptedProc) adopted() bool               { return true }
 // adoptRunner watches pid (verified against tok) by pidfd.
 func (d *Daemon) adoptRunner(pid int, tok proc.Token) (runner, error) {
 	r := adoptedProc{ch: make(chan spawn.Status, 1)}
-	if _, err := d.watcher.Watch(pid, tok, func() { r.ch <- spawn.Status{PID: pid} }); err != nil {
+	if _, err := d.watcher.Watch(pid, tok, func() {
+		// Not our child: its status is known only if it is still a
+		// zombie its new parent has not reaped.
+		st := spawn.Status{PID: pid, Unknown: true}
+		if ws, ok := proc.ZombieStatus(pid, tok); ok {
+			st = spawn.Status{PID: pid, Code: ws.ExitStatus(), Signal: ws.Signal()}
+			if !ws.Signaled() {
+				st.Signal = 0
+			}
+		}
+		r.ch <- st
+	}); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -230,14 +242,28 @@ func (d *Daemon) watchShim(id string, pid int, tok proc.Token) bool {
 		go stop("shim died while the daemon was down")
 		return false
 	}
-	if _, err := d.watcher.Watch(pid, tok, func() {
+	cancel, err := d.watcher.Watch(pid, tok, func() {
 		if !d.isStopping() {
 			go stop("shim exited")
 		}
-	}); err != nil {
+	})
+	if err != nil {
 		go stop("shim died while the daemon was down")
 		return false
 	}
+	d.mu.Lock()
+	l := d.live[id]
+	d.mu.Unlock()
+	if l == nil {
+		cancel()
+		return true
+	}
+	l.stopMu.Lock()
+	if l.shimCancel != nil {
+		l.shimCancel() // a re-attached shim replaces the old one
+	}
+	l.shimCancel = cancel
+	l.stopMu.Unlock()
 	return true
 }
 

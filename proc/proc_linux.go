@@ -455,3 +455,27 @@ func EnvValue(env []string, key string) (string, bool) {
 	}
 	return "", false
 }
+
+// ZombieStatus returns the wait status (as waitpid would) of pid, carrying
+// tok, while it is a zombie its parent has not reaped yet: how a process
+// that is not our child ended, if we look in time (field 52 of
+// /proc/PID/stat).
+func ZombieStatus(pid int, tok Token) (unix.WaitStatus, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	info, err := parseStat(b)
+	if err != nil || info.State != 'Z' || info.Token.StartTicks != tok.StartTicks {
+		return 0, false
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 50 {
+		return 0, false
+	}
+	ws, err := strconv.Atoi(f[49])
+	if err != nil {
+		return 0, false
+	}
+	return unix.WaitStatus(ws), true
+}

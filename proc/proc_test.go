@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -480,5 +481,41 @@ func TestTokenInodeTellsProcessesApart(t *testing.T) {
 				t.Errorf("Matches: got %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestZombieStatus(t *testing.T) {
+	for _, tt := range []struct {
+		script string
+		code   int
+		sig    unix.Signal
+	}{{"exit 7", 7, 0}, {"kill -TERM $$", 0, unix.SIGTERM}} {
+		cmd := exec.Command("sh", "-c", tt.script)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pid := cmd.Process.Pid
+		tok, err := TokenOf(pid)
+		if err != nil {
+			cmd.Wait()
+			t.Skipf("exited before its token was read: %v", err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		var ws unix.WaitStatus
+		var ok bool
+		for !ok && time.Now().Before(deadline) {
+			ws, ok = ZombieStatus(pid, tok)
+			time.Sleep(time.Millisecond)
+		}
+		cmd.Wait() // we are its parent: nobody else reaps it
+		if !ok {
+			t.Fatalf("%q: no zombie status within 30s", tt.script)
+		}
+		if ws.Signaled() != (tt.sig != 0) || ws.Signaled() && ws.Signal() != tt.sig || !ws.Signaled() && ws.ExitStatus() != tt.code {
+			t.Errorf("%q: status %v (code %d signal %v), want code %d signal %v", tt.script, ws, ws.ExitStatus(), ws.Signal(), tt.code, tt.sig)
+		}
+		if _, ok := ZombieStatus(pid, tok); ok {
+			t.Errorf("%q: a status after the reap", tt.script)
+		}
 	}
 }

@@ -228,7 +228,16 @@ func startServer(ctx context.Context, o Options, req *api.RunRequest) (*api.Clie
 		switch {
 		case r.err != nil:
 			c.Close()
-			return nil, api.Started{}, nil, fmt.Errorf("the daemon closed the connection before starting the server: %w", r.err)
+			// The daemon died mid-start: the server may be running on our
+			// stdio already. A daemon started now recovers it from its
+			// intent record and marker, and stops it, since this shim is
+			// going away.
+			dctx, cancel := context.WithTimeout(ctx, o.LocalAfter)
+			if nc, err := daemon.EnsureRunning(dctx, o.Exe, o.Paths, o.Env); err == nil {
+				nc.Close()
+			}
+			cancel()
+			return nil, api.Started{}, nil, fmt.Errorf("the daemon went away while starting the server (%v); a new daemon stops whatever it had started: retry", r.err)
 		case r.m.Type == api.TypeStarted:
 			var st api.Started
 			if err := api.Decode(r.m, &st); err != nil {
