@@ -31,12 +31,12 @@ type live struct {
 	done   chan struct{} // closed once the final state is committed
 	status spawn.Status  // valid after done
 
-	adopted bool       // found alive after a restart: not our child
+	adopted bool // found alive after a restart: not our child
 	// shimCancel ends the watch on an adopted process's shim.
 	shimCancel func()
-	shared  *shared    // the shared server this is an incarnation of, if any
-	started time.Time  // when it was spawned (zero for adopted)
-	breaker breakerRef // its circuit breaker
+	shared     *shared    // the shared server this is an incarnation of, if any
+	started    time.Time  // when it was spawned (zero for adopted)
+	breaker    breakerRef // its circuit breaker
 
 	stopMu   sync.Mutex
 	stopDone chan struct{} // non-nil while a stop is under way
