@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -41,6 +43,9 @@ func runLocal(ctx context.Context, o Options, req api.RunRequest, why string, si
 		name = filepath.Base(o.Argv[0])
 	}
 	fmt.Fprintf(o.Stderr, "supervisor: local mode for %s: %s; this shim supervises it itself\n", name, why)
+	// The server's parent-death signal fires when the thread that forked it
+	// exits: keep this one.
+	runtime.LockOSThread()
 	if err := proc.SetChildSubreaper(); err != nil {
 		fmt.Fprintf(o.Stderr, "supervisor: not a subreaper (%v): descendants that escape the server go to init\n", err)
 	}
@@ -68,6 +73,9 @@ func runLocal(ctx context.Context, o Options, req api.RunRequest, why string, si
 	started, err := spawn.Start(reaper, spawn.Request{
 		Argv: o.Argv, Env: o.Env, Dir: string(req.Cwd), Stdio: stdio,
 		SessionID: req.Session, ProcID: id, Instance: fmt.Sprintf("local-%d", os.Getpid()),
+		// Hosts end a server by SIGKILLing what they started, this shim:
+		// the server must not outlive it (its escaped descendants can).
+		Pdeathsig: syscall.SIGKILL,
 	})
 	if err != nil {
 		var se *spawn.StartError

@@ -23,6 +23,7 @@ import (
 	"github.com/seed-86a41135/supervisor/daemon"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/session"
+	"github.com/seed-86a41135/supervisor/shutdown"
 )
 
 // CodeSupervisorError is the exit status for any failure of the supervisor
@@ -302,6 +303,14 @@ func reattach(ctx context.Context, o Options, req api.RunRequest, st api.Started
 	for _, sig := range pending {
 		unix.PidfdSendSignal(fd, sig.(syscall.Signal), nil, 0)
 	}
+	// While no daemon answers, the host's death is this shim's to act on:
+	// after LocalAfter it stops the server itself, as in local mode.
+	hostFd, err := proc.OpenPidfd(req.HostPID, req.HostToken)
+	if err != nil {
+		hostFd = -1 // gone already
+	} else {
+		defer unix.Close(hostFd)
+	}
 	away := time.Now()
 	backoff := 10 * time.Millisecond
 	for {
@@ -315,6 +324,10 @@ func reattach(ctx context.Context, o Options, req api.RunRequest, st api.Started
 		backoff = min(2*backoff, 500*time.Millisecond)
 		if proc.WaitPidfd(fd, time.Millisecond) {
 			return nil, nil, fmt.Errorf("lost the daemon (%v); server %d exited meanwhile, its status is unknown: %w", cause, st.PID, errServerGone)
+		}
+		if time.Since(away) >= o.LocalAfter && (hostFd < 0 || proc.WaitPidfd(hostFd, time.Millisecond)) {
+			stopOrphan(o, req, st)
+			return nil, nil, fmt.Errorf("lost the daemon (%v) and then the host: stopped server %d itself: %w", cause, st.PID, errServerGone)
 		}
 		var c *api.Client
 		dctx, cancel := context.WithTimeout(ctx, o.LocalAfter)
@@ -352,6 +365,19 @@ func reattach(ctx context.Context, o Options, req api.RunRequest, st api.Started
 			return nil, nil, fmt.Errorf("%w: %q answering attach", api.ErrMalformed, r.m.Type)
 		}
 	}
+}
+
+// stopOrphan stops server st through the cascade when its host died while
+// no daemon could be reached: nobody else would.
+func stopOrphan(o Options, req api.RunRequest, st api.Started) {
+	grace := o.Grace
+	if grace <= 0 {
+		grace = shutdown.DefaultGrace
+	}
+	c := &shutdown.Cascade{Excluded: []int{os.Getpid()}}
+	c.Stop(context.Background(), []shutdown.Target{{ID: st.ID, PID: st.PID, PGID: st.PID, Token: st.Token,
+		Session: req.Session, Spared: []shutdown.Proc{{PID: req.HostPID, Token: req.HostToken}}}},
+		shutdown.Options{Grace: grace, EOFGrace: eofGrace})
 }
 
 // receive delivers c's messages until c fails or is closed.

@@ -27,6 +27,10 @@ type Request struct {
 	// EnvHost marker): a daemon that lost its store can still tell
 	// whether the server's host lives.
 	Host string
+	// Pdeathsig, when not 0, is sent to the child when its parent dies:
+	// for a shim in local mode, whose death nobody else would notice. (The
+	// daemon leaves it 0: its servers must outlive it, design §2.)
+	Pdeathsig syscall.Signal
 	// Foreground puts the child's new group in the foreground of the
 	// terminal on fd 0 (for `supervisor init` with a tty).
 	Foreground bool
@@ -81,6 +85,7 @@ func Start(r *Reaper, req Request) (Started, error) {
 		Files: files,
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	}
+	attr.Sys.Pdeathsig = req.Pdeathsig
 	if req.Foreground {
 		attr.Sys.Foreground = true
 		attr.Sys.Ctty = 0

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/shim"
 )
 
 // codeNotRunning is status's exit code when no daemon runs (as LSB's
@@ -45,8 +46,12 @@ func newStatusCommand() *cobra.Command {
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "daemon:    running, pid %d, up %s\n", st.PID, st.Uptime)
 			fmt.Fprintf(w, "version:   %s (protocol %d)\n", st.Version, st.Protocol)
-			if st.Version != api.Version {
+			switch {
+			case st.Version == api.Version:
+			case shim.NewerVersion(api.Version, st.Version):
 				fmt.Fprintf(w, "           this binary is %s: run `supervisor daemon restart` to switch to it (servers keep running)\n", api.Version)
+			default:
+				fmt.Fprintf(w, "           this binary is older (%s): another supervisor on PATH? see `supervisor doctor`\n", api.Version)
 			}
 			fmt.Fprintf(w, "state dir: %s\n", st.StateDir)
 			fmt.Fprintf(w, "socket:    %s\n", st.Socket)

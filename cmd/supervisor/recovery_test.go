@@ -611,3 +611,35 @@ func TestLocalModeInAnotherMountNamespace(t *testing.T) {
 		t.Errorf("the daemon recorded %d processes for a sandboxed shim", len(ps))
 	}
 }
+
+// TestLocalModeShimKilled: hosts end a server by killing what they
+// started, here a shim in local mode; its server must not outlive it.
+func TestLocalModeShimKilled(t *testing.T) {
+	in := newInstance(t)
+	in.env = append(in.env, "SUPERVISOR_STATE_DIR=/dev/null/x", "SUPERVISOR_SOCKET=/dev/null/x.sock")
+	s := in.startShim("--session", "local", "--", bin, "_fixture", "ignore-term")
+	pid := s.readyPID(t)
+	tok := mustToken(t, pid)
+	s.cmd.Process.Kill()
+	waitGonePID(t, pid, tok)
+}
+
+// TestShimStopsServerWhenHostDiesWithoutDaemon: the daemon is gone and
+// cannot come back (its state directory became unusable); the host dies;
+// the re-attaching shim stops the server itself.
+func TestShimStopsServerWhenHostDiesWithoutDaemon(t *testing.T) {
+	in := newInstance(t)
+	h := in.startHost(t, 1, "--grace", "300ms", "--", bin, "_fixture", "ignore-term")
+	in.killDaemon(t)
+	// No new daemon can start: its lock is held.
+	lock, err := os.OpenFile(filepath.Join(in.state, "daemon.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	h.cmd.Process.Kill()
+	waitGonePID(t, h.servers[0], h.tokens[0])
+}
