@@ -1,0 +1,88 @@
+package hosts
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Helpers the TOML and YAML editors share: they find values with a parser
+// that knows positions, then splice text line by line, so they need to know
+// where lines end and what a wrapped entry looks like.
+
+// contentEnd is the offset where the line holding off ends, before its line
+// break (or at the end of src).
+func contentEnd(src []byte, off int) int {
+	i := off
+	for i < len(src) && src[i] != '\n' {
+		i++
+	}
+	if i > off && src[i-1] == '\r' && i < len(src) {
+		i--
+	}
+	return i
+}
+
+// breakAt is the line break that starts at i: "\r\n", "\n", or "" (none,
+// e.g. at the end of src).
+func breakAt(src []byte, i int) string {
+	switch {
+	case i < len(src) && src[i] == '\n':
+		return "\n"
+	case i+1 < len(src) && src[i] == '\r' && src[i+1] == '\n':
+		return "\r\n"
+	}
+	return ""
+}
+
+// lineStartAt is the offset of the first byte of the line holding off.
+func lineStartAt(src []byte, off int) int {
+	for off > 0 && src[off-1] != '\n' {
+		off--
+	}
+	return off
+}
+
+// isBlanks: only spaces and tabs.
+func isBlanks(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\t' {
+			return false
+		}
+	}
+	return true
+}
+
+// checkPrefix refuses a prefix Unwrap could not find again.
+func checkPrefix(prefix []string) error {
+	if len(prefix) == 0 || prefix[len(prefix)-1] != "--" {
+		return fmt.Errorf("internal error: wrap prefix %q does not end with \"--\"", prefix)
+	}
+	return nil
+}
+
+// supervisorCommand: cmd runs a supervisor binary (any directory, either
+// OS's separators, .exe or not).
+func supervisorCommand(cmd string) bool {
+	base := cmd[strings.LastIndexAny(cmd, `/\`)+1:]
+	return base == "supervisor" || strings.EqualFold(base, "supervisor.exe")
+}
+
+// wrappedSplit finds the "--" that ends what Wrap put in front of a
+// server's own command in args (the first one: in an entry wrapped twice,
+// the rest is the inner wrap). It is an error naming the server when the
+// entry is not wrapped: the command is not a supervisor, or no command
+// follows a "--".
+func wrappedSplit(name, cmd string, args []string) (int, error) {
+	if !supervisorCommand(cmd) {
+		return 0, fmt.Errorf("server %q is not wrapped: its command %q is not a supervisor", name, cmd)
+	}
+	for i, a := range args {
+		if a == "--" {
+			if i+1 == len(args) {
+				break
+			}
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("server %q is not wrapped: no command after \"--\" in its arguments", name)
+}
