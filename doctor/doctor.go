@@ -9,8 +9,8 @@
 // not first report.
 //
 // Host configs whose stdio servers are not wrapped by `supervisor run` are
-// audited by the hosts package once it exists; this package does not read
-// host configs.
+// read through the hosts package (reported, never fixed here: `supervisor
+// install` does that).
 //
 // # What counts as an orphan
 //
@@ -104,7 +104,8 @@ type Doctor struct {
 	Paths api.Paths
 	// Version is this binary's version; default api.Version.
 	Version string
-	// Getenv reads PATH for the shadow-install check; default os.Getenv.
+	// Getenv reads PATH for the shadow-install check, and HOME and the
+	// hosts' variables for the host check; default os.Getenv.
 	Getenv func(string) string
 	// Executable is this binary, named in shadow-install evidence;
 	// default os.Executable().
@@ -182,8 +183,9 @@ func (d *Doctor) inScope(pid int) bool {
 }
 
 // Check runs every audit and returns the findings, daemon first, then
-// processes, files, breakers and PATH. It fails only when the process
-// table cannot be read; a daemon that misbehaves is itself a finding.
+// processes, files, breakers, PATH and host configs. It fails only when the
+// process table cannot be read; a daemon that misbehaves is itself a
+// finding.
 func (d *Doctor) Check(ctx context.Context) ([]Finding, error) {
 	findings := []Finding{}
 	dm := d.probeDaemon(ctx)
@@ -207,6 +209,7 @@ func (d *Doctor) Check(ctx context.Context) ([]Finding, error) {
 		})
 	}
 	findings = append(findings, d.checkShadow()...)
+	findings = append(findings, d.checkHosts()...)
 	return findings, nil
 }
 
