@@ -7,6 +7,10 @@ func editorFor(f Format) (Editor, error) {
 	switch f {
 	case JSON:
 		return jsonEditor{}, nil
+	case TOML:
+		return tomlEditor{}, nil
+	case YAML:
+		return yamlEditor{}, nil
 	}
 	return nil, fmt.Errorf("%s files are not supported yet", f)
 }

@@ -55,20 +55,26 @@ func placeFile(t *testing.T, host string, project bool, src []byte) (Options, st
 }
 
 // goldenCases are the JSON-family host formats under testdata/<dir>.
+// The TOML and YAML goldens are shared with the editors' own tests, which
+// wrap with /usr/local/bin/supervisor.
 var goldenCases = []struct {
 	dir, host string
 	project   bool
+	ext, exe  string
 }{
-	{"claude-code", "claude-code", false},
-	{"claude-code-project", "claude-code", true},
-	{"claude-desktop", "claude-desktop", false},
-	{"cursor", "cursor", false},
-	{"vscode", "vscode", true},
-	{"windsurf", "windsurf", false},
-	{"gemini", "gemini", false},
-	{"zed", "zed", false},
-	{"cline", "cline", false},
-	{"opencode", "opencode", false},
+	{"claude-code", "claude-code", false, "json", testExe},
+	{"claude-code-project", "claude-code", true, "json", testExe},
+	{"claude-desktop", "claude-desktop", false, "json", testExe},
+	{"cursor", "cursor", false, "json", testExe},
+	{"vscode", "vscode", true, "json", testExe},
+	{"windsurf", "windsurf", false, "json", testExe},
+	{"gemini", "gemini", false, "json", testExe},
+	{"zed", "zed", false, "json", testExe},
+	{"cline", "cline", false, "json", testExe},
+	{"opencode", "opencode", false, "json", testExe},
+	{"codex", "codex", false, "toml", "/usr/local/bin/supervisor"},
+	{"continue", "continue", false, "yaml", "/usr/local/bin/supervisor"},
+	{"goose", "goose", false, "yaml", "/usr/local/bin/supervisor"},
 }
 
 // TestGolden: install gives wrapped.json; install again changes nothing;
@@ -79,12 +85,13 @@ func TestGolden(t *testing.T) {
 	for _, tc := range goldenCases {
 		t.Run(tc.dir, func(t *testing.T) {
 			dir := filepath.Join("testdata", tc.dir)
-			orig := mustRead(t, filepath.Join(dir, "original.json"))
+			orig := mustRead(t, filepath.Join(dir, "original."+tc.ext))
 			o, path := placeFile(t, tc.host, tc.project, orig)
+			o.Exe = tc.exe
 			hs, _ := Lookup([]string{tc.host})
 
 			mustInstall(t, hs, o)
-			golden(t, filepath.Join(dir, "wrapped.json"), mustRead(t, path))
+			golden(t, filepath.Join(dir, "wrapped."+tc.ext), mustRead(t, path))
 			wrapped := mustRead(t, path)
 			if !bytes.Equal(mustRead(t, path+BackupSuffix), orig) {
 				t.Fatalf("the backup is not the original")
@@ -108,7 +115,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			mustUninstall(t, hs, o)
-			golden(t, filepath.Join(dir, "unwrapped.json"), mustRead(t, path))
+			golden(t, filepath.Join(dir, "unwrapped."+tc.ext), mustRead(t, path))
 		})
 	}
 }
