@@ -206,8 +206,8 @@ func summary(r hosts.Result, dryRun, install bool) string {
 		add(hosts.KeptWrapped, "wrapped before install, kept")
 		add(hosts.NotWrapped, "not wrapped")
 	}
-	add(hosts.Remote, "remote, left alone")
-	add(hosts.NoCommand, "no command, left alone")
+	add(hosts.Remote, "left alone (remote)")
+	add(hosts.NoCommand, "left alone (no command)")
 	if len(parts) == 0 {
 		parts = append(parts, "no servers")
 	}

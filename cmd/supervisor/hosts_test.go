@@ -84,7 +84,7 @@ func TestInstallDryRunWritesNothing(t *testing.T) {
 	for _, want := range []string{"--- " + path + "\n+++ " + path + "\n@@ -1,7 +1,7 @@\n",
 		`-    "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]},`,
 		`+    "fs": {"command": "supervisor", "args": ["run", "--name", "fs", "--", "npx", "-y", "@modelcontextprotocol/server-filesystem", "/tmp"]},`,
-		"would be wrapped fs; remote, left alone docs"} {
+		"would be wrapped fs; left alone (remote) docs"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
