@@ -114,17 +114,20 @@ func commandLine() string {
 }
 
 type options struct {
-	quick       bool
-	trials      int
-	stormCalls  int
-	stormTrials int
-	out         string
-	bin         string
-	keep        bool
-	cgroups     string
-	recRecords  int
-	recTrials   int
-	only        map[string]bool // figures to run; nil means all
+	quick         bool
+	trials        int
+	stormCalls    int
+	stormTrials   int
+	out           string
+	bin           string
+	keep          bool
+	cgroups       string
+	recRecords    int
+	recTrials     int
+	scaleSessions int
+	scaleTrials   int
+	peerTrials    int
+	only          map[string]bool // figures to run; nil means all
 }
 
 // run runs the whole bench and returns the exit status.
@@ -142,6 +145,9 @@ func run(ctx context.Context, args []string, cmdline string, stdout, stderr io.W
 	fs.StringVar(&o.cgroups, "cgroups", "", "the daemon's cgroup mode, auto or off (default: the daemon's own default, auto)")
 	fs.IntVar(&o.recRecords, "recovery-records", 0, fmt.Sprintf("records in the recovery figure's registry, half live (default %d, %d with --quick)", recoveryRecords, recoveryRecordsQuick))
 	fs.IntVar(&o.recTrials, "recovery-trials", 0, fmt.Sprintf("trials of the recovery figure (default %d, %d with --quick)", recoveryTrials, recoveryTrialsQuick))
+	fs.IntVar(&o.scaleSessions, "scale-sessions", 0, fmt.Sprintf("sessions of 4 servers in the scale figure (default %d, %d with --quick)", scaleSessions, scaleSessionsQuick))
+	fs.IntVar(&o.scaleTrials, "scale-trials", 0, fmt.Sprintf("trials of the scale figure, alternating daemon stop and host SIGKILL (default %d, %d with --quick)", scaleTrials, scaleTrialsQuick))
+	fs.IntVar(&o.peerTrials, "peer-trials", 0, fmt.Sprintf("trials per peer in the peers figure (default %d, %d with --quick)", peerTrials, peerTrialsQuick))
 	only := fs.String("only", "", "run only these figures, comma-separated ("+strings.Join(figureNames, ", ")+")")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -193,6 +199,28 @@ func run(ctx context.Context, args []string, cmdline string, stdout, stderr io.W
 		if o.quick {
 			o.recTrials = recoveryTrialsQuick
 		}
+	}
+	if o.scaleSessions == 0 {
+		o.scaleSessions = scaleSessions
+		if o.quick {
+			o.scaleSessions = scaleSessionsQuick
+		}
+	}
+	if o.scaleTrials == 0 {
+		o.scaleTrials = scaleTrials
+		if o.quick {
+			o.scaleTrials = scaleTrialsQuick
+		}
+	}
+	if o.peerTrials == 0 {
+		o.peerTrials = peerTrials
+		if o.quick {
+			o.peerTrials = peerTrialsQuick
+		}
+	}
+	if o.scaleSessions < 1 || o.scaleTrials < 1 || o.peerTrials < 1 {
+		fmt.Fprintln(stderr, "bench: --scale-sessions, --scale-trials and --peer-trials must be at least 1")
+		return 2
 	}
 	if o.recRecords < 2 || o.recRecords%2 != 0 || o.recTrials < 1 {
 		fmt.Fprintln(stderr, "bench: --recovery-records must be even and at least 2, --recovery-trials at least 1")
@@ -413,7 +441,7 @@ func (b *bench) stopDaemon(ctx context.Context) error {
 }
 
 // figureNames name the steps of all, in order, for --only.
-var figureNames = []string{"host-death-overhead", "spawn-overhead", "cold-start", "pipe-holder-eof", "spawn-storm", "recovery"}
+var figureNames = []string{"host-death-overhead", "spawn-overhead", "cold-start", "pipe-holder-eof", "spawn-storm", "recovery", "scale", "peers"}
 
 // all runs every figure.
 func (b *bench) all(ctx context.Context) (*Results, error) {
@@ -429,7 +457,7 @@ func (b *bench) all(ctx context.Context) (*Results, error) {
 	res.Machine.Supervisor = st.Version
 	res.Machine.Features = st.Features
 
-	steps := []func(context.Context, *Results) error{b.hostDeath, b.spawn, b.coldStart, b.pipeHolder, b.storm, b.recovery}
+	steps := []func(context.Context, *Results) error{b.hostDeath, b.spawn, b.coldStart, b.pipeHolder, b.storm, b.recovery, b.scale, b.peers}
 	for i, step := range steps {
 		if b.o.only != nil && !b.o.only[figureNames[i]] {
 			continue
