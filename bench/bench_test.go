@@ -35,7 +35,8 @@ func TestQuick(t *testing.T) {
 	}
 	for _, want := range []string{"nproc", "go test ./bench", "host-death-overhead", "**overhead**",
 		"spawn-overhead", "cold-start", "pipe-holder-eof", "spawn-storm", "servers started per storm",
-		"recovery", "**reconcile**", "MiB"} {
+		"recovery", "**reconcile**", "MiB",
+		"scale", "**daemon RSS**", "`daemon stop` → last of the", "peers", "ours: host SIGKILL"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q", want)
 		}
@@ -58,10 +59,23 @@ func TestQuick(t *testing.T) {
 	seen := map[string]bool{}
 	for _, f := range res.Figures {
 		seen[f.Figure] = true
-		// The recovery figure has its own trial count: 2 with --quick.
+		// The recovery and scale figures have their own trial counts (2
+		// with --quick; scale's ways of ending alternate), peers 1 per
+		// peer (none for a peer skipped as not installed).
 		n := 3
-		if f.Figure == "recovery" {
+		switch f.Figure {
+		case "recovery":
 			n = 2
+		case "scale":
+			n = 2
+			if strings.Contains(f.Metric, "end all") || strings.Contains(f.Metric, "EOF grace") {
+				n = 1
+			}
+		case "peers":
+			n = 1
+			if strings.Contains(f.Metric, "SKIPPED") {
+				n = 0
+			}
 		}
 		if f.N != n || len(f.Samples) != n {
 			t.Errorf("%s / %s: %d samples, want %d", f.Figure, f.Metric, f.N, n)
@@ -81,6 +95,14 @@ func TestQuick(t *testing.T) {
 			for _, v := range f.Samples {
 				if v != want {
 					t.Errorf("%s / %s: sample %v, want %v", f.Figure, f.Metric, v, want)
+				}
+			}
+		}
+		// Nothing of the tree survives our stops.
+		if f.Figure == "peers" && strings.HasPrefix(f.Metric, "ours") && f.Unit == "count" {
+			for _, v := range f.Samples {
+				if v != 0 {
+					t.Errorf("%s / %s: %v survivors, want 0", f.Figure, f.Metric, v)
 				}
 			}
 		}

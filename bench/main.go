@@ -36,6 +36,17 @@
 //     `daemon stop` until the N/2 adopted processes are gone. adopted and
 //     lost must both be N/2. Each trial starts N processes, so this figure
 //     has its own trial count (--recovery-trials, 5; 2 with --quick).
+//   - scale: N hosts (--scale-sessions, 1000; 10 with --quick; fewer,
+//     said on stderr, when pid_max or memory cannot hold them) with 4
+//     `supervisor run -- sleep 3600` each on a private daemon: its RSS,
+//     `ps --json` latency, registry.db size, and every session ended at
+//     once by `daemon stop` or by SIGKILL of all hosts (alternating trials,
+//     --scale-trials). See scale.go.
+//   - peers: Debian's supervisord (stopasgroup, killasgroup), `tini -s -g`
+//     and dumb-init against ours stopping one tree (sh, a child in its
+//     group, a setsid escapee): survivors and stop time. Missing peers are
+//     installed with apt-get (as root; with --quick only when CI=true).
+//     See peers.go.
 //
 // Everything runs in a temporary directory (SUPERVISOR_STATE_DIR and
 // SUPERVISOR_SOCKET point into it), and every process the bench started is

@@ -26,7 +26,7 @@ const (
 	scaleSessions      = 1000
 	scaleSessionsQuick = 10
 	scalePerSession    = 4
-	scaleTrials        = 4
+	scaleTrials        = 2
 	scaleTrialsQuick   = 2
 	scalePsCalls       = 20
 	scalePsCallsQuick  = 5
@@ -34,11 +34,15 @@ const (
 	// daemon runs all servers of the previous ones.
 	scaleBatch = 25
 	scaleLimit = 180 * time.Second
+	// scaleEndLimit bounds the end of all sessions: a host SIGKILL of
+	// hundreds of sessions has taken minutes (a /proc scan per session).
+	scaleEndLimit = 10 * time.Minute
 	// Budget per session, to scale the run down (visibly) on a machine
 	// that cannot hold it: TIDs (a host, 4 Go shims of ~6 threads, 4
 	// servers) and memory (a shim's private memory is ~2.3 MiB, its
 	// kernel side and a server's a little more).
-	scaleTIDsPerSession = 1 + scalePerSession*7 + scalePerSession
+	// (and the bench's own thread blocked in wait4 for the host).
+	scaleTIDsPerSession = 2 + scalePerSession*7 + scalePerSession
 	scaleMiBPerSession  = scalePerSession * 4
 )
 
@@ -371,12 +375,12 @@ func (b *bench) scaleTrial(ctx context.Context, trial, n int, sleepBin string, p
 			stopErr <- err
 		}()
 	}
-	last, pending, err := waitPidfds(fds, func(int) {}, scaleLimit)
+	last, pending, err := waitPidfds(fds, func(int) {}, scaleEndLimit)
 	if err != nil {
 		return r, err
 	}
 	if len(pending) > 0 {
-		return r, fmt.Errorf("%d of %d servers still running %v after the end of all sessions", len(pending), want, scaleLimit)
+		return r, fmt.Errorf("%d of %d servers still running %v after the end of all sessions", len(pending), want, scaleEndLimit)
 	}
 	r.end = last.Sub(t1)
 	if stopErr != nil {
