@@ -82,13 +82,12 @@ type Daemon struct {
 	feat        map[string]bool
 
 	mu       sync.Mutex
-	live     map[string]*live              // by process id
-	hosts    map[string]func()             // session id → cancel of its host watch
-	ports    map[int]*portSlot             // shared servers by port
-	logs     map[string]*lumberjack.Logger // captured logs by path
-	conns    map[*api.Conn]bool            // open connections, closed on exit
-	stopping bool                          // refusing new runs
-	recovery *api.Recovery                 // the reconcile at start
+	live     map[string]*live   // by process id
+	hosts    map[string]func()  // session id → cancel of its host watch
+	ports    map[int]*portSlot  // shared servers by port
+	conns    map[*api.Conn]bool // open connections, closed on exit
+	stopping bool               // refusing new runs
+	recovery *api.Recovery      // the reconcile at start
 
 	stopReq chan stopRequest
 }
@@ -125,7 +124,6 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	d := &Daemon{
 		cfg: cfg, started: time.Now(),
 		live: map[string]*live{}, hosts: map[string]func(){}, conns: map[*api.Conn]bool{}, ports: map[int]*portSlot{},
-		logs:    map[string]*lumberjack.Logger{},
 		stopReq: make(chan stopRequest),
 		feat:    map[string]bool{},
 	}
@@ -271,6 +269,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		g.Add(func() error { return d.watcher.Run(wctx) }, func(error) { cancel() })
 	}
 	{
+		lctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return d.runLogRotation(lctx) }, func(error) { cancel() })
+	}
+	{
 		cctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error { return d.runRetention(cctx) }, func(error) { cancel() })
 	}
@@ -282,9 +284,6 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	err = g.Run()
 	d.log.Info("daemon exiting")
-	for _, w := range d.logs {
-		w.Close()
-	}
 	if errors.Is(err, errInitDone) {
 		return nil
 	}

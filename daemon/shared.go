@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"gopkg.in/natefinch/lumberjack.v2"
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/cgroup"
@@ -37,8 +35,8 @@ type shared struct {
 	linger   time.Duration
 	interval time.Duration
 	bkey     string
-	logw     io.Writer // the size-rotated capture of its stdout and stderr
-	adopted  bool      // a foreign listener taken over with --adopt-foreign
+	logPath  string // its stdout and stderr, rotated by the daemon (logrotate.go); "" for none
+	adopted  bool   // a foreign listener taken over with --adopt-foreign
 
 	mu        sync.Mutex
 	sessions  map[string]bool
@@ -260,7 +258,7 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
 		return nil, fmt.Errorf("create log directory: %w", err)
 	}
-	s.logw = d.logWriter(logPath)
+	s.logPath = logPath
 	s.id = newID()
 	if _, err := d.reg.AddProcess(registry.Process{
 		ID: s.id, Session: sharedSession(req.Port), Name: name, Argv: req.Argv, Cwd: s.cwd,
@@ -287,23 +285,21 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 	if err != nil {
 		return err
 	}
-	pr, pw, err := os.Pipe()
+	// The server writes its log itself: with no reader to lose, a daemon
+	// that dies or restarts under it cannot kill it with SIGPIPE. Append
+	// mode keeps its writes at the end across the daemon's copy-truncate
+	// rotation.
+	logf, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		null.Close()
-		return err
+		return fmt.Errorf("open log: %w", err)
 	}
-	pw2fd, err := unix.FcntlInt(pw.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+	errfd, err := unix.FcntlInt(logf.Fd(), unix.F_DUPFD_CLOEXEC, 3)
 	if err != nil {
 		null.Close()
-		pr.Close()
-		pw.Close()
+		logf.Close()
 		return err
 	}
-	// The copy ends when the last writer (the server's tree) is gone.
-	go func() {
-		io.Copy(s.logw, pr)
-		pr.Close()
-	}()
 	var cg cgroup.Server
 	if d.cgroups != nil {
 		// Fresh per incarnation: a killed cgroup kills what is cloned in.
@@ -311,7 +307,7 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 	}
 	started, err := spawn.Start(d.reaper, spawn.Request{
 		Argv: s.argv, Env: s.env, Dir: s.cwd,
-		Stdio:     [3]*os.File{null, pw, os.NewFile(uintptr(pw2fd), "stderr")},
+		Stdio:     [3]*os.File{null, logf, os.NewFile(uintptr(errfd), "stderr")},
 		SessionID: sharedSession(s.port), ProcID: s.id, CgroupFD: cg.Fd, Instance: d.instance,
 	})
 	if cg.Fd > 0 {
@@ -664,24 +660,20 @@ func LogPath(p api.Paths, name string, port int) string {
 	return filepath.Join(p.StateDir, "logs", fmt.Sprintf("%s-%d.log", safeName(name), port))
 }
 
-// LogPathsByName lists the current logs of servers named name, any port.
+// LogPathsByName lists the current logs of servers named name, any port:
+// NAME-PORT.log, never a backup (NAME-PORT.log.N) nor the log of a server
+// whose name only starts with name- ("a" is not "a-1" on port 80).
 func LogPathsByName(p api.Paths, name string) []string {
-	m, _ := filepath.Glob(filepath.Join(p.StateDir, "logs", safeName(name)+"-[0-9]*.log"))
-	return m
-}
-
-// logWriter returns the one rotating writer of a log file, shared by every
-// incarnation of its server: a lumberjack.Logger keeps a goroutine for its
-// whole life, so one is made per file, never per start.
-func (d *Daemon) logWriter(path string) io.Writer {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if w, ok := d.logs[path]; ok {
-		return w
+	prefix := safeName(name) + "-"
+	m, _ := filepath.Glob(filepath.Join(p.StateDir, "logs", prefix+"[0-9]*.log"))
+	out := m[:0]
+	for _, path := range m {
+		port := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), prefix), ".log")
+		if strings.Trim(port, "0123456789") == "" {
+			out = append(out, path)
+		}
 	}
-	w := &lumberjack.Logger{Filename: path, MaxSize: d.cfg.Settings.LogMaxMB, MaxBackups: d.cfg.Settings.LogBackups}
-	d.logs[path] = w
-	return w
+	return out
 }
 
 // safeName makes a server name usable as a file name, injectively: any
@@ -744,8 +736,14 @@ func (d *Daemon) readoptShared(p registry.Process, l *live) {
 		port: p.Port, id: p.ID, name: p.Name, argv: p.Argv, cwd: p.Cwd, health: health,
 		linger: d.cfg.Settings.Linger, interval: d.cfg.Settings.Interval, adopted: true,
 		sessions: map[string]bool{}, quit: make(chan struct{}), stopped: make(chan struct{}), cur: l,
+		logPath: LogPath(d.cfg.Paths, p.Name, p.Port),
 	}
 	l.shared = s
+	// It kept writing its log while no daemon watched the size: check now,
+	// then the rotation loop keeps it in bounds.
+	if err := d.rotateLog(s.logPath); err != nil {
+		d.log.Warn("cannot rotate a shared server's log", "path", s.logPath, "err", err)
+	}
 	slot := d.slot(p.Port)
 	slot.mu.Lock()
 	slot.srv = s

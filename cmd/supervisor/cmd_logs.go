@@ -109,8 +109,11 @@ func printTail(w io.Writer, f *os.File, n int) (int64, error) {
 	return int64(len(data)), err
 }
 
-// followLog prints what is appended to path, reopening it when the log
-// rotates (the file at path is another one, or shorter than what was read).
+// followLog prints what is appended to path, starting over when the log
+// rotates: the daemon copies a shared server's log to NAME.log.1 and
+// truncates it (the server keeps writing the same file), so a file shorter
+// than what was read is read again from its start; a file at path that is
+// another one (replaced) is reopened.
 // A log file gives no event on append that works across rotation and every
 // filesystem, so it is checked every 200 ms.
 func followLog(ctx context.Context, w io.Writer, path string, f *os.File, off int64) error {

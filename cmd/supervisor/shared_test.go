@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
@@ -213,6 +215,9 @@ func TestEnsureWaitsForHTTPHealth(t *testing.T) {
 	}
 }
 
+// TestLogsFollowAndRotate: a shared server's log is rotated by copy and
+// truncate (the server writes the file itself), at the size limit, into
+// NAME.log.1 to .3; `logs -f` follows it across the truncations.
 func TestLogsFollowAndRotate(t *testing.T) {
 	in := newInstance(t)
 	in.env = append(in.env, "SUPERVISOR_LOG_MAX_MB=1")
@@ -221,6 +226,7 @@ func TestLogsFollowAndRotate(t *testing.T) {
 		"--", bin, "_fixture", "listen", ps, "--spew", "6500000", "--tick"); code != 0 {
 		t.Fatalf("ensure: exit %d: %s", code, errOut)
 	}
+	logPath := filepath.Join(in.state, "logs", "ticker-"+ps+".log")
 	cmd := in.command("logs", "ticker", "-f", "--lines", "1")
 	cmd.Stderr = &prefixWriter{t: t, prefix: "logs: "}
 	stdout, _ := cmd.StdoutPipe()
@@ -232,40 +238,170 @@ func TestLogsFollowAndRotate(t *testing.T) {
 	defer func() { cmd.Process.Kill(); <-done }()
 	r := bufio.NewReader(stdout)
 	last := -1
-	for seen := 0; seen < 5; {
-		line, err := readLine(r, wait)
+	readTicks := func(n int) {
+		t.Helper()
+		for seen := 0; seen < n; {
+			line, err := readLine(r, wait)
+			if err != nil {
+				t.Fatalf("logs -f: %v (last tick %d)", err, last)
+			}
+			var k int
+			if _, err := fmt.Sscanf(line, "tick %d", &k); err != nil {
+				continue
+			}
+			if k <= last {
+				t.Fatalf("tick %d after %d: not following", k, last)
+			}
+			last = k
+			seen++
+		}
+	}
+	readTicks(5)
+
+	// 6.5 MB went out at once into a log rotated at 1 MB with 3 backups:
+	// within a check or so it is cut into the current file and 3 backups
+	// of at most 1 MB each.
+	checkFiles := func() error {
+		files, _ := filepath.Glob(filepath.Join(in.state, "logs", "ticker*"))
+		var total int64
+		for _, f := range files {
+			st, err := os.Stat(f)
+			if err != nil {
+				return err
+			}
+			if st.Size() > 1<<20+64<<10 {
+				return fmt.Errorf("%s is %d bytes, over the 1 MB rotation size", f, st.Size())
+			}
+			total += st.Size()
+		}
+		want := []string{logPath, logPath + ".1", logPath + ".2", logPath + ".3"}
+		if strings.Join(files, " ") != strings.Join(want, " ") {
+			return fmt.Errorf("log files %v, want %v (the current one and 3 backups)", files, want)
+		}
+		if total > 4<<20+256<<10 {
+			return fmt.Errorf("logs take %d bytes, want them bounded by rotation", total)
+		}
+		return nil
+	}
+	waitCond(t, checkFiles)
+
+	// Another megabyte while logs -f follows: the log is copied to .1 and
+	// truncated under the follower, which starts over from its beginning.
+	f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(strings.Repeat("junk "+strings.Repeat("y", 94)+"\n", 1<<20/100+1))
+	f.Close()
+	waitCond(t, func() error {
+		b, err := os.ReadFile(logPath + ".1")
+		if err != nil || !strings.Contains(string(b), "junk ") {
+			return fmt.Errorf("the megabyte written is not in %s.1 (%v)", logPath, err)
+		}
+		if st, err := os.Stat(logPath); err != nil || st.Size() > 64<<10 {
+			return fmt.Errorf("%s was not truncated: %v %v", logPath, st, err)
+		}
+		return checkFiles()
+	})
+	readTicks(5)
+}
+
+// waitCond waits until cond returns nil, failing with its last error.
+func waitCond(t *testing.T, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v", wait, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitLogGrows waits until the file at path is longer than it is now.
+func waitLogGrows(t *testing.T, path string) {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCond(t, func() error {
+		now, err := os.Stat(path)
 		if err != nil {
-			t.Fatalf("logs -f: %v", err)
+			return err
 		}
-		var n int
-		if _, err := fmt.Sscanf(line, "tick %d", &n); err != nil {
-			continue
+		if now.Size() <= st.Size() {
+			return fmt.Errorf("%s stays at %d bytes: the server no longer writes it", path, now.Size())
 		}
-		if n <= last {
-			t.Fatalf("tick %d after %d: not following", n, last)
-		}
-		last = n
-		seen++
+		return nil
+	})
+}
+
+// TestSharedServerOutputSurvivesDaemonRestart: a shared server writing
+// output all the time survives a `daemon restart` and a SIGKILLed daemon
+// (it writes its log file, not a pipe the dead daemon read), is re-adopted
+// by the next daemon, and its log keeps growing, also while no daemon runs.
+func TestSharedServerOutputSurvivesDaemonRestart(t *testing.T) {
+	in := newInstance(t)
+	ps := strconv.Itoa(freePort(t))
+	res, errOut, code := in.ensure(t, "--session", "o", "--port", ps, "--name", "tickr",
+		"--", bin, "_fixture", "listen", ps, "--tick")
+	if code != 0 {
+		t.Fatalf("ensure: exit %d: %s", code, errOut)
 	}
-	// 6.5 MB went through a log rotated at 1 MB with 3 backups.
-	files, _ := filepath.Glob(filepath.Join(in.state, "logs", "ticker*"))
-	var total int64
-	for _, f := range files {
-		st, err := os.Stat(f)
-		if err != nil {
-			continue
+	tok := mustToken(t, res.PID)
+	defer func() { // a failure must not leave it behind
+		if alive(res.PID, tok) {
+			unix.Kill(res.PID, unix.SIGKILL)
 		}
-		if st.Size() > 1<<20+64<<10 {
-			t.Errorf("%s is %d bytes, over the 1 MB rotation size", f, st.Size())
+	}()
+	logPath := filepath.Join(in.state, "logs", "tickr-"+ps+".log")
+	waitLogGrows(t, logPath)
+	readopted := func(how string) {
+		t.Helper()
+		if !alive(res.PID, tok) {
+			t.Fatalf("after %s: the server (pid %d) is gone", how, res.PID)
 		}
-		total += st.Size()
+		st := in.status(t)
+		if r := st.Recovery; r == nil || r.Adopted != 1 || r.Lost != 0 {
+			t.Fatalf("after %s: recovery %+v, want 1 adopted and 0 lost", how, r)
+		}
+		p := in.waitAdopted(t, []int{res.PID})[res.PID]
+		if p.ID != res.ID || p.Token != tok || !p.Shared {
+			t.Fatalf("after %s: record %+v, want the shared server %s", how, p, res.ID)
+		}
+		if out := in.mustRun("ps"); !strings.Contains(out, strconv.Itoa(res.PID)) || !strings.Contains(out, "running") {
+			t.Fatalf("after %s: ps does not show pid %d running:\n%s", how, res.PID, out)
+		}
+		waitLogGrows(t, logPath)
 	}
-	if len(files) != 4 {
-		t.Errorf("got %d log files %v, want 4 (the current one and 3 backups)", len(files), files)
+
+	out := in.mustRun("daemon", "restart")
+	if !strings.Contains(out, "1 adopted, 0 lost") {
+		t.Errorf("daemon restart said:\n%s", out)
 	}
-	if total > 4<<20+256<<10 {
-		t.Errorf("logs take %d bytes, want them bounded by rotation", total)
+	readopted("daemon restart")
+
+	in.killDaemon(t)
+	waitLogGrows(t, logPath) // no daemon runs: it keeps writing all the same
+	if !alive(res.PID, tok) {
+		t.Fatal("the server died with the daemon")
 	}
+	in.mustRun("daemon")
+	readopted("a SIGKILLed daemon")
+
+	// ensure still hands out the same server, then the daemon stops it.
+	b, errOut, code := in.ensure(t, "--session", "o2", "--port", ps, "--name", "tickr",
+		"--", bin, "_fixture", "listen", ps, "--tick")
+	if code != 0 || b.ID != res.ID || b.PID != res.PID {
+		t.Fatalf("ensure after the restarts: exit %d %+v %s; want %+v", code, b, errOut, res)
+	}
+	in.mustRun("daemon", "stop")
+	waitGonePID(t, res.PID, tok)
 }
 
 // TestEnsureAdoptsAHealthyForeignListener: with --adopt-foreign a listener
