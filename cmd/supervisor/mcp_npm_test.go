@@ -45,19 +45,23 @@ func npmDeps(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	missing := ""
+	var missing []string
 	for _, exe := range []string{"node", "npx"} {
 		if _, err := exec.LookPath(exe); err != nil {
-			missing = exe + " is not on PATH"
+			missing = append(missing, exe+" is not on PATH")
 		}
 	}
-	for _, pkg := range []string{"sdk", "server-everything", "server-filesystem"} {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", pkg, "package.json")); err != nil {
-			missing = "testdata/npm/node_modules lacks @modelcontextprotocol/" + pkg
+	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err != nil {
+		missing = append(missing, "testdata/npm/node_modules is not installed")
+	} else {
+		for _, pkg := range []string{"sdk", "server-everything", "server-filesystem"} {
+			if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", pkg, "package.json")); err != nil {
+				missing = append(missing, "testdata/npm/node_modules lacks @modelcontextprotocol/"+pkg)
+			}
 		}
 	}
-	if missing != "" {
-		msg := "real-world MCP e2e: " + missing + "; run `bash .ci/run` (installs Node and the pinned packages) or `npm ci --prefix testdata/npm`"
+	if len(missing) > 0 {
+		msg := "real-world MCP e2e: " + strings.Join(missing, ", ") + "; run `bash .ci/run` (installs Node and the pinned packages) or `npm ci --prefix testdata/npm`"
 		if os.Getenv("CI") != "" {
 			t.Fatal(msg) // .ci/run installed them: a skip here would hide a broken setup
 		}
@@ -403,7 +407,10 @@ func TestMCPGoSDKClient(t *testing.T) {
 
 			closed = true
 			err = cs.Close()
-			code := cmd.ProcessState.ExitCode()
+			code := -1 // Close gave up on the shim: no status
+			if cmd.ProcessState != nil {
+				code = cmd.ProcessState.ExitCode()
+			}
 			for _, p := range in.assertNothingLeft(t, tree) {
 				t.Logf("%s; shim exit %d (%v)", ended(p), code, err)
 				eof := err == nil && p.ExitCode != nil && *p.ExitCode == 0 && p.Signal == ""
