@@ -88,6 +88,7 @@ type Daemon struct {
 	conns    map[*api.Conn]bool // open connections, closed on exit
 	stopping bool               // refusing new runs
 	recovery *api.Recovery      // the reconcile at start
+	dying    map[string]string  // sessions whose host died, by id: the next batch to end
 
 	stopReq chan stopRequest
 }

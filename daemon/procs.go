@@ -329,6 +329,36 @@ func (d *Daemon) openSession(req api.RunRequest) error {
 	return d.watchHost(s)
 }
 
+// endWithHost ends a session whose host died, together with the others
+// whose hosts die within the same moment (a terminal closed, a machine
+// sleeping, a crash taking many hosts): one cascade, so one snapshot of
+// /proc serves them all instead of one per session.
+func (d *Daemon) endWithHost(id, reason string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.dying == nil {
+		d.dying = map[string]string{}
+		time.AfterFunc(hostBatchWindow, func() {
+			d.mu.Lock()
+			batch := d.dying
+			d.dying = nil
+			d.mu.Unlock()
+			ids := make([]string, 0, len(batch))
+			reasons := make([]string, 0, len(batch))
+			for id, why := range batch {
+				ids = append(ids, id)
+				reasons = append(reasons, why)
+			}
+			d.endSessions(ids, reasons, 0, d.cfg.EOFGrace)
+		})
+	}
+	d.dying[id] = reason
+}
+
+// hostBatchWindow is how long a host death waits for others to join its
+// cascade: short beside the EOF grace every such stop starts with.
+const hostBatchWindow = 2 * time.Millisecond
+
 // watchHost arranges for the session to end when its host dies. A host
 // that is already gone ends the session at once.
 func (d *Daemon) watchHost(s registry.Session) error {
@@ -340,11 +370,11 @@ func (d *Daemon) watchHost(s registry.Session) error {
 	}
 	cancel, err := d.watcher.Watch(s.HostPID, s.HostToken, func() {
 		d.log.Info("host exited: ending its session", "session", s.ID, "host", s.HostPID)
-		go d.endSession(s.ID, fmt.Sprintf("host %d exited", s.HostPID), 0, d.cfg.EOFGrace)
+		d.endWithHost(s.ID, fmt.Sprintf("host %d exited", s.HostPID))
 	})
 	if err != nil {
 		if errors.Is(err, proc.ErrGone) || errors.Is(err, proc.ErrTokenMismatch) {
-			go d.endSession(s.ID, fmt.Sprintf("host %d is gone", s.HostPID), 0, d.cfg.EOFGrace)
+			d.endWithHost(s.ID, fmt.Sprintf("host %d is gone", s.HostPID))
 			return fmt.Errorf("host process %d of session %s is gone", s.HostPID, s.ID)
 		}
 		return fmt.Errorf("watch host %d: %w", s.HostPID, err)
@@ -639,15 +669,15 @@ func (d *Daemon) isLive(id string) bool {
 
 // endSession stops every process of a session and marks it ended.
 func (d *Daemon) endSession(id, reason string, grace, eofGrace time.Duration) []shutdown.Outcome {
-	return d.endSessions([]string{id}, reason, grace, eofGrace)
+	return d.endSessions([]string{id}, []string{reason}, grace, eofGrace)
 }
 
 // endSessions ends sessions together: their processes go through one
 // cascade, so one snapshot of /proc serves them all (a cascade per session
 // would scan /proc once per session).
-func (d *Daemon) endSessions(ids []string, reason string, grace, eofGrace time.Duration) []shutdown.Outcome {
+func (d *Daemon) endSessions(ids, reasons []string, grace, eofGrace time.Duration) []shutdown.Outcome {
 	each(len(ids), func(i int) {
-		if _, err := d.reg.SetSessionState(ids[i], registry.SessionEnding, reason); err != nil &&
+		if _, err := d.reg.SetSessionState(ids[i], registry.SessionEnding, reasons[i]); err != nil &&
 			!errors.Is(err, registry.ErrBadTransition) {
 			d.log.Error("mark session ending", "session", ids[i], "err", err)
 		}
@@ -671,12 +701,12 @@ func (d *Daemon) endSessions(ids []string, reason string, grace, eofGrace time.D
 	out := d.stopIDs(context.Background(), procs, shutdown.Options{Grace: grace, EOFGrace: eofGrace, WholeSession: true})
 	each(len(ids), func(i int) {
 		d.releaseSession(ids[i])
-		if _, err := d.reg.SetSessionState(ids[i], registry.SessionEnded, reason); err != nil &&
+		if _, err := d.reg.SetSessionState(ids[i], registry.SessionEnded, reasons[i]); err != nil &&
 			!errors.Is(err, registry.ErrBadTransition) {
 			d.log.Error("mark session ended", "session", ids[i], "err", err)
 		}
 	})
-	d.log.Info("sessions ended", "sessions", len(ids), "reason", reason, "processes", len(procs))
+	d.log.Info("sessions ended", "sessions", ids, "reasons", reasons, "processes", len(procs))
 	if out == nil {
 		out = []shutdown.Outcome{}
 	}
@@ -689,11 +719,12 @@ func (d *Daemon) stopAll(ctx context.Context) []shutdown.Outcome {
 	d.mu.Lock()
 	d.stopping = true
 	d.mu.Unlock()
-	var ids []string
+	var ids, reasons []string
 	for _, s := range d.reg.Sessions(false) {
 		ids = append(ids, s.ID)
+		reasons = append(reasons, "daemon stopped")
 	}
-	all := d.endSessions(ids, "daemon stopped", 0, 0)
+	all := d.endSessions(ids, reasons, 0, 0)
 	d.stopShared()
 	return all
 }
