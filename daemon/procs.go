@@ -174,6 +174,9 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		conn.SendError(code, "%v", err)
 		return
 	}
+	// The environment is the bulk of a request and holds the host's
+	// secrets: the daemon keeps none of it for the server's lifetime.
+	req.Env = nil
 	fault("run.forked")
 	// PID and token are recorded whatever a concurrent stop did to the
 	// state meanwhile: a stopping record without them could not be found
