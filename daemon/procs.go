@@ -113,6 +113,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	if name == "" {
 		name = baseName(req.Argv[0])
 	}
+	d.cfg.Settings.ApplyRun(name, &req) // the config file's [servers.NAME]
 	// A server that keeps dying on start is refused fast: this is what
 	// stops a host's retry storm.
 	bkey, err := d.breakers.allow(req.Argv, string(req.Cwd), name)

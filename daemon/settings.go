@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
@@ -26,6 +27,50 @@ type Settings struct {
 	// processes stay listed before they are compacted away; 7 days
 	// (zero or less means the default).
 	Retention time.Duration
+	// MaxInstances is the live-instance cap per --name and session of a
+	// run that sets none; nil means 1 (0: no cap).
+	MaxInstances *int
+	// Servers are the config file's per-server overrides, by --name.
+	Servers map[string]ServerOverride
+}
+
+// ServerOverride is what a run or ensure of one --name gets where its
+// request leaves the value unset (the config file's [servers.NAME]).
+type ServerOverride struct {
+	Grace        time.Duration // 0: the daemon's
+	Health       string        // ensure's check (none, tcp, http://...); "": tcp
+	MaxInstances *int          // nil: Settings.MaxInstances
+}
+
+// ApplyRun fills what a run request of server name left unset from the
+// per-server overrides and the defaults.
+func (s *Settings) ApplyRun(name string, req *api.RunRequest) {
+	o := s.Servers[name]
+	if req.GraceMS <= 0 && o.Grace > 0 {
+		req.GraceMS = api.Millis(o.Grace)
+	}
+	if req.MaxInstances == nil {
+		if o.MaxInstances != nil {
+			req.MaxInstances = o.MaxInstances
+		} else {
+			req.MaxInstances = s.MaxInstances
+		}
+	}
+}
+
+// ApplyEnsure does the same for an ensure request; a health check left
+// unset is the server's override, else tcp.
+func (s *Settings) ApplyEnsure(name string, req *api.EnsureRequest) {
+	o := s.Servers[name]
+	if req.GraceMS <= 0 && o.Grace > 0 {
+		req.GraceMS = api.Millis(o.Grace)
+	}
+	if req.Health == "" {
+		req.Health = o.Health
+		if req.Health == "" {
+			req.Health = "tcp"
+		}
+	}
 }
 
 // DefaultSettings returns the defaults of design §5.

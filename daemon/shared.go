@@ -234,6 +234,7 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 	if name == "" {
 		name = baseName(req.Argv[0])
 	}
+	st.ApplyEnsure(name, &req) // the config file's [servers.NAME]
 	health, err := spawn.ParseHealth(req.Health)
 	if err != nil {
 		return nil, err

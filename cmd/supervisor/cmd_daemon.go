@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/config"
 	"github.com/seed-86a41135/supervisor/daemon"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/shutdown"
@@ -40,15 +41,19 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 				if cgroups != "auto" && cgroups != "off" {
 					return fmt.Errorf("--cgroups %q: want auto or off", cgroups)
 				}
-				settings := daemon.DefaultSettings()
-				if err := settings.ApplyEnv(os.Getenv); err != nil {
+				// Defaults < config file < environment < flags (package config).
+				eff, err := config.Load(os.Getenv)
+				if err != nil {
+					logStartError(p, err)
 					return err
 				}
 				if cmd.Flags().Changed("retention") {
-					settings.Retention = retention
+					eff.Set("retention", "retention", func(e *config.Effective) { e.Settings.Retention = retention })
 				}
-				err := daemon.Run(context.Background(), daemon.Config{Paths: p, Stderr: cmd.ErrOrStderr(),
-					LogLevel: logLevel, Cgroups: cgroups == "auto", Settings: &settings})
+				settings := eff.Settings
+				err = daemon.Run(context.Background(), daemon.Config{Paths: p, Stderr: cmd.ErrOrStderr(),
+					LogLevel: logLevel, Cgroups: cgroups == "auto", Settings: &settings,
+					Grace: eff.Grace, EOFGrace: eff.EOFGrace})
 				var already *daemon.AlreadyRunningError
 				if errors.As(err, &already) {
 					fmt.Fprintf(cmd.ErrOrStderr(), "supervisor: %v\n", already)
@@ -62,6 +67,9 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 				fmt.Fprintf(cmd.ErrOrStderr(), "supervisor: daemon already running (pid %d)\n", c.Daemon.PID)
 				c.Close()
 				return nil
+			}
+			if _, err := config.Load(os.Getenv); err != nil {
+				return err // the daemon would refuse it: say so here, not in its log
 			}
 			exe, err := os.Executable()
 			if err != nil {
@@ -90,6 +98,20 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 	cmd.Flags().StringVar(&cgroups, "cgroups", defCgroups, "auto: a cgroup per server where cgroup2 is writable; off: process groups and markers only (also $"+daemon.EnvCgroups+")")
 	cmd.AddCommand(newDaemonStopCommand(), newDaemonRestartCommand())
 	return cmd
+}
+
+// logStartError appends why a daemon refused to start to its log: an
+// auto-started daemon's stderr is /dev/null, and its starter points there.
+func logStartError(p api.Paths, err error) {
+	if api.EnsurePrivateDir(p.StateDir) != nil {
+		return
+	}
+	f, ferr := os.OpenFile(p.Log(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if ferr != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s supervisor: %v\n", time.Now().Format(time.RFC3339), err)
 }
 
 func newDaemonStopCommand() *cobra.Command {

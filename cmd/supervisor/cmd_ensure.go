@@ -78,6 +78,11 @@ reported, never fought over (unless --adopt-foreign and it is healthy).`,
 			if err != nil {
 				return err
 			}
+			if !cmd.Flags().Changed("health") {
+				o.health = "" // the daemon's: the config file's [servers.NAME] health, else tcp
+			} else if o.health == "" {
+				o.health = "none"
+			}
 			req := api.EnsureRequest{RunRequest: rr, Port: o.port, Health: o.health,
 				TimeoutMS: api.Millis(o.timeout), LingerMS: api.Millis(o.linger), IntervalMS: api.Millis(o.interval),
 				AdoptForeign: o.adoptForeign}

@@ -69,6 +69,8 @@ func newInstance(t *testing.T) *instance {
 		api.EnvStateDir+"="+dir,
 		api.EnvSocket+"="+filepath.Join(dir, "s.sock"),
 		"SUPERVISOR_SESSION=", // never inherit one from the environment
+		// Never the user's config file; a test writes one here to use one.
+		"SUPERVISOR_CONFIG="+filepath.Join(dir, "config.toml"),
 	)
 	t.Cleanup(func() {
 		in.cleanup()

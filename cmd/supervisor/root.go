@@ -100,6 +100,7 @@ func newRootCommand(inherited []int) *cobra.Command {
 		newHostsCommand(),
 		newInstallCommand(),
 		newUninstallCommand(),
+		newConfigCommand(),
 	)
 	return root
 }
