@@ -96,7 +96,7 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 		defCgroups = "auto"
 	}
 	cmd.Flags().StringVar(&cgroups, "cgroups", defCgroups, "auto: a cgroup per server where cgroup2 is writable; off: process groups and markers only (also $"+daemon.EnvCgroups+")")
-	cmd.AddCommand(newDaemonStopCommand(), newDaemonRestartCommand())
+	cmd.AddCommand(newDaemonStopCommand(), newDaemonRestartCommand(), newDaemonInstallServiceCommand(), newDaemonUninstallServiceCommand())
 	return cmd
 }
 

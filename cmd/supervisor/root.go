@@ -102,7 +102,7 @@ func newRootCommand(inherited []int) *cobra.Command {
 		newUninstallCommand(),
 		newConfigCommand(),
 	)
-	return root
+	return withCompletion(root)
 }
 
 func paths() (api.Paths, error) { return api.ResolvePaths(os.Getenv) }
