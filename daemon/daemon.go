@@ -23,6 +23,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -63,6 +64,11 @@ type Config struct {
 	// hierarchy exists (never required). Off, the cascade relies on
 	// process groups, markers and pipe holders alone.
 	Cgroups bool
+	// Reload re-reads the config file with the environment and flags the
+	// daemon started with (SIGHUP, `supervisor daemon reload`); nil: this
+	// daemon has nothing to reload. Its error is logged and answered, and
+	// the daemon keeps its current values.
+	Reload func() (*Tunables, error)
 }
 
 // Daemon is one running supervisor daemon.
@@ -91,6 +97,9 @@ type Daemon struct {
 	dying    map[string]string  // sessions whose host died, by id: the next batch to end
 
 	stopReq chan stopRequest
+
+	tun      atomic.Pointer[tunables] // settings and graces: d.settings(), swapped by a reload
+	reloadMu sync.Mutex               // one reload at a time
 }
 
 // stopRequest is `daemon stop`: the outcomes go back on reply, and the
@@ -128,6 +137,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		stopReq: make(chan stopRequest),
 		feat:    map[string]bool{},
 	}
+	d.setTunables(*cfg.Settings, cfg.Grace, cfg.EOFGrace)
 	rot := &lumberjack.Logger{Filename: paths.Log(), MaxSize: 10, MaxBackups: 3}
 	defer rot.Close()
 	var out io.Writer = rot
@@ -186,7 +196,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("load registry %s: %w", paths.DB(), err)
 	}
 	d.reg = registry.New(d.store, nil, sessions, procs)
-	if d.breakers, err = newBreakers(d.store, cfg.Settings.Breaker, d.log.Named("breaker")); err != nil {
+	if d.breakers, err = newBreakers(d.store, d.settings().Breaker, d.log.Named("breaker")); err != nil {
 		return err
 	}
 	d.reaper = spawn.NewReaper(d.log.Named("reaper"))
@@ -220,21 +230,30 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if cfg.Init != nil {
 		ictx, cancel := context.WithCancel(ctx)
 		g.Add(func() error { return d.runInit(ictx, cfg.Init) }, func(error) { cancel() })
-	} else { // the stopper: signals or `daemon stop` stop every session, then exit
+	} else { // the stopper: SIGTERM, SIGINT or `daemon stop` stop every session, then exit; SIGHUP reloads the config
 		sigs := make(chan os.Signal, 1)
 		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 		stopCtx, cancel := context.WithCancel(ctx)
 		g.Add(func() error {
 			defer signal.Stop(sigs)
 			var req *stopRequest
-			select {
-			case s := <-sigs:
-				d.log.Info("signal received: stopping every session", "signal", s)
-			case r := <-d.stopReq:
-				req = &r
-				d.log.Info("daemon stop requested", "keep_processes", r.keep)
-			case <-stopCtx.Done():
-				return nil
+		wait:
+			for {
+				select {
+				case s := <-sigs:
+					if s == syscall.SIGHUP {
+						d.log.Info("SIGHUP received: reloading the config")
+						d.reload() // logs its failure and keeps the old config
+						continue
+					}
+					d.log.Info("signal received: stopping every session", "signal", s)
+				case r := <-d.stopReq:
+					req = &r
+					d.log.Info("daemon stop requested", "keep_processes", r.keep)
+				case <-stopCtx.Done():
+					return nil
+				}
+				break wait
 			}
 			var outcomes []shutdown.Outcome
 			if req != nil && req.keep {

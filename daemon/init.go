@@ -133,7 +133,7 @@ func (d *Daemon) finishInit(ctx context.Context, cmdTok proc.Token, cmdPID int) 
 		}
 		targets = append(targets, shutdown.Target{ID: fmt.Sprintf("leftover-%d", info.PID), PID: info.PID, Token: info.Token})
 	}
-	outs := d.cascade.Stop(ctx, targets, shutdown.Options{Grace: d.cfg.Grace, WholeSession: true,
+	outs := d.cascade.Stop(ctx, targets, shutdown.Options{Grace: d.defaultGrace(), WholeSession: true,
 		KillWait: 5 * time.Second, Instance: d.instance})
 	n := 0
 	for _, o := range outs {

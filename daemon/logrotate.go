@@ -73,7 +73,7 @@ func (d *Daemon) sharedLogPaths() []string {
 
 // rotateLog rotates path if it is over the configured size.
 func (d *Daemon) rotateLog(path string) error {
-	st := d.cfg.Settings
+	st := d.settings()
 	rotated, err := rotateLog(path, int64(st.LogMaxMB)<<20, st.LogBackups)
 	if rotated {
 		d.log.Debug("rotated a shared server's log", "path", path)

@@ -113,7 +113,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	if name == "" {
 		name = baseName(req.Argv[0])
 	}
-	d.cfg.Settings.ApplyRun(name, &req) // the config file's [servers.NAME]
+	d.settings().ApplyRun(name, &req) // the config file's [servers.NAME]
 	// A server that keeps dying on start is refused fast: this is what
 	// stops a host's retry storm.
 	bkey, err := d.breakers.allow(req.Argv, string(req.Cwd), name)
@@ -196,7 +196,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	l := &live{id: id, done: make(chan struct{}), grace: time.Duration(req.GraceMS) * time.Millisecond,
 		target: d.targetOf(rec), started: time.Now(), breaker: breakerRef{key: bkey, argv: req.Argv, cwd: string(req.Cwd), name: name}}
 	// Alive past the start period: a good start, whatever comes later.
-	time.AfterFunc(d.cfg.Settings.Breaker.StartPeriod, func() {
+	time.AfterFunc(d.settings().Breaker.StartPeriod, func() {
 		if d.isLive(id) {
 			d.breakers.result(bkey, req.Argv, string(req.Cwd), name, "")
 		}
@@ -308,11 +308,11 @@ func (d *Daemon) serveAttach(conn *api.Conn, a api.Attach) {
 	}
 	d.reg.Event("shim.attached", p.Session, p.ID, fmt.Sprintf("shim %d", a.ShimPID))
 	d.log.Info("shim re-attached", "id", p.ID, "pid", p.PID, "shim", a.ShimPID)
-	d.lifeline(conn, l, p.Session, a.ShimPID, grace(a.GraceMS, d.cfg.Grace))
+	d.lifeline(conn, l, p.Session, a.ShimPID, grace(a.GraceMS, d.defaultGrace()))
 }
 
 func (d *Daemon) graceFor(req api.RunRequest) time.Duration {
-	return grace(req.GraceMS, d.cfg.Grace)
+	return grace(req.GraceMS, d.defaultGrace())
 }
 
 func (d *Daemon) isStopping() bool {
@@ -353,7 +353,7 @@ func (d *Daemon) endWithHost(id, reason string) {
 				ids = append(ids, id)
 				reasons = append(reasons, why)
 			}
-			d.endSessions(ids, reasons, 0, d.cfg.EOFGrace)
+			d.endSessions(ids, reasons, 0, d.eofGrace())
 		})
 	}
 	d.dying[id] = reason
@@ -459,7 +459,8 @@ func (d *Daemon) monitor(l *live, r runner) {
 	// cascade, so the host sees EOF — the npx leftovers hosts hit today.
 	l.stopMu.Lock()
 	leftovers := l.stopDone == nil
-	early := spawned && l.breaker.key != "" && time.Since(l.started) < d.cfg.Settings.Breaker.StartPeriod
+	startPeriod := d.settings().Breaker.StartPeriod
+	early := spawned && l.breaker.key != "" && time.Since(l.started) < startPeriod
 	switch {
 	case early && !leftovers:
 		// Stopped by us before it could prove anything either way.
@@ -471,9 +472,9 @@ func (d *Daemon) monitor(l *live, r runner) {
 	}
 	if early && leftovers && st.ExitCode() != 0 {
 		// Failed on its own within the start period: a failed start.
-		why := fmt.Sprintf("exited with code %d within %v of its start", st.Code, d.cfg.Settings.Breaker.StartPeriod)
+		why := fmt.Sprintf("exited with code %d within %v of its start", st.Code, startPeriod)
 		if st.Signal != 0 {
-			why = fmt.Sprintf("killed by %s within %v of its start", unix.SignalName(st.Signal), d.cfg.Settings.Breaker.StartPeriod)
+			why = fmt.Sprintf("killed by %s within %v of its start", unix.SignalName(st.Signal), startPeriod)
 		}
 		d.breakers.result(l.breaker.key, l.breaker.argv, l.breaker.cwd, l.breaker.name, why)
 	}
@@ -484,7 +485,7 @@ func (d *Daemon) monitor(l *live, r runner) {
 	if leftovers {
 		g := l.grace
 		if g <= 0 {
-			g = d.cfg.Grace
+			g = d.defaultGrace()
 		}
 		t := l.target
 		t.LeaderJustExited = true
@@ -617,7 +618,7 @@ func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Optio
 		l.stopMu.Unlock()
 		targets = append(targets, t)
 	}
-	opt.Grace = d.cfg.Grace
+	opt.Grace = d.defaultGrace()
 	// Marker holders of processes someone else is stopping are theirs.
 	opt.SkipProc = d.isLive
 	opt.Instance = d.instance

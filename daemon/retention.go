@@ -12,14 +12,21 @@ import (
 // compaction is logged and retried next time: it is no reason to stop
 // supervising.
 func (d *Daemon) runRetention(ctx context.Context) error {
-	retention := d.cfg.Settings.Retention
-	if retention <= 0 {
-		retention = DefaultSettings().Retention
+	retentionOf := func() time.Duration { // as of now: a config reload may change it
+		if r := d.settings().Retention; r > 0 {
+			return r
+		}
+		return DefaultSettings().Retention
 	}
+	retention := retentionOf()
 	log := d.log.Named("retention")
 	tick := time.NewTicker(retentionInterval(retention))
 	defer tick.Stop()
 	for {
+		if r := retentionOf(); r != retention {
+			retention = r
+			tick.Reset(retentionInterval(retention))
+		}
 		before := d.reg.Now().Add(-retention)
 		sessions, procs, err := d.reg.Compact(before)
 		switch {

@@ -184,6 +184,8 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 		return d.serveEvents(conn, m)
 	case api.TypeStatus:
 		return conn.Send(api.TypeStatus, d.status())
+	case api.TypeDaemonReload:
+		return d.serveReload(conn)
 	case api.TypeDaemonStop:
 		var ds api.DaemonStop
 		if len(m.Body) > 0 && string(m.Body) != "null" {

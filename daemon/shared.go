@@ -178,7 +178,7 @@ func (d *Daemon) takeRef(s *shared, session string) bool {
 // waitHealthy waits for a server that is restarting or unhealthy to be
 // healthy again, within the request's readiness timeout.
 func (d *Daemon) waitHealthy(ctx context.Context, s *shared, req api.EnsureRequest) error {
-	timeout := orDefault(time.Duration(req.TimeoutMS)*time.Millisecond, d.cfg.Settings.ReadyTimeout)
+	timeout := orDefault(time.Duration(req.TimeoutMS)*time.Millisecond, d.settings().ReadyTimeout)
 	deadline := time.Now().Add(timeout)
 	for {
 		p, err := d.reg.Process(s.id)
@@ -229,7 +229,7 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 	}
 	defer unlock()
 
-	st := d.cfg.Settings
+	st := d.settings()
 	name := req.Name
 	if name == "" {
 		name = baseName(req.Argv[0])
@@ -385,7 +385,7 @@ func portHolderNotOurs(port int, id string) (proc.Listener, bool) {
 // unhealthy server with exponential backoff (1 s doubling to 30 s, reset
 // after 5 min healthy). It ends when the server is stopped for good.
 func (d *Daemon) superviseShared(s *shared) {
-	st := d.cfg.Settings
+	st := d.settings()
 	backoff := st.RestartMin
 	healthySince := time.Now()
 	fails := 0
@@ -587,7 +587,7 @@ func (d *Daemon) adoptForeign(ctx context.Context, s *shared, l proc.Listener) (
 	if err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, d.cfg.Settings.CheckTimeout)
+	cctx, cancel := context.WithTimeout(ctx, d.settings().CheckTimeout)
 	err = s.health.Check(cctx, s.port)
 	cancel()
 	if err != nil {
@@ -735,7 +735,7 @@ func (d *Daemon) readoptShared(p registry.Process, l *live) {
 	}
 	s := &shared{
 		port: p.Port, id: p.ID, name: p.Name, argv: p.Argv, cwd: p.Cwd, health: health,
-		linger: d.cfg.Settings.Linger, interval: d.cfg.Settings.Interval, adopted: true,
+		linger: d.settings().Linger, interval: d.settings().Interval, adopted: true,
 		sessions: map[string]bool{}, quit: make(chan struct{}), stopped: make(chan struct{}), cur: l,
 		logPath: LogPath(d.cfg.Paths, p.Name, p.Port),
 	}

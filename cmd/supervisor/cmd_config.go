@@ -17,7 +17,8 @@ func newConfigCommand() *cobra.Command {
 		Long: "The config file is $" + config.EnvConfig + ", else $XDG_CONFIG_HOME/supervisor/config.toml,\n" +
 			"else ~/.config/supervisor/config.toml (an example: configs/config.toml).\n" +
 			"Daemon flags and the environment overrides beat the file, which beats the\n" +
-			"built-in defaults. The daemon reads it when it starts and refuses a bad one.",
+			"built-in defaults. The daemon reads it when it starts and refuses a bad one;\n" +
+			"`supervisor daemon reload` (or SIGHUP) makes a running daemon re-read it.",
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newConfigShowCommand())

@@ -41,19 +41,22 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 				if cgroups != "auto" && cgroups != "off" {
 					return fmt.Errorf("--cgroups %q: want auto or off", cgroups)
 				}
-				// Defaults < config file < environment < flags (package config).
-				eff, err := config.Load(os.Getenv)
+				// Defaults < config file < environment < flags (package config);
+				// a reload (SIGHUP, `daemon reload`) re-reads only the file.
+				load := configLoader(func(eff *config.Effective) {
+					if cmd.Flags().Changed("retention") {
+						eff.Set("retention", "retention", func(e *config.Effective) { e.Settings.Retention = retention })
+					}
+				})
+				eff, err := load()
 				if err != nil {
 					logStartError(p, err)
 					return err
 				}
-				if cmd.Flags().Changed("retention") {
-					eff.Set("retention", "retention", func(e *config.Effective) { e.Settings.Retention = retention })
-				}
 				settings := eff.Settings
 				err = daemon.Run(context.Background(), daemon.Config{Paths: p, Stderr: cmd.ErrOrStderr(),
 					LogLevel: logLevel, Cgroups: cgroups == "auto", Settings: &settings,
-					Grace: eff.Grace, EOFGrace: eff.EOFGrace})
+					Grace: eff.Grace, EOFGrace: eff.EOFGrace, Reload: reloader(load)})
 				var already *daemon.AlreadyRunningError
 				if errors.As(err, &already) {
 					fmt.Fprintf(cmd.ErrOrStderr(), "supervisor: %v\n", already)
@@ -96,7 +99,8 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 		defCgroups = "auto"
 	}
 	cmd.Flags().StringVar(&cgroups, "cgroups", defCgroups, "auto: a cgroup per server where cgroup2 is writable; off: process groups and markers only (also $"+daemon.EnvCgroups+")")
-	cmd.AddCommand(newDaemonStopCommand(), newDaemonRestartCommand(), newDaemonInstallServiceCommand(), newDaemonUninstallServiceCommand())
+	cmd.AddCommand(newDaemonStopCommand(), newDaemonRestartCommand(), newDaemonInstallServiceCommand(), newDaemonUninstallServiceCommand(),
+		newDaemonReloadCommand())
 	return cmd
 }
 
