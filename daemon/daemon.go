@@ -60,6 +60,9 @@ type Config struct {
 	// Settings are the shared-server, health, breaker and log tunables;
 	// the zero value means DefaultSettings.
 	Settings *Settings
+	// MetricsAddr, when set, serves Prometheus metrics over HTTP at
+	// /metrics on this host:port (metrics.go). Off by default.
+	MetricsAddr string
 	// Cgroups enables a cgroup per server where a writable cgroup2
 	// hierarchy exists (never required). Off, the cascade relies on
 	// process groups, markers and pipe holders alone.
@@ -86,6 +89,7 @@ type Daemon struct {
 	cascade     *shutdown.Cascade
 	started     time.Time
 	feat        map[string]bool
+	metrics     *metrics // Prometheus metrics (metrics.go)
 
 	mu       sync.Mutex
 	live     map[string]*live   // by process id
@@ -137,6 +141,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		stopReq: make(chan stopRequest),
 		feat:    map[string]bool{},
 	}
+	d.metrics = newMetrics(d)
 	d.setTunables(*cfg.Settings, cfg.Grace, cfg.EOFGrace)
 	rot := &lumberjack.Logger{Filename: paths.Log(), MaxSize: 10, MaxBackups: 3}
 	defer rot.Close()
@@ -301,6 +306,14 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			ln.Close()
 			d.closeConns()
 		})
+	}
+	if cfg.MetricsAddr != "" { // Prometheus metrics over HTTP (metrics.go)
+		ms, err := d.listenMetrics(cfg.MetricsAddr)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		g.Add(ms.run, ms.stop)
 	}
 	err = g.Run()
 	d.log.Info("daemon exiting")

@@ -152,6 +152,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		SessionID: req.Session, ProcID: id, CgroupFD: cg.Fd, Instance: d.instance,
 		Host: fmt.Sprintf("%d-%d", req.HostPID, req.HostToken.StartTicks),
 	})
+	d.metrics.spawn(err)
 	if cg.Fd > 0 {
 		unix.Close(cg.Fd)
 	}
@@ -489,7 +490,7 @@ func (d *Daemon) monitor(l *live, r runner) {
 		}
 		t := l.target
 		t.LeaderJustExited = true
-		out := d.cascade.Stop(context.Background(), []shutdown.Target{t},
+		out := d.stopCascade(context.Background(), "exited", []shutdown.Target{t},
 			shutdown.Options{Grace: g, Force: l.force, Instance: d.instance})
 		if len(out[0].Procs) > 0 {
 			d.log.Info("stopped what an exited server left behind", "id", l.id, "outcome", out[0].String())
@@ -622,7 +623,7 @@ func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Optio
 	// Marker holders of processes someone else is stopping are theirs.
 	opt.SkipProc = d.isLive
 	opt.Instance = d.instance
-	outs := d.cascade.Stop(ctx, targets, opt)
+	outs := d.stopCascade(ctx, "stop", targets, opt)
 	each(len(ls), func(i int) {
 		l := ls[i]
 		l.outcome = outs[i]
@@ -636,6 +637,7 @@ func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Optio
 		p, _ := d.reg.Process(l.id)
 		d.reg.Event("process.stop", p.Session, l.id, outs[i].String())
 		d.recordStop(l.id, outs[i])
+		d.metrics.stopped(outs[i])
 		l.stopMu.Lock()
 		close(l.stopDone)
 		// A stop that left something alive can be asked for again.

@@ -182,6 +182,8 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 		return conn.Send(api.TypeBreakerList, &api.BreakerList{Breakers: out})
 	case api.TypeEvents:
 		return d.serveEvents(conn, m)
+	case api.TypeMetrics:
+		return d.serveMetrics(conn)
 	case api.TypeStatus:
 		return conn.Send(api.TypeStatus, d.status())
 	case api.TypeDaemonReload:

@@ -311,6 +311,7 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 		Stdio:     [3]*os.File{null, logf, os.NewFile(uintptr(errfd), "stderr")},
 		SessionID: sharedSession(s.port), ProcID: s.id, CgroupFD: cg.Fd, Instance: d.instance,
 	})
+	d.metrics.spawn(err)
 	if cg.Fd > 0 {
 		unix.Close(cg.Fd)
 	}
@@ -405,6 +406,7 @@ func (d *Daemon) superviseShared(s *shared) {
 			ctx, cancel := context.WithTimeout(context.Background(), st.CheckTimeout)
 			err := s.health.Check(ctx, s.port)
 			cancel()
+			d.metrics.healthCheck(err)
 			if err == nil {
 				if fails > 0 {
 					d.reg.Event("shared.healthy", sharedSession(s.port), s.id,

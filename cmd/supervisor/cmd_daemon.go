@@ -19,7 +19,7 @@ import (
 
 func newDaemonCommand(inherited []int) *cobra.Command {
 	var foreground bool
-	var logLevel, cgroups string
+	var logLevel, cgroups, metricsAddr string
 	var retention time.Duration
 	cmd := &cobra.Command{
 		Use:   "daemon [--foreground]",
@@ -55,7 +55,7 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 				}
 				settings := eff.Settings
 				err = daemon.Run(context.Background(), daemon.Config{Paths: p, Stderr: cmd.ErrOrStderr(),
-					LogLevel: logLevel, Cgroups: cgroups == "auto", Settings: &settings,
+					LogLevel: logLevel, Cgroups: cgroups == "auto", Settings: &settings, MetricsAddr: metricsAddr,
 					Grace: eff.Grace, EOFGrace: eff.EOFGrace, Reload: reloader(load)})
 				var already *daemon.AlreadyRunningError
 				if errors.As(err, &already) {
@@ -82,6 +82,9 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 			if cmd.Flags().Changed("retention") {
 				env = append(env, daemon.EnvRetention+"="+retention.String())
 			}
+			if cmd.Flags().Changed("metrics-addr") {
+				env = append(env, daemon.EnvMetricsAddr+"="+metricsAddr)
+			}
 			c, err := daemon.EnsureRunning(ctx, exe, p, env)
 			if err != nil {
 				return err
@@ -98,6 +101,7 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 	if defCgroups == "" {
 		defCgroups = "auto"
 	}
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", os.Getenv(daemon.EnvMetricsAddr), "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9464 (off when empty; also $"+daemon.EnvMetricsAddr+")")
 	cmd.Flags().StringVar(&cgroups, "cgroups", defCgroups, "auto: a cgroup per server where cgroup2 is writable; off: process groups and markers only (also $"+daemon.EnvCgroups+")")
 	cmd.AddCommand(newDaemonStopCommand(), newDaemonRestartCommand(), newDaemonInstallServiceCommand(), newDaemonUninstallServiceCommand(),
 		newDaemonReloadCommand())

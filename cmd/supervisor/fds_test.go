@@ -93,7 +93,9 @@ func TestServersShareNoPipe(t *testing.T) {
 	// Neither holds the other's channels (nor the daemon's socket).
 	for fd, target := range fa {
 		for fd2, target2 := range fb {
-			if target == target2 && strings.Contains(target, ":[") {
+			// anon_inode:[eventpoll] and the like name a kind, not an
+			// object: every Go process that polls has its own.
+			if target == target2 && strings.Contains(target, ":[") && !strings.HasPrefix(target, "anon_inode:") {
 				t.Errorf("server a fd %d and server b fd %d are both %s", fd, fd2, target)
 			}
 		}

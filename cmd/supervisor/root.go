@@ -101,6 +101,7 @@ func newRootCommand(inherited []int) *cobra.Command {
 		newInstallCommand(),
 		newUninstallCommand(),
 		newConfigCommand(),
+		newMetricsCommand(),
 	)
 	return withCompletion(root)
 }

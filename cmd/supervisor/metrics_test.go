@@ -1,0 +1,188 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// parseMetrics reads a text exposition.
+func parseMetrics(t *testing.T, text string) map[string]*dto.MetricFamily {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		t.Fatalf("parse metrics: %v\n%s", err, text)
+	}
+	return fams
+}
+
+// sample is the value of family name's series whose labels include want
+// (summed over the others; a histogram gives its count).
+func sample(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	f := fams[name]
+	if f == nil {
+		return -1
+	}
+	var sum float64
+next:
+	for _, m := range f.GetMetric() {
+		for k, v := range want {
+			found := false
+			for _, l := range m.GetLabel() {
+				if l.GetName() == k && l.GetValue() == v {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			sum += m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			sum += m.GetGauge().GetValue()
+		case m.Histogram != nil:
+			sum += float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return sum
+}
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape %s: status %d, err %v: %s", url, resp.StatusCode, err, b)
+	}
+	return string(b)
+}
+
+func familyNames(fams map[string]*dto.MetricFamily) []string {
+	var out []string
+	for n := range fams {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestMetricsEndpoint: an auto-started daemon given SUPERVISOR_METRICS_ADDR
+// serves /metrics, and after spawns, a stop and a breaker opening the
+// counters have moved; `supervisor metrics` prints the same families.
+func TestMetricsEndpoint(t *testing.T) {
+	in := newInstance(t)
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	in.env = append(in.env, "SUPERVISOR_METRICS_ADDR="+addr)
+	url := "http://" + addr + "/metrics"
+
+	in.mustRun("daemon") // detached: the address travels in its environment
+	before := parseMetrics(t, scrape(t, url))
+	if v := sample(before, "supervisor_spawns_total", map[string]string{"result": "ok"}); v != 0 {
+		t.Fatalf("fresh daemon: supervisor_spawns_total{result=ok} = %v, want 0", v)
+	}
+
+	in.mustRun("run", "--", bin, "_fixture", "exit", "0")
+	s := in.startShim("--name", "sleeper", "--", bin, "_fixture", "sleep")
+	s.readyPID(t)
+	in.mustRun("stop", "sleeper", "--grace", "2s")
+	s.exitCode(t)
+	for range 3 {
+		in.run("run", "--name", "crashy", "--", "/bin/sh", "-c", "exit 3")
+	}
+
+	var fams map[string]*dto.MetricFamily
+	checks := func() []string {
+		var bad []string
+		check := func(name string, labels map[string]string, ok func(float64) bool, want string) {
+			if v := sample(fams, name, labels); !ok(v) {
+				bad = append(bad, fmt.Sprintf("%s%v = %v, want %s", name, labels, v, want))
+			}
+		}
+		atLeast := func(n float64) func(float64) bool { return func(v float64) bool { return v >= n } }
+		check("supervisor_spawns_total", map[string]string{"result": "ok"}, atLeast(5), ">= 5")
+		check("supervisor_breakers", map[string]string{"state": "open"}, func(v float64) bool { return v == 1 }, "1")
+		check("supervisor_stops_total", nil, atLeast(1), ">= 1")
+		check("supervisor_cascade_duration_seconds", map[string]string{"reason": "stop"}, atLeast(1), "a count >= 1")
+		check("supervisor_processes", map[string]string{"state": "exited"}, atLeast(5), ">= 5")
+		check("supervisor_sessions", nil, atLeast(1), ">= 1")
+		check("supervisor_recovery_adopted", nil, atLeast(0), "present")
+		check("supervisor_health_checks_total", map[string]string{"result": "pass"}, atLeast(0), "present")
+		return bad
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		fams = parseMetrics(t, scrape(t, url))
+		bad := checks()
+		if len(bad) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after spawns, a stop and a breaker opening:\n%s", strings.Join(bad, "\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	cli := parseMetrics(t, in.mustRun("metrics"))
+	if got, want := strings.Join(familyNames(cli), " "), strings.Join(familyNames(fams), " "); got != want {
+		t.Errorf("supervisor metrics families:\n%s\nwant those of /metrics:\n%s", got, want)
+	}
+	if v := sample(cli, "supervisor_breakers", map[string]string{"state": "open"}); v != 1 {
+		t.Errorf("supervisor metrics: supervisor_breakers{state=open} = %v, want 1", v)
+	}
+
+	// The endpoint stops with the daemon.
+	in.mustRun("daemon", "stop")
+	if resp, err := http.Get(url); err == nil {
+		resp.Body.Close()
+		t.Errorf("%s still answers after the daemon stopped", url)
+	}
+}
+
+// TestMetricsAddrRefusedWhenUnusable: a --metrics-addr the daemon cannot
+// listen on stops it from starting, saying why.
+func TestMetricsAddrRefusedWhenUnusable(t *testing.T) {
+	in := newInstance(t)
+	cmd := in.command("daemon", "--foreground", "--metrics-addr", "127.0.0.1:notaport")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || !strings.Contains(string(out), "--metrics-addr 127.0.0.1:notaport") {
+		t.Fatalf("daemon with a bad --metrics-addr: err %v, output %q; want a refusal naming the flag", err, out)
+	}
+	if in.daemonPID() != 0 {
+		t.Fatal("a daemon answers on the socket although its --metrics-addr was unusable")
+	}
+}
+
+// TestMetricsWithoutEndpoint: `supervisor metrics` works without
+// --metrics-addr (it asks over the socket).
+func TestMetricsWithoutEndpoint(t *testing.T) {
+	in := newInstance(t)
+	in.mustRun("daemon")
+	fams := parseMetrics(t, in.mustRun("metrics"))
+	for _, name := range []string{"supervisor_spawns_total", "supervisor_stops_total", "supervisor_cascade_duration_seconds",
+		"supervisor_sessions", "supervisor_processes", "supervisor_breakers", "supervisor_recovery_adopted",
+		"supervisor_recovery_lost", "supervisor_recovery_stopped", "supervisor_recovery_duration_seconds",
+		"supervisor_health_checks_total"} {
+		if fams[name] == nil {
+			t.Errorf("supervisor metrics lacks %s; has %v", name, familyNames(fams))
+		}
+	}
+}

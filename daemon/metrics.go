@@ -1,0 +1,277 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/shutdown"
+	"github.com/seed-86a41135/supervisor/spawn"
+)
+
+// EnvMetricsAddr is --metrics-addr for an auto-started daemon.
+const EnvMetricsAddr = "SUPERVISOR_METRICS_ADDR"
+
+// metrics owns every Prometheus metric of a daemon, in a registry of its
+// own (no global state). Counters and the histogram are bumped where things
+// happen; the gauges (sessions, processes, breakers, recovery) are read from
+// the daemon's own state at scrape time, so they cannot drift from it.
+// Every method is nil-safe: a daemon without metrics pays nothing.
+//
+// Labels are bounded sets (states, outcomes, results), never server names
+// or commands: the cardinality stays fixed and a scrape reveals no names.
+type metrics struct {
+	reg     *prometheus.Registry
+	spawns  *prometheus.CounterVec
+	stops   *prometheus.CounterVec
+	cascade *prometheus.HistogramVec
+	health  *prometheus.CounterVec
+}
+
+func newMetrics(d *Daemon) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		spawns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "supervisor_spawns_total",
+			Help: "Servers started (result ok) or that could not be started (result failed).",
+		}, []string{"result"}),
+		stops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "supervisor_stops_total",
+			Help: "Servers stopped through the stop cascade, by how each ended.",
+		}, []string{"outcome"}),
+		cascade: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "supervisor_cascade_duration_seconds",
+			Help: "How long one stop cascade took, graces included: reason stop for stopping live servers " +
+				"(a request, a session ending, an instance cap), exited for sweeping what an exited server left behind.",
+			// From an EOF exit in milliseconds to a grace run out and SIGKILL.
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"reason"}),
+		health: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "supervisor_health_checks_total",
+			Help: "Periodic health checks of shared servers, by result (pass or fail).",
+		}, []string{"result"}),
+	}
+	for _, r := range []string{"ok", "failed"} {
+		m.spawns.WithLabelValues(r)
+	}
+	for _, r := range []shutdown.Result{shutdown.ExitedOnEOF, shutdown.ExitedOnSIGTERM, shutdown.Killed,
+		shutdown.AlreadyGone, shutdown.Unkillable, shutdown.Interrupted} {
+		m.stops.WithLabelValues(outcomeLabel(r))
+	}
+	for _, r := range []string{"pass", "fail"} {
+		m.health.WithLabelValues(r)
+	}
+	for _, r := range []string{"stop", "exited"} {
+		m.cascade.WithLabelValues(r)
+	}
+	m.reg.MustRegister(m.spawns, m.stops, m.cascade, m.health, &stateCollector{d: d})
+	return m
+}
+
+// outcomeLabel turns a cascade result into a label value: "exited on
+// SIGTERM" → "exited_on_sigterm".
+func outcomeLabel(r shutdown.Result) string {
+	if r == "" {
+		return "unknown"
+	}
+	return strings.ReplaceAll(strings.ToLower(string(r)), " ", "_")
+}
+
+// spawn counts one spawn.Start: err nil is a started server.
+func (m *metrics) spawn(err error) {
+	if m == nil {
+		return
+	}
+	if err != nil {
+		m.spawns.WithLabelValues("failed").Inc()
+		return
+	}
+	m.spawns.WithLabelValues("ok").Inc()
+}
+
+// stopped counts one stopped server by its outcome.
+func (m *metrics) stopped(o shutdown.Outcome) {
+	if m == nil {
+		return
+	}
+	m.stops.WithLabelValues(outcomeLabel(o.Result)).Inc()
+}
+
+// healthCheck counts one periodic health check.
+func (m *metrics) healthCheck(err error) {
+	if m == nil {
+		return
+	}
+	if err != nil {
+		m.health.WithLabelValues("fail").Inc()
+		return
+	}
+	m.health.WithLabelValues("pass").Inc()
+}
+
+// stopCascade is d.cascade.Stop, timed into the cascade histogram under
+// reason (stop or exited).
+func (d *Daemon) stopCascade(ctx context.Context, reason string, targets []shutdown.Target, opt shutdown.Options) []shutdown.Outcome {
+	began := time.Now()
+	out := d.cascade.Stop(ctx, targets, opt)
+	if d.metrics != nil {
+		d.metrics.cascade.WithLabelValues(reason).Observe(time.Since(began).Seconds())
+	}
+	return out
+}
+
+// gather renders every metric in the Prometheus text format.
+func (m *metrics) gather() (string, error) {
+	if m == nil {
+		return "", errors.New("this daemon keeps no metrics")
+	}
+	fams, err := m.reg.Gather()
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	for _, f := range fams {
+		if _, err := expfmt.MetricFamilyToText(&b, f); err != nil {
+			return "", err
+		}
+	}
+	return b.String(), nil
+}
+
+// serveMetrics answers `supervisor metrics` on the socket: the same
+// exposition as /metrics, with or without --metrics-addr.
+func (d *Daemon) serveMetrics(conn *api.Conn) error {
+	text, err := d.metrics.gather()
+	if err != nil {
+		return conn.SendError(1, "metrics: %v", err)
+	}
+	return conn.Send(api.TypeMetrics, &api.Metrics{Text: text})
+}
+
+var (
+	descSessions  = prometheus.NewDesc("supervisor_sessions", "Sessions in the registry, by state.", []string{"state"}, nil)
+	descProcesses = prometheus.NewDesc("supervisor_processes", "Processes in the registry (exited ones until retention compacts them), by state.", []string{"state"}, nil)
+	descBreakers  = prometheus.NewDesc("supervisor_breakers", "Circuit breakers, by state.", []string{"state"}, nil)
+	descAdopted   = prometheus.NewDesc("supervisor_recovery_adopted", "Processes re-adopted by this daemon's reconcile at start.", nil, nil)
+	descLost      = prometheus.NewDesc("supervisor_recovery_lost", "Records found gone (lost) by this daemon's reconcile at start.", nil, nil)
+	descStopped   = prometheus.NewDesc("supervisor_recovery_stopped", "Processes stopped by this daemon's reconcile at start (their host was gone).", nil, nil)
+	descEnded     = prometheus.NewDesc("supervisor_recovery_sessions_ended", "Sessions ended by this daemon's reconcile at start.", nil, nil)
+	descRecDur    = prometheus.NewDesc("supervisor_recovery_duration_seconds", "How long this daemon's reconcile at start took.", nil, nil)
+)
+
+// stateCollector reads the gauges from the daemon at scrape time.
+type stateCollector struct{ d *Daemon }
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descSessions, descProcesses, descBreakers, descAdopted, descLost, descStopped, descEnded, descRecDur} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	d := c.d
+	if d.reg != nil {
+		sessions := map[string]int{string(registry.SessionActive): 0, string(registry.SessionEnding): 0, string(registry.SessionEnded): 0}
+		for _, s := range d.reg.Sessions(true) {
+			sessions[string(s.State)]++
+		}
+		gauges(ch, descSessions, sessions)
+		procs := map[string]int{}
+		for _, s := range []registry.ProcState{registry.StateStarting, registry.StateRunning, registry.StateStopping,
+			registry.StateExited, registry.StateFailed, registry.StateLost} {
+			procs[string(s)] = 0
+		}
+		for _, p := range d.reg.Processes(registry.Filter{All: true}) {
+			procs[string(p.State)]++
+		}
+		gauges(ch, descProcesses, procs)
+	}
+	if d.breakers != nil {
+		states := map[string]int{spawn.BreakerClosed: 0, spawn.BreakerOpen: 0, spawn.BreakerHalfOpen: 0}
+		for _, b := range d.breakers.list() {
+			states[b.State]++
+		}
+		gauges(ch, descBreakers, states)
+	}
+	d.mu.Lock()
+	rec := d.recovery
+	d.mu.Unlock()
+	if rec != nil {
+		ch <- prometheus.MustNewConstMetric(descAdopted, prometheus.GaugeValue, float64(rec.Adopted))
+		ch <- prometheus.MustNewConstMetric(descLost, prometheus.GaugeValue, float64(rec.Lost))
+		ch <- prometheus.MustNewConstMetric(descStopped, prometheus.GaugeValue, float64(rec.Stopped))
+		ch <- prometheus.MustNewConstMetric(descEnded, prometheus.GaugeValue, float64(rec.SessionsEnded))
+		ch <- prometheus.MustNewConstMetric(descRecDur, prometheus.GaugeValue, rec.DurationMS/1000)
+	}
+}
+
+func gauges(ch chan<- prometheus.Metric, desc *prometheus.Desc, by map[string]int) {
+	for state, n := range by {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(n), state)
+	}
+}
+
+// metricsServer serves /metrics over HTTP: an actor of the daemon's run
+// group, so it stops with the daemon.
+type metricsServer struct {
+	srv  *http.Server
+	ln   net.Listener
+	log  hclog.Logger
+	quit chan struct{}
+}
+
+// listenMetrics binds addr for the metrics endpoint. An address that is
+// not loopback is served, with a loud warning: the metrics carry no names,
+// but they say how busy this user's agents are to anyone who can reach it.
+func (d *Daemon) listenMetrics(addr string) (*metricsServer, error) {
+	log := d.log.Named("metrics")
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	if ta, ok := ln.Addr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
+		log.Warn("METRICS ARE SERVED BEYOND THIS MACHINE: the address is not loopback; anyone who can reach it sees this user's session and process counts (use 127.0.0.1:PORT)",
+			"addr", ln.Addr().String())
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{
+		ErrorLog: log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
+	}))
+	log.Info("serving Prometheus metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	return &metricsServer{
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug})},
+		ln: ln, log: log, quit: make(chan struct{}),
+	}, nil
+}
+
+// run serves until stop. The endpoint failing does not take the daemon and
+// its servers down: it is logged, and the actor waits for the others.
+func (s *metricsServer) run() error {
+	if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		s.log.Error("metrics endpoint failed; the daemon goes on without it", "err", err)
+		<-s.quit
+	}
+	return nil
+}
+
+func (s *metricsServer) stop(error) {
+	close(s.quit)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		s.srv.Close()
+	}
+}
