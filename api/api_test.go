@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/seed-86a41135/supervisor/registry"
 )
 
 func fakeEnv(m map[string]string) func(string) string {
@@ -564,5 +567,44 @@ func TestFallbackSocketIsPerStateDir(t *testing.T) {
 	}
 	if want := fmt.Sprintf("/tmp/supervisor-%d/", os.Getuid()); !strings.HasPrefix(a, want) || len(a) > maxSunPath {
 		t.Fatalf("fallback %q, want a short path under %s", a, want)
+	}
+}
+
+func TestPsPagesStayUnderMaxFrame(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		n     int
+		argv  int // bytes of argv per record
+		pages int
+	}{
+		{"empty", 0, 0, 1},
+		{"small table, one page", 100, 100, 1},
+		{"large argv", 1000, 8 << 10, 0}, // several
+	} {
+		procs := make([]registry.Process, tt.n)
+		for i := range procs {
+			procs[i] = registry.Process{ID: fmt.Sprint(i), Argv: []string{strings.Repeat("x", tt.argv)}}
+		}
+		pages := PsPages(procs)
+		total := 0
+		for _, p := range pages {
+			total += len(p)
+			b, err := json.Marshal(Processes{Processes: p, More: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b) >= MaxFrame {
+				t.Errorf("%s: a page of %d bytes, limit %d", tt.name, len(b), MaxFrame)
+			}
+		}
+		if total != tt.n {
+			t.Errorf("%s: pages hold %d records, want %d", tt.name, total, tt.n)
+		}
+		if tt.pages > 0 && len(pages) != tt.pages {
+			t.Errorf("%s: %d pages, want %d", tt.name, len(pages), tt.pages)
+		}
+		if tt.pages == 0 && len(pages) < 2 {
+			t.Errorf("%s: %d page(s), want several", tt.name, len(pages))
+		}
 	}
 }

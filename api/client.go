@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/registry"
 )
 
 // ErrNotRunning means no daemon answers on the socket.
@@ -96,6 +97,11 @@ func (c *Client) Call(typ string, req any, resp any) error {
 	if err := c.Send(typ, req); err != nil {
 		return err
 	}
+	return c.reply(typ, resp)
+}
+
+// reply reads the reply to a typ request into resp.
+func (c *Client) reply(typ string, resp any) error {
 	m, fds, err := c.Recv()
 	closeFds(fds)
 	if err != nil {
@@ -141,4 +147,23 @@ func (c *Client) SameNamespaces() bool {
 	pidNS, mntNS := proc.Namespaces()
 	differ := func(a, b uint64) bool { return a != 0 && b != 0 && a != b }
 	return !differ(pidNS, c.Daemon.PidNS) && !differ(mntNS, c.Daemon.MntNS)
+}
+
+// Processes lists processes (the ps request), reading every page the
+// daemon sends.
+func (c *Client) Processes(req PsRequest) ([]registry.Process, error) {
+	if err := c.Send(TypePs, &req); err != nil {
+		return nil, err
+	}
+	out := []registry.Process{}
+	for {
+		var page Processes
+		if err := c.reply(TypePs, &page); err != nil {
+			return nil, err
+		}
+		out = append(out, page.Processes...)
+		if !page.More {
+			return out, nil
+		}
+	}
 }

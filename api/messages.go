@@ -163,6 +163,30 @@ type PsRequest struct {
 // Processes answers ps.
 type Processes struct {
 	Processes []registry.Process `json:"processes"`
+	// More says another processes frame follows: a long table is sent in
+	// pages so no frame nears MaxFrame (read them with Client.Processes).
+	More bool `json:"more,omitempty"`
+}
+
+// PsPages splits records into pages whose frames stay well under
+// MaxFrame: a record's size is bounded by a fixed part plus its argv and
+// error at worst-case JSON escaping (six bytes a byte).
+func PsPages(procs []registry.Process) [][]registry.Process {
+	const budget = MaxFrame / 2
+	var pages [][]registry.Process
+	start, size := 0, 0
+	for i, p := range procs {
+		n := 2048 + 6*len(p.Error) + 6*len(p.Cwd)
+		for _, a := range p.Argv {
+			n += 6*len(a) + 8
+		}
+		if i > start && size+n > budget {
+			pages = append(pages, procs[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	return append(pages, procs[start:])
 }
 
 // SessionsRequest lists sessions.

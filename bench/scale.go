@@ -440,7 +440,7 @@ func psOnce(ctx context.Context, socket string) ([]psEntry, error) {
 	}
 	defer c.Close()
 	var resp api.Processes
-	if err := c.Call(api.TypePs, &api.PsRequest{}, &resp); err != nil {
+	if resp.Processes, err = c.Processes(api.PsRequest{}); err != nil {
 		return nil, fmt.Errorf("ps: %w", err)
 	}
 	out := make([]psEntry, 0, len(resp.Processes))

@@ -120,7 +120,13 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 		if procs == nil {
 			procs = []registry.Process{}
 		}
-		return conn.Send(api.TypeProcesses, &api.Processes{Processes: procs})
+		pages := api.PsPages(procs)
+		for i, page := range pages {
+			if err := conn.Send(api.TypeProcesses, &api.Processes{Processes: page, More: i < len(pages)-1}); err != nil {
+				return err
+			}
+		}
+		return nil
 	case api.TypeSessions:
 		var req api.SessionsRequest
 		if err := api.Decode(m, &req); err != nil {

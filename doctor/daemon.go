@@ -64,7 +64,7 @@ func (d *Doctor) probeDaemon(ctx context.Context) daemonState {
 	// A daemon that accepted the hello but hangs must not hang the audit.
 	c.SetDeadline(time.Now().Add(d.dialTimeout()))
 	var ps api.Processes
-	if err := c.Call(api.TypePs, &api.PsRequest{All: true}, &ps); err != nil {
+	if ps.Processes, err = c.Processes(api.PsRequest{All: true}); err != nil {
 		st.findings = append(st.findings, unreachable(d.Paths.Socket, fmt.Errorf("ps --all: %w", err)))
 		return st
 	}

@@ -38,9 +38,8 @@ func newLogsCommand() *cobra.Command {
 			// log's name); without a daemon, the log files themselves do.
 			var paths []string
 			if c, err := dial(); err == nil {
-				var resp api.Processes
-				if c.Call(api.TypePs, &api.PsRequest{All: true}, &resp) == nil {
-					for _, pr := range resp.Processes {
+				if procs, err := c.Processes(api.PsRequest{All: true}); err == nil {
+					for _, pr := range procs {
 						if pr.Shared && (pr.ID == args[0] || pr.Name == args[0]) && !slices.Contains(paths, daemon.LogPath(p, pr.Name, pr.Port)) {
 							paths = append(paths, daemon.LogPath(p, pr.Name, pr.Port))
 						}

@@ -27,8 +27,13 @@ func newPsCommand() *cobra.Command {
 					return fmt.Errorf("--session: %w", err)
 				}
 			}
+			c, err := dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
 			var resp api.Processes
-			if err := call(api.TypePs, &api.PsRequest{All: o.all, Session: o.session}, &resp); err != nil {
+			if resp.Processes, err = c.Processes(api.PsRequest{All: o.all, Session: o.session}); err != nil {
 				return err
 			}
 			if o.json {

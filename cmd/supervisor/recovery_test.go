@@ -643,3 +643,39 @@ func TestShimStopsServerWhenHostDiesWithoutDaemon(t *testing.T) {
 	h.cmd.Process.Kill()
 	waitGonePID(t, h.servers[0], h.tokens[0])
 }
+
+// TestPsPagesALongTable: a table larger than one frame (4 MiB) is listed
+// whole: the daemon sends it in pages.
+func TestPsPagesALongTable(t *testing.T) {
+	in := newInstance(t)
+	s, err := store.Open(filepath.Join(in.state, "registry.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	long := strings.Repeat("a", 8<<10) // 1,000 records × 8 KiB of argv > MaxFrame
+	const n = 1000
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			errs <- s.PutProcess(registry.Process{ID: fmt.Sprintf("p-%04d", i), Session: "old", Name: "x",
+				Argv: []string{"x", long}, State: registry.StateExited, StartedAt: now, ExitedAt: &now, Health: "none"})
+		}(i)
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	in.mustRun("daemon")
+	ps := in.mustProcesses(true)
+	if len(ps) != n {
+		t.Fatalf("ps --all listed %d records, want %d", len(ps), n)
+	}
+	if ps[n-1].Argv[1] != long {
+		t.Errorf("the last record's argv came back altered")
+	}
+}
