@@ -40,6 +40,7 @@ func Dial(ctx context.Context, socket string) (*Client, error) {
 		nc.Close()
 		return nil, err
 	}
+	conn.SetLimits(MaxReply, MaxFrame)
 	// The run request carries the caller's whole environment (secrets
 	// included): never hand it to a daemon of another uid, e.g. one that
 	// squats the /tmp fallback path.

@@ -35,8 +35,19 @@ type Conn struct {
 	c  *net.UnixConn
 	rc syscall.RawConn
 
+	maxRecv, maxSend int // frame limits; MaxFrame unless SetLimits
+
 	wmu sync.Mutex
 }
+
+// MaxReply bounds one frame from the daemon to a client: listings (ps,
+// sessions, events) grow with the table, and the client trusts its own
+// daemon (same uid, checked). Requests to the daemon stay under MaxFrame.
+const MaxReply = 64 << 20
+
+// SetLimits sets the largest frame c receives and sends. A client takes
+// replies up to MaxReply; the daemon sends them.
+func (c *Conn) SetLimits(recv, send int) { c.maxRecv, c.maxSend = recv, send }
 
 // NewConn wraps a unix stream connection.
 func NewConn(c *net.UnixConn) (*Conn, error) {
@@ -44,7 +55,7 @@ func NewConn(c *net.UnixConn) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raw socket: %w", err)
 	}
-	return &Conn{c: c, rc: rc}, nil
+	return &Conn{c: c, rc: rc, maxRecv: MaxFrame, maxSend: MaxFrame}, nil
 }
 
 // SetDeadline sets the read and write deadline; the zero time clears it.
@@ -71,7 +82,7 @@ func (c *Conn) Send(typ string, body any, fds ...int) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", typ, err)
 	}
-	if len(payload) > MaxFrame {
+	if len(payload) > c.maxSend {
 		return fmt.Errorf("send %s of %d bytes: %w", typ, len(payload), ErrFrameTooLarge)
 	}
 	frame := make([]byte, 4+len(payload))
@@ -117,8 +128,8 @@ func (c *Conn) Recv() (Msg, []int, error) {
 		return fail(err)
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
-	if n > MaxFrame {
-		return fail(fmt.Errorf("frame of %d bytes (limit %d): %w", n, MaxFrame, ErrFrameTooLarge))
+	if int64(n) > int64(c.maxRecv) {
+		return fail(fmt.Errorf("frame of %d bytes (limit %d): %w", n, c.maxRecv, ErrFrameTooLarge))
 	}
 	if n == 0 {
 		return fail(fmt.Errorf("empty frame: %w", ErrMalformed))

@@ -370,6 +370,7 @@ func (d *Daemon) serve(ln *net.UnixListener) error {
 			nc.Close()
 			continue
 		}
+		conn.SetLimits(api.MaxFrame, api.MaxReply)
 		d.mu.Lock()
 		d.conns[conn] = true
 		d.mu.Unlock()
