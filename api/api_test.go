@@ -608,3 +608,31 @@ func TestPsPagesStayUnderMaxFrame(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodeMsgMatchesMarshal: the hand-built frame is byte for byte what
+// json.Marshal makes of a Msg.
+func TestEncodeMsgMatchesMarshal(t *testing.T) {
+	for _, tt := range []struct {
+		typ  string
+		body any
+	}{
+		{TypeStatus, nil},
+		{TypePs, &PsRequest{All: true, Session: "a\"b<>&\u2028"}},
+		{TypeProcesses, &Processes{Processes: []registry.Process{{ID: "p-1", Argv: []string{"x", "<&>"}}}, More: true}},
+		{"odd\"type", map[string]int{"a": 1}},
+	} {
+		got, err := encodeMsg(tt.typ, tt.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := Msg{Type: tt.typ}
+		if tt.body != nil {
+			b, _ := json.Marshal(tt.body)
+			m.Body = b
+		}
+		want, _ := json.Marshal(m)
+		if string(got) != string(want) {
+			t.Errorf("%s:\n got %s\nwant %s", tt.typ, got, want)
+		}
+	}
+}

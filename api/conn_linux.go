@@ -70,15 +70,7 @@ func (c *Conn) CloseWrite() error { return c.c.CloseWrite() }
 // Send writes one message of type typ with body (nil for none) and passes
 // fds with it. The caller keeps ownership of fds.
 func (c *Conn) Send(typ string, body any, fds ...int) error {
-	m := Msg{Type: typ}
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return fmt.Errorf("encode %s: %w", typ, err)
-		}
-		m.Body = b
-	}
-	payload, err := json.Marshal(m)
+	payload, err := encodeMsg(typ, body)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", typ, err)
 	}
@@ -236,4 +228,28 @@ func Decode(m Msg, v any) error {
 		return fmt.Errorf("%w: %s: %v", ErrMalformed, m.Type, err)
 	}
 	return nil
+}
+
+// encodeMsg renders Msg{typ, body} exactly as json.Marshal would, without
+// marshalling the body twice: a RawMessage field is re-scanned and
+// compacted by json.Marshal, which for a long listing costs as much as
+// encoding it.
+func encodeMsg(typ string, body any) ([]byte, error) {
+	t, err := json.Marshal(typ)
+	if err != nil {
+		return nil, err
+	}
+	if body == nil {
+		return append(append([]byte(`{"type":`), t...), '}'), nil
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(`{"type":,"body":}`)+len(t)+len(b))
+	out = append(out, `{"type":`...)
+	out = append(out, t...)
+	out = append(out, `,"body":`...)
+	out = append(out, b...)
+	return append(out, '}'), nil
 }
