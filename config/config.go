@@ -41,6 +41,11 @@ const defaultEOFGrace = 500 * time.Millisecond
 // Path returns the config file to read.
 func Path(getenv func(string) string) (string, error) {
 	if p := getenv(EnvConfig); p != "" {
+		// An auto-started daemon runs in /, so a relative path would name
+		// another file there than here.
+		if !filepath.IsAbs(p) {
+			return "", fmt.Errorf("%s=%q: want an absolute path", EnvConfig, p)
+		}
 		return p, nil
 	}
 	if x := getenv("XDG_CONFIG_HOME"); x != "" && filepath.IsAbs(x) {

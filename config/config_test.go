@@ -100,6 +100,11 @@ func TestConfigPathLocations(t *testing.T) {
 			t.Errorf("Path(%v) = %q, %v; want %q", tc.env, got, err, tc.want)
 		}
 	}
+	// A relative SUPERVISOR_CONFIG would name another file for the daemon,
+	// which runs in /.
+	if _, err := Path(env(map[string]string{EnvConfig: "c.toml", "HOME": "/h"})); err == nil || !strings.Contains(err.Error(), "absolute") {
+		t.Errorf("relative %s: err %v, want one asking for an absolute path", EnvConfig, err)
+	}
 }
 
 func TestConfigServerOverrides(t *testing.T) {

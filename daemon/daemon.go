@@ -167,6 +167,17 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	defer lock.Close()
+	// A metrics address that cannot be had fails the start before the
+	// reconcile acts on anything.
+	var ms *metricsServer
+	if cfg.MetricsAddr != "" { // Prometheus metrics over HTTP (metrics.go)
+		if ms, err = d.listenMetrics(cfg.MetricsAddr); err != nil {
+			return err
+		}
+		// Closed here if the daemon fails before serving (Serve owns it
+		// after; closing twice is harmless).
+		defer ms.ln.Close()
+	}
 
 	if err := proc.SetChildSubreaper(); err != nil {
 		d.log.Warn("not a subreaper: orphaned descendants will go to init", "err", err)
@@ -307,12 +318,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			d.closeConns()
 		})
 	}
-	if cfg.MetricsAddr != "" { // Prometheus metrics over HTTP (metrics.go)
-		ms, err := d.listenMetrics(cfg.MetricsAddr)
-		if err != nil {
-			ln.Close()
-			return err
-		}
+	if ms != nil {
 		g.Add(ms.run, ms.stop)
 	}
 	err = g.Run()

@@ -37,7 +37,6 @@ func TestServiceSystemdUnit(t *testing.T) {
 	s := string(unit)
 	for _, want := range []string{
 		"\nExecStart=" + bin + " daemon --foreground\n",
-		"\nExecStop=-" + bin + " daemon stop\n",
 		"\nKillMode=process\n",
 		"\nRestart=on-failure\n",
 		"\nWantedBy=default.target\n",
@@ -47,6 +46,11 @@ func TestServiceSystemdUnit(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("unit lacks %q:\n%s", want, s)
 		}
+	}
+	// No ExecStop: it would run `daemon stop` against whichever daemon owns
+	// the socket whenever this unit's daemon exits 0.
+	if strings.Contains(s, "\nExecStop=") {
+		t.Errorf("unit has an ExecStop:\n%s", s)
 	}
 	if strings.Contains(s, "/home/") || strings.Contains(s, "/root") {
 		t.Errorf("unit hard-codes a home:\n%s", s)
