@@ -48,6 +48,9 @@ type live struct {
 type breakerRef struct {
 	key, cwd, name string
 	argv           []string
+	// startPeriod is the start period in force at the spawn: the timer
+	// and the exit judge one start by the same rule, across a reload.
+	startPeriod time.Duration
 }
 
 // forceStop ends the grace of the stop under way: SIGKILL now.
@@ -194,10 +197,12 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		log.Error("record running process", "id", id, "err", err)
 		rec.PID, rec.PGID, rec.Token = started.PID, started.PGID, started.Token
 	}
+	startPeriod := d.settings().Breaker.StartPeriod
 	l := &live{id: id, done: make(chan struct{}), grace: time.Duration(req.GraceMS) * time.Millisecond,
-		target: d.targetOf(rec), started: time.Now(), breaker: breakerRef{key: bkey, argv: req.Argv, cwd: string(req.Cwd), name: name}}
+		target: d.targetOf(rec), started: time.Now(),
+		breaker: breakerRef{key: bkey, argv: req.Argv, cwd: string(req.Cwd), name: name, startPeriod: startPeriod}}
 	// Alive past the start period: a good start, whatever comes later.
-	time.AfterFunc(d.settings().Breaker.StartPeriod, func() {
+	time.AfterFunc(startPeriod, func() {
 		if d.isLive(id) {
 			d.breakers.result(bkey, req.Argv, string(req.Cwd), name, "")
 		}
@@ -460,7 +465,7 @@ func (d *Daemon) monitor(l *live, r runner) {
 	// cascade, so the host sees EOF — the npx leftovers hosts hit today.
 	l.stopMu.Lock()
 	leftovers := l.stopDone == nil
-	startPeriod := d.settings().Breaker.StartPeriod
+	startPeriod := l.breaker.startPeriod
 	early := spawned && l.breaker.key != "" && time.Since(l.started) < startPeriod
 	switch {
 	case early && !leftovers:

@@ -136,6 +136,11 @@ func (o *Options) uninstallHooks(hs []Host) ([]Result, error) {
 // applyHook is apply for a settings file, which Install may create.
 func (o *Options) applyHook(f File, edit func([]byte) ([]byte, []Entry, error)) Result {
 	if _, err := os.Stat(f.Path); errors.Is(err, fs.ErrNotExist) && len(f.Path) > 0 {
+		// A dangling symlink (a dotfiles link whose target is gone) must
+		// not be replaced by a file of ours, and later removed with it.
+		if fi, lerr := os.Lstat(f.Path); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return Result{File: f, Err: fmt.Errorf("%s is a symlink to a file that does not exist; create the target (or remove the link) and retry", f.Path)}
+		}
 		out, entries, err := edit(nil)
 		r := Result{File: f, Entries: entries, Err: err}
 		if err != nil || len(out) == 0 {

@@ -1,8 +1,10 @@
 package hosts
 
 import (
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -123,5 +125,23 @@ func TestIsOurHook(t *testing.T) {
 	}
 	if got := shellQuote("/Users/me/my bin/supervisor"); got != "'/Users/me/my bin/supervisor'" {
 		t.Errorf("shellQuote: %s", got)
+	}
+}
+
+// TestHookRefusesDanglingSymlink: a settings.json that is a link to a
+// missing file is left a link, and the install says why.
+func TestHookRefusesDanglingSymlink(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "settings.json")
+	if err := os.Symlink(filepath.Join(dir, "dotfiles", "settings.json"), path); err != nil {
+		t.Fatal(err)
+	}
+	o := &Options{Out: io.Discard}
+	r := o.applyHook(File{Path: path}, func([]byte) ([]byte, []Entry, error) { return []byte("{}\n"), nil, nil })
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "symlink") {
+		t.Errorf("err %v, want a refusal naming the symlink", r.Err)
+	}
+	if fi, err := os.Lstat(path); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v %v", fi, err)
 	}
 }
