@@ -139,6 +139,12 @@ func (e *Effective) ApplyEnv(getenv func(string) string) error {
 			e.sources[key] = "env " + name
 		}
 	}
+	// The ceiling check again, now that the environment may have moved the
+	// cooldown: a cooldown above its ceiling would shrink as it doubles.
+	if b := e.Settings.Breaker; b.Ceiling < b.Cooldown {
+		return fmt.Errorf("%s=%v is above breaker.max_cooldown %v (%s): raise max_cooldown or lower the cooldown",
+			daemon.EnvBreakerCooldown, b.Cooldown, b.Ceiling, e.Source("breaker.max_cooldown"))
+	}
 	return nil
 }
 

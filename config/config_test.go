@@ -235,3 +235,17 @@ func TestConfigExampleLoads(t *testing.T) {
 		t.Error("example has no per-server overrides")
 	}
 }
+
+// TestConfigEnvCooldownAboveCeiling: a cooldown from the environment is
+// held against the ceiling too.
+func TestConfigEnvCooldownAboveCeiling(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(file, []byte("[breaker]\nmax_cooldown = \"10m\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(env(map[string]string{EnvConfig: file, "HOME": dir, "SUPERVISOR_BREAKER_COOLDOWN": "1h"}))
+	if err == nil || !strings.Contains(err.Error(), "max_cooldown") {
+		t.Errorf("err %v, want the ceiling named", err)
+	}
+}
