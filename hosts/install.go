@@ -460,11 +460,12 @@ func (o *Options) applyCheck(f File, edit func([]byte) ([]byte, []Entry, error),
 		io.WriteString(o.out(), UnifiedDiff(f.Path, f.Path, src, out))
 		return r
 	}
-	r.Err = o.write(f.Path, real, src, out, func(fresh []byte) ([]byte, error) {
+	written, err := o.write(f.Path, real, src, out, func(fresh []byte) ([]byte, error) {
 		out, entries, err := edit(fresh)
 		r.Entries = entries
 		return out, err
 	}, check)
-	r.Changed = r.Err == nil
+	r.Err = err
+	r.Changed = written
 	return r
 }

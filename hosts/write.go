@@ -17,42 +17,42 @@ import (
 // is written. The original goes to a backup beside the file the first
 // time; the write itself is a temp file in the same directory, fsync,
 // rename and fsync of the directory, keeping mode and owner.
-func (o *Options) write(name, real string, src, out []byte, redo func([]byte) ([]byte, error), check func([]byte) error) error {
+func (o *Options) write(name, real string, src, out []byte, redo func([]byte) ([]byte, error), check func([]byte) error) (written bool, err error) {
 	fi, err := os.Stat(real)
 	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return false, fmt.Errorf("%s: %w", name, err)
 	}
 	// Explicit: a rename replaces a file whatever its mode, and root may
 	// write anything; a file made read-only means "leave me alone".
 	if fi.Mode().Perm()&0o222 == 0 {
-		return fmt.Errorf("%s: read-only (mode %04o), left untouched: make it writable (chmod u+w) and rerun", name, fi.Mode().Perm())
+		return false, fmt.Errorf("%s: read-only (mode %04o), left untouched: make it writable (chmod u+w) and rerun", name, fi.Mode().Perm())
 	}
 	if o.beforeWrite != nil {
 		o.beforeWrite(real)
 	}
 	fresh, err := os.ReadFile(real)
 	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return false, fmt.Errorf("%s: %w", name, err)
 	}
 	if !bytes.Equal(fresh, src) {
 		if out, err = redo(fresh); err != nil {
-			return fileError(name, err)
+			return false, fileError(name, err)
 		}
 		src = fresh
 		if bytes.Equal(out, src) {
-			return nil
+			return false, nil // the fresh file has the edit already
 		}
 	}
 	if err := check(out); err != nil {
-		return fmt.Errorf("%s: the edited file does not parse, so it was not written (please report this): %w", name, err)
+		return false, fmt.Errorf("%s: the edited file does not parse, so it was not written (please report this): %w", name, err)
 	}
 	if err := backup(real, src, fi); err != nil {
-		return fmt.Errorf("%s: back up before writing: %w", name, err)
+		return false, fmt.Errorf("%s: back up before writing: %w", name, err)
 	}
 	if err := writeAtomic(real, out, fi); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return false, fmt.Errorf("%s: %w", name, err)
 	}
-	return nil
+	return true, nil
 }
 
 // backup keeps src, the file's content before our first change, beside it.
