@@ -133,6 +133,11 @@ func (o *Options) command(f File) (cmd, why string, err error) {
 	return exe, "", nil
 }
 
+// TemporaryDir returns the temporary directory (the temp dir, the Go build
+// cache, ...) exe lives under, or "": a path that will not outlive the
+// build is no path to write into a config or a service unit.
+func TemporaryDir(exe string) string { return (&Options{}).temporary(exe) }
+
 // temporary returns the temporary directory exe lives under, or "".
 func (o *Options) temporary(exe string) string {
 	dirs := o.TempDirs

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed-86a41135/supervisor/hosts"
 	"github.com/seed-86a41135/supervisor/service"
 )
 
@@ -42,6 +43,9 @@ func newDaemonInstallServiceCommand() *cobra.Command {
 				return err
 			}
 			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if dir := hosts.TemporaryDir(o.Binary); dir != "" {
+				fmt.Fprintf(errOut, "supervisor: warning: this binary lives in a temporary location (%s is under %s), and the unit will run it from there; install it (e.g. `go install ./cmd/supervisor`) and rerun install-service from the installed binary\n", o.Binary, dir)
+			}
 			if dryRun {
 				r, err := m.Plan(o)
 				if err != nil {

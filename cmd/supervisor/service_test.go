@@ -115,7 +115,14 @@ func TestServiceInstallWithoutUserBus(t *testing.T) {
 
 func TestServiceInstallDryRun(t *testing.T) {
 	in, unit, calls := serviceEnv(t, 0)
-	out := in.mustRun("daemon", "install-service", "--dry-run")
+	out, errOut, code := in.run("daemon", "install-service", "--dry-run")
+	if code != 0 {
+		t.Fatalf("install-service --dry-run: exit %d: %s", code, errOut)
+	}
+	// The test binary lives under /tmp: a unit pointing there is warned of.
+	if !strings.Contains(errOut, "temporary location") {
+		t.Errorf("no warning about a binary in a temporary location:\n%s", errOut)
+	}
 	for _, want := range []string{"# would write " + unit, "\nExecStart=" + bin + " daemon --foreground\n", "# then run: systemctl --user enable --now supervisor.service"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, out)
