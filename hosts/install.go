@@ -44,6 +44,9 @@ type Options struct {
 	// beforeWrite runs between the edit and the re-read that precedes the
 	// write: tests use it to change the file under our feet.
 	beforeWrite func(path string)
+	// beforeRename runs right before the final comparison and rename
+	// (tests: a host writing the file while ours is being written).
+	beforeRename func(path string)
 }
 
 // Action says what happened (or, with DryRun, would happen) to a server.

@@ -111,6 +111,32 @@ func TestChangedBetweenReadAndWrite(t *testing.T) {
 	}
 }
 
+// The same when the host writes while ours is being written (after the
+// re-read, before the rename): the edit is redone on what it wrote.
+func TestChangedBeforeRename(t *testing.T) {
+	o, path := placeFile(t, "cursor", false, []byte(cursorSrc))
+	once := false
+	o.beforeRename = func(real string) {
+		if once {
+			return
+		}
+		once = true
+		b := mustRead(t, real)
+		b = bytes.Replace(b, []byte("  }\n}\n"), []byte("  },\n  \"newKey\": true\n}\n"), 1)
+		os.WriteFile(real, b, 0o600)
+	}
+	mustInstall(t, cursor, o)
+	got := string(mustRead(t, path))
+	for _, want := range []string{`"newKey": true`, `"--name", "fs"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lost %s:\n%s", want, got)
+		}
+	}
+	if !once {
+		t.Fatal("the hook never ran")
+	}
+}
+
 func TestDryRunWritesNothing(t *testing.T) {
 	o, path := placeFile(t, "cursor", false, []byte(cursorSrc))
 	var out bytes.Buffer

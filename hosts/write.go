@@ -30,29 +30,47 @@ func (o *Options) write(name, real string, src, out []byte, redo func([]byte) ([
 	if o.beforeWrite != nil {
 		o.beforeWrite(real)
 	}
-	fresh, err := os.ReadFile(real)
-	if err != nil {
-		return false, fmt.Errorf("%s: %w", name, err)
-	}
-	if !bytes.Equal(fresh, src) {
-		if out, err = redo(fresh); err != nil {
-			return false, fileError(name, err)
+	// A host rewriting its file (Claude Code rewrites ~/.claude.json all the
+	// time) while we write: compare again right before the rename, and redo
+	// the edit on what it wrote, a few times.
+	for attempt := 0; ; attempt++ {
+		fresh, err := os.ReadFile(real)
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", name, err)
 		}
-		src = fresh
-		if bytes.Equal(out, src) {
-			return false, nil // the fresh file has the edit already
+		if !bytes.Equal(fresh, src) {
+			if out, err = redo(fresh); err != nil {
+				return false, fileError(name, err)
+			}
+			src = fresh
+			if bytes.Equal(out, src) {
+				return false, nil // the fresh file has the edit already
+			}
 		}
+		if err := check(out); err != nil {
+			return false, fmt.Errorf("%s: the edited file does not parse, so it was not written (please report this): %w", name, err)
+		}
+		if err := backup(real, src, fi); err != nil {
+			return false, fmt.Errorf("%s: back up before writing: %w", name, err)
+		}
+		based := src
+		err = writeAtomicIf(real, out, fi, func() error {
+			if o.beforeRename != nil {
+				o.beforeRename(real)
+			}
+			if now, err := os.ReadFile(real); err != nil || !bytes.Equal(now, based) {
+				return errChangedMeanwhile
+			}
+			return nil
+		})
+		if errors.Is(err, errChangedMeanwhile) && attempt < 5 {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", name, err)
+		}
+		return true, nil
 	}
-	if err := check(out); err != nil {
-		return false, fmt.Errorf("%s: the edited file does not parse, so it was not written (please report this): %w", name, err)
-	}
-	if err := backup(real, src, fi); err != nil {
-		return false, fmt.Errorf("%s: back up before writing: %w", name, err)
-	}
-	if err := writeAtomic(real, out, fi); err != nil {
-		return false, fmt.Errorf("%s: %w", name, err)
-	}
-	return true, nil
 }
 
 // backup keeps src, the file's content before our first change, beside it.
@@ -94,6 +112,16 @@ func dropBackup(path string) {
 // directory and a rename, with like's mode and owner (like may be nil: a
 // new private file).
 func writeAtomic(path string, data []byte, like fs.FileInfo) (err error) {
+	return writeAtomicIf(path, data, like, nil)
+}
+
+// errChangedMeanwhile: the file changed between the last read and the
+// rename; the edit is redone on its new content.
+var errChangedMeanwhile = errors.New("the file changed while it was being written")
+
+// writeAtomicIf is writeAtomic that calls still, when not nil, right before
+// the rename: an error from it leaves the file alone.
+func writeAtomicIf(path string, data []byte, like fs.FileInfo, still func() error) (err error) {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".supervisor-*")
 	if err != nil {
@@ -123,6 +151,11 @@ func writeAtomic(path string, data []byte, like fs.FileInfo) (err error) {
 	}
 	if err = tmp.Close(); err != nil {
 		return err
+	}
+	if still != nil {
+		if err = still(); err != nil {
+			return err
+		}
 	}
 	if err = os.Rename(tmp.Name(), path); err != nil {
 		return err
