@@ -725,21 +725,14 @@ func (b *bench) hostDeath(ctx context.Context, res *Results) error {
 	for _, n := range names {
 		per[n] = res.figure("host-death-overhead", "  "+what[n], "ms")
 	}
-	for i := -1; i < b.o.trials; i++ {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	return b.trials(ctx, res, func(trial int) error {
 		times, total, err := b.hostDeathTrial(ctx)
 		if err != nil {
-			b.progress("  trial %d failed: %v", i+1, err)
-			if i >= 0 {
-				res.Failures++
-			}
-			continue
+			return err
 		}
-		if i < 0 {
+		if trial == 0 {
 			b.progress("  warm-up: last gone after %.1fms", ms(total))
-			continue
+			return nil
 		}
 		raw.add(ms(total))
 		over.add(ms(total - graces))
@@ -747,7 +740,24 @@ func (b *bench) hostDeath(ctx context.Context, res *Results) error {
 			per[n].add(ms(times[n]))
 		}
 		b.progress("  trial %d: last gone after %.1fms (escape %.1f, grandchild %.1f, plain %.1f, stubborn %.1f)",
-			i+1, ms(total), ms(times["escape"]), ms(times["grandchild"]), ms(times["plain"]), ms(times["stubborn"]))
+			trial, ms(total), ms(times["escape"]), ms(times["grandchild"]), ms(times["plain"]), ms(times["stubborn"]))
+		return nil
+	})
+}
+
+// trials runs one warm-up (trial 0) and b.o.trials measured trials of
+// run. A failed trial is reported, and counted unless it was the warm-up.
+func (b *bench) trials(ctx context.Context, res *Results, run func(trial int) error) error {
+	for trial := 0; trial <= b.o.trials; trial++ {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := run(trial); err != nil {
+			b.progress("  trial %d failed: %v", trial, err)
+			if trial > 0 {
+				res.Failures++
+			}
+		}
 	}
 	return nil
 }
@@ -850,27 +860,20 @@ func (b *bench) pipeHolder(ctx context.Context, res *Results) error {
 	b.progress("pipe-holder-eof: 1 warm-up + %d trials (close the server's stdin, wait for EOF on its stdout)", b.o.trials)
 	eof := res.figure("pipe-holder-eof", "server exit → EOF on the host's stdout read end", "ms")
 	exit := res.figure("pipe-holder-eof", "  host closes server's stdin → server exit", "ms")
-	for i := -1; i < b.o.trials; i++ {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	return b.trials(ctx, res, func(trial int) error {
 		toExit, toEOF, err := b.pipeHolderTrial(ctx)
 		if err != nil {
-			b.progress("  trial %d failed: %v", i+1, err)
-			if i >= 0 {
-				res.Failures++
-			}
-			continue
+			return err
 		}
-		if i < 0 {
+		if trial == 0 {
 			b.progress("  warm-up: EOF %.1fms after the server's exit", ms(toEOF))
-			continue
+			return nil
 		}
 		eof.add(ms(toEOF))
 		exit.add(ms(toExit))
-		b.progress("  trial %d: server exit %.1fms after stdin close, EOF %.1fms after that", i+1, ms(toExit), ms(toEOF))
-	}
-	return nil
+		b.progress("  trial %d: server exit %.1fms after stdin close, EOF %.1fms after that", trial, ms(toExit), ms(toEOF))
+		return nil
+	})
 }
 
 func (b *bench) pipeHolderTrial(ctx context.Context) (toExit, toEOF time.Duration, err error) {

@@ -36,8 +36,7 @@ const (
 	recoveryPerSession = 4
 	// recoveryLimit bounds each wait of a trial: the daemon answering, it
 	// going idle, `daemon stop` and the processes it stops. Generous: it
-	// is there for hangs, and a stop of 2000 adopted processes has taken
-	// over a minute.
+	// is there for hangs, not for timing.
 	recoveryLimit = 180 * time.Second
 	// idlePoll is the window of the idle check: the daemon is idle once it
 	// used at most one clock tick (10 ms) of CPU over one window.

@@ -34,8 +34,8 @@ const (
 	// daemon runs all servers of the previous ones.
 	scaleBatch = 25
 	scaleLimit = 180 * time.Second
-	// scaleEndLimit bounds the end of all sessions: a host SIGKILL of
-	// hundreds of sessions has taken minutes (a /proc scan per session).
+	// scaleEndLimit bounds the end of all sessions: generous, for hangs
+	// (before hosts dying together shared one cascade, it took minutes).
 	scaleEndLimit = 10 * time.Minute
 	// Budget per session, to scale the run down (visibly) on a machine
 	// that cannot hold it: TIDs (a host, 4 Go shims of ~6 threads, 4

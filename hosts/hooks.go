@@ -63,7 +63,9 @@ func isOurHook(cmd string) bool {
 	return base == BareName || strings.EqualFold(base, BareName+".exe")
 }
 
-func (o *Options) installHooks(hs []Host) ([]Result, error) {
+// eachHookFile runs do for every host of hs that has a hook file, with the
+// hook's command line for that file.
+func (o *Options) eachHookFile(hs []Host, do func(f File, line string) Result) ([]Result, error) {
 	e, err := o.env()
 	if err != nil {
 		return nil, err
@@ -78,28 +80,19 @@ func (o *Options) installHooks(hs []Host) ([]Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		line := shellQuote(cmd) + " " + HookArgs
-		out = append(out, o.applyHook(f, func(src []byte) ([]byte, []Entry, error) { return addHook(src, line) }))
+		out = append(out, do(f, shellQuote(cmd)+" "+HookArgs))
 	}
 	return out, nil
 }
 
+func (o *Options) installHooks(hs []Host) ([]Result, error) {
+	return o.eachHookFile(hs, func(f File, line string) Result {
+		return o.applyHook(f, func(src []byte) ([]byte, []Entry, error) { return addHook(src, line) })
+	})
+}
+
 func (o *Options) uninstallHooks(hs []Host) ([]Result, error) {
-	e, err := o.env()
-	if err != nil {
-		return nil, err
-	}
-	var out []Result
-	for _, h := range hs {
-		f, ok := hookFile(h, e)
-		if !ok {
-			continue
-		}
-		cmd, _, err := o.command(f)
-		if err != nil {
-			return nil, err
-		}
-		line := shellQuote(cmd) + " " + HookArgs
+	return o.eachHookFile(hs, func(f File, line string) Result {
 		// A file Install created holds nothing but the hook: it goes.
 		fresh, _, _ := addHook(nil, line)
 		_, berr := readBackup(f.Path)
@@ -110,8 +103,7 @@ func (o *Options) uninstallHooks(hs []Host) ([]Result, error) {
 			} else if err := os.Remove(f.Path); err != nil {
 				r.Err = err
 			}
-			out = append(out, r)
-			continue
+			return r
 		}
 		r := o.applyHook(f, func(src []byte) ([]byte, []Entry, error) {
 			out, entries, err := removeHooks(src)
@@ -128,9 +120,8 @@ func (o *Options) uninstallHooks(hs []Host) ([]Result, error) {
 		if r.Err == nil && !o.DryRun {
 			dropBackup(f.Path)
 		}
-		out = append(out, r)
-	}
-	return out, nil
+		return r
+	})
 }
 
 // applyHook is apply for a settings file, which Install may create.

@@ -11,14 +11,18 @@ import (
 	"github.com/seed-86a41135/supervisor/service"
 )
 
-// serviceOptions are what install-service and uninstall-service pass to
-// the service package: this binary, this environment, this uid.
-func serviceOptions() (service.Options, error) {
+// nativeService is this OS's service manager and what install-service and
+// uninstall-service pass it: this binary, this environment, this uid.
+func nativeService() (*service.Manager, service.Options, error) {
+	m, err := service.Native()
+	if err != nil {
+		return nil, service.Options{}, err
+	}
 	exe, err := os.Executable()
 	if err != nil {
-		return service.Options{}, fmt.Errorf("find this binary: %w", err)
+		return nil, service.Options{}, fmt.Errorf("find this binary: %w", err)
 	}
-	return service.Options{Binary: exe, Getenv: os.Getenv, UID: os.Getuid()}, nil
+	return m, service.Options{Binary: exe, Getenv: os.Getenv, UID: os.Getuid()}, nil
 }
 
 func newDaemonInstallServiceCommand() *cobra.Command {
@@ -34,11 +38,7 @@ func newDaemonInstallServiceCommand() *cobra.Command {
 			"the unit stays written, a warning says what to run, and the exit status is 0.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := service.Native()
-			if err != nil {
-				return err
-			}
-			o, err := serviceOptions()
+			m, o, err := nativeService()
 			if err != nil {
 				return err
 			}
@@ -89,11 +89,7 @@ func newDaemonUninstallServiceCommand() *cobra.Command {
 			"and a warning says so.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := service.Native()
-			if err != nil {
-				return err
-			}
-			o, err := serviceOptions()
+			m, o, err := nativeService()
 			if err != nil {
 				return err
 			}
