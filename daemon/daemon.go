@@ -12,8 +12,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -184,8 +182,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	} else {
 		d.feat["subreaper"] = true
 	}
-	sum := sha256.Sum256([]byte(paths.StateDir))
-	d.instance = hex.EncodeToString(sum[:4])
+	d.instance = paths.Instance()
 	d.feat["pidfd"] = proc.PidfdSupported()
 	d.feat["cgroup"] = false
 	if cfg.Cgroups {

@@ -238,10 +238,6 @@ func (d *Daemon) watchShim(id string, pid int, tok proc.Token) bool {
 		go stop("shim died while the daemon was down")
 		return false
 	}
-	if proc.Verify(pid, tok) != nil { // gone, or a zombie its host has not reaped
-		go stop("shim died while the daemon was down")
-		return false
-	}
 	cancel, err := d.watcher.Watch(pid, tok, func() {
 		if !d.isStopping() {
 			go stop("shim exited")

@@ -428,15 +428,6 @@ func (r *run) populated(i int) bool {
 	return err == nil && pop
 }
 
-func (r *run) anyPopulated() bool {
-	for i := range r.targets {
-		if r.populated(i) {
-			return true
-		}
-	}
-	return false
-}
-
 func (r *run) unspare(pid int) {
 	for i, list := range r.spared {
 		for j, p := range list {

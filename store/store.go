@@ -368,9 +368,6 @@ func (s *Store) EventsAfter(after uint64, session string, limit int) (events []r
 // PutBreaker stores a circuit breaker's state under its key.
 func (s *Store) PutBreaker(key string, state any) error { return s.put(bucketBreakers, key, state) }
 
-// DeleteBreaker removes a breaker's state.
-func (s *Store) DeleteBreaker(key string) error { return s.delete(bucketBreakers, key) }
-
 // Breakers calls decode with every stored breaker state.
 func (s *Store) Breakers(decode func(key string, data []byte) error) error {
 	err := s.db.View(func(tx *bolt.Tx) error {
