@@ -34,9 +34,10 @@ type live struct {
 	adopted bool // found alive after a restart: not our child
 	// shimCancel ends the watch on an adopted process's shim.
 	shimCancel func()
-	shared     *shared    // the shared server this is an incarnation of, if any
-	started    time.Time  // when it was spawned (zero for adopted)
-	breaker    breakerRef // its circuit breaker
+	startTimer *time.Timer // judges a spawned process's start (breaker)
+	shared     *shared     // the shared server this is an incarnation of, if any
+	started    time.Time   // when it was spawned (zero for adopted)
+	breaker    breakerRef  // its circuit breaker
 
 	stopMu   sync.Mutex
 	stopDone chan struct{} // non-nil while a stop is under way
@@ -202,7 +203,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		target: d.targetOf(rec), started: time.Now(),
 		breaker: breakerRef{key: bkey, argv: req.Argv, cwd: string(req.Cwd), name: name, startPeriod: startPeriod}}
 	// Alive past the start period: a good start, whatever comes later.
-	time.AfterFunc(startPeriod, func() {
+	l.startTimer = time.AfterFunc(startPeriod, func() {
 		if d.isLive(id) {
 			d.breakers.result(bkey, req.Argv, string(req.Cwd), name, "")
 		}
@@ -406,6 +407,9 @@ func (d *Daemon) watchHost(s registry.Session) error {
 func (d *Daemon) monitor(l *live, r runner) {
 	st := <-r.exit()
 	spawned := !r.adopted()
+	if l.startTimer != nil {
+		l.startTimer.Stop() // it holds the request's argv until it fires
+	}
 	l.stopMu.Lock()
 	if l.shimCancel != nil {
 		l.shimCancel() // its watch on the shim ends with it

@@ -95,15 +95,22 @@ func (d *Daemon) reconcile() api.Recovery {
 	}
 	// Records are settled side by side, so their commits share bbolt
 	// transactions.
+	// Whatever is to be stopped is collected and stopped in one cascade per
+	// kind below: one snapshot of /proc serves all of them.
 	var (
-		mu   sync.Mutex
-		lost []shutdown.Target
+		mu     sync.Mutex
+		lost   []shutdown.Target // leftovers of records closed as lost, and strays
+		resume []string          // adopted mid-stop: the stop goes on
 	)
 	each(len(recs), func(i int) {
 		adopted, stopped, t := d.settle(recs[i], holders[i])
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
+		case adopted && recs[i].State == registry.StateStopping:
+			sum.Adopted++
+			sum.Stopped++
+			resume = append(resume, recs[i].ID)
 		case adopted:
 			sum.Adopted++
 			if stopped {
@@ -114,21 +121,26 @@ func (d *Daemon) reconcile() api.Recovery {
 			lost = append(lost, t)
 		}
 	})
-	if len(lost) > 0 {
-		// What they left behind (escaped descendants with their marker,
-		// their cgroups, holders of their hosts' pipes) is stopped all
-		// the same, in one cascade: one snapshot of /proc for all. A
-		// stranger on a recorded PID fails the token check and is never
-		// signalled.
-		go d.stopLeftovers(lost...)
-	}
 	for id, holders := range held {
-		if d.adoptStray(id, holders) {
+		if t, adopted := d.adoptStray(id, holders); adopted {
 			sum.Adopted++
 		} else {
 			sum.Stopped++
+			lost = append(lost, t)
 		}
 	}
+	if len(resume) > 0 {
+		// The previous daemon died mid-stop: finish the job.
+		go d.stopIDs(context.Background(), resume, shutdown.Options{})
+	}
+	if len(lost) > 0 {
+		// What they left behind (escaped descendants with their marker,
+		// their cgroups, holders of their hosts' pipes) is stopped all
+		// the same. A stranger on a recorded PID fails the token check
+		// and is never signalled.
+		go d.stopLeftovers(lost...)
+	}
+	var ending, reasons []string
 	for _, s := range d.reg.Sessions(false) {
 		if s.State == registry.SessionActive {
 			// watchHost ends the session itself when the host is gone.
@@ -137,8 +149,12 @@ func (d *Daemon) reconcile() api.Recovery {
 			}
 			continue
 		}
-		sum.SessionsEnded++
-		go d.endSession(s.ID, "was ending when the daemon stopped", 0, 0)
+		ending = append(ending, s.ID)
+		reasons = append(reasons, "was ending when the daemon stopped")
+	}
+	if len(ending) > 0 {
+		sum.SessionsEnded += len(ending)
+		go d.endSessions(ending, reasons, 0, 0)
 	}
 	sum.FilesRemoved = d.removeStaleLocks()
 	sum.DurationMS = float64(time.Since(began).Microseconds()) / 1000
@@ -192,7 +208,8 @@ func (d *Daemon) settle(p registry.Process, holders []proc.Info) (adopted, stopp
 }
 
 // adopt re-adopts a live recorded process. stopped says it was adopted only
-// to be stopped: its shim died while the daemon was down.
+// to be stopped: its shim died while the daemon was down. A record found
+// stopping is the caller's to stop again.
 func (d *Daemon) adopt(p registry.Process) (stopped bool, err error) {
 	r, err := d.adoptRunner(p.PID, p.Token)
 	if err != nil {
@@ -212,12 +229,7 @@ func (d *Daemon) adopt(p registry.Process) (stopped bool, err error) {
 	go d.monitor(l, r)
 	d.reg.Event("process.adopted", p.Session, p.ID, fmt.Sprintf("pid %d", p.PID))
 	d.log.Info("re-adopted", "id", p.ID, "pid", p.PID, "session", p.Session)
-	switch {
-	case p.State == registry.StateStopping:
-		// The previous daemon died mid-stop: finish the job.
-		go d.stopIDs(context.Background(), []string{p.ID}, shutdown.Options{})
-		return true, nil
-	case p.ShimPID > 0:
+	if p.ShimPID > 0 && p.State != registry.StateStopping {
 		return !d.watchShim(p.ID, p.ShimPID, p.ShimToken), nil
 	}
 	return false, nil
@@ -265,8 +277,9 @@ func (d *Daemon) watchShim(id string, pid int, tok proc.Token) bool {
 
 // adoptStray handles processes that carry this instance's marker for a
 // process id the store does not know as live: adopted (with a record
-// rebuilt from /proc) when its session's host lives, stopped otherwise.
-func (d *Daemon) adoptStray(id string, holders []proc.Info) bool {
+// rebuilt from /proc) when its session's host lives; otherwise it returns
+// the target to stop them by.
+func (d *Daemon) adoptStray(id string, holders []proc.Info) (shutdown.Target, bool) {
 	leader, _ := leaderOf(holders)
 	env, _ := proc.Environ(leader.PID)
 	sess, _ := proc.EnvValue(env, spawn.EnvSessionID)
@@ -274,8 +287,7 @@ func (d *Daemon) adoptStray(id string, holders []proc.Info) bool {
 	if recErr == nil && known.State.Final() {
 		// Left behind by a process whose record is closed.
 		d.log.Info("stopping processes left by a closed record", "id", id, "pids", pidsOf(holders))
-		go d.stopLeftovers(d.targetOf(known))
-		return false
+		return d.targetOf(known), false
 	}
 	host, _ := proc.EnvValue(env, spawn.EnvHost)
 	if d.hostAlive(sess, host) || strings.HasPrefix(sess, "shared-") {
@@ -300,18 +312,14 @@ func (d *Daemon) adoptStray(id string, holders []proc.Info) bool {
 			})
 			if err == nil {
 				if _, err := d.adopt(p); err == nil {
-					return true
+					return shutdown.Target{}, true
 				}
 			}
 		}
 	}
 	d.log.Info("stopping unrecorded processes with our marker", "id", id, "session", sess, "pids", pidsOf(holders))
-	go func() {
-		out := d.cascade.Stop(context.Background(), []shutdown.Target{{ID: id, PID: leader.PID, PGID: leader.PGID,
-			Token: leader.Token, Session: sess}}, shutdown.Options{Instance: d.instance, SkipProc: d.isLive})
-		d.reg.Event("process.stray", sess, id, out[0].String())
-	}()
-	return false
+	d.reg.Event("process.stray", sess, id, fmt.Sprintf("no live record; host gone: stopping pids %v", pidsOf(holders)))
+	return shutdown.Target{ID: id, PID: leader.PID, PGID: leader.PGID, Token: leader.Token, Session: sess}, false
 }
 
 // hostAlive reports whether session sess is open with a live host: a
@@ -423,7 +431,7 @@ func (d *Daemon) removeStaleLocks() int {
 func (d *Daemon) stopLeftovers(ts ...shutdown.Target) {
 	out := d.cascade.Stop(context.Background(), ts, shutdown.Options{Instance: d.instance, SkipProc: d.isLive})
 	for i, t := range ts {
-		if len(out[i].Procs) > 0 {
+		if _, err := d.reg.Process(t.ID); err == nil && len(out[i].Procs) > 0 {
 			d.log.Info("stopped what a lost process left behind", "id", t.ID, "outcome", out[i].String())
 			d.recordStop(t.ID, out[i])
 		}
