@@ -490,15 +490,22 @@ func TestZombieStatus(t *testing.T) {
 		code   int
 		sig    unix.Signal
 	}{{"exit 7", 7, 0}, {"kill -TERM $$", 0, unix.SIGTERM}} {
-		cmd := exec.Command("sh", "-c", tt.script)
+		// The child waits for its stdin to close: its token is read while
+		// it surely runs.
+		cmd := exec.Command("sh", "-c", "read x; "+tt.script)
+		release, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		pid := cmd.Process.Pid
 		tok, err := TokenOf(pid)
+		release.Close()
 		if err != nil {
 			cmd.Wait()
-			t.Skipf("exited before its token was read: %v", err)
+			t.Fatalf("token of a running child: %v", err)
 		}
 		deadline := time.Now().Add(30 * time.Second)
 		var ws unix.WaitStatus

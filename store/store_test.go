@@ -212,7 +212,6 @@ func TestEventsCapped(t *testing.T) {
 func TestLocked(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "registry.db")
 	openT(t, path, Options{})
-	start := time.Now()
 	s2, err := Open(path, Options{Timeout: 100 * time.Millisecond})
 	if err == nil {
 		s2.Close()
@@ -223,9 +222,6 @@ func TestLocked(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), path) {
 		t.Errorf("second Open error = %q, want it to name %s", err, path)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("second Open took %s, want about 100ms", d)
 	}
 }
 

