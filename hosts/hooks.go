@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/tailscale/hujson"
+
+	"github.com/seed-86a41135/supervisor/atomicfile"
 )
 
 // HookArgs are the arguments a SessionEnd hook runs the supervisor with.
@@ -146,7 +148,7 @@ func (o *Options) applyHook(f File, edit func([]byte) ([]byte, []Entry, error)) 
 			r.Err = fmt.Errorf("%s: %w", f.Path, err)
 			return r
 		}
-		if err := writeAtomic(f.Path, out, nil); err != nil {
+		if err := atomicfile.Write(f.Path, out, nil); err != nil {
 			r.Err = fmt.Errorf("%s: %w", f.Path, err)
 		}
 		r.Exists = true

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/seed-86a41135/supervisor/atomicfile"
 )
 
 // write replaces the file at real (name is how the user knows it) with
@@ -54,16 +56,16 @@ func (o *Options) write(name, real string, src, out []byte, redo func([]byte) ([
 			return false, fmt.Errorf("%s: back up before writing: %w", name, err)
 		}
 		based := src
-		err = writeAtomicIf(real, out, fi, func() error {
+		err = atomicfile.WriteIf(real, out, fi, func() error {
 			if o.beforeRename != nil {
 				o.beforeRename(real)
 			}
 			if now, err := os.ReadFile(real); err != nil || !bytes.Equal(now, based) {
-				return errChangedMeanwhile
+				return atomicfile.ErrChangedMeanwhile
 			}
 			return nil
 		})
-		if errors.Is(err, errChangedMeanwhile) && attempt < 5 {
+		if errors.Is(err, atomicfile.ErrChangedMeanwhile) && attempt < 5 {
 			continue
 		}
 		if err != nil {
@@ -82,7 +84,7 @@ func backup(real string, src []byte, fi fs.FileInfo) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return writeAtomic(b, src, fi)
+	return atomicfile.Write(b, src, fi)
 }
 
 func readBackup(path string) ([]byte, error) {
@@ -106,63 +108,4 @@ func dropBackup(path string) {
 	if b, err := os.ReadFile(real + BackupSuffix); err == nil && bytes.Equal(b, cur) {
 		os.Remove(real + BackupSuffix)
 	}
-}
-
-// writeAtomic writes data to path through a temp file in the same
-// directory and a rename, with like's mode and owner (like may be nil: a
-// new private file).
-func writeAtomic(path string, data []byte, like fs.FileInfo) (err error) {
-	return writeAtomicIf(path, data, like, nil)
-}
-
-// errChangedMeanwhile: the file changed between the last read and the
-// rename; the edit is redone on its new content.
-var errChangedMeanwhile = errors.New("the file changed while it was being written")
-
-// writeAtomicIf is writeAtomic that calls still, when not nil, right before
-// the rename: an error from it leaves the file alone.
-func writeAtomicIf(path string, data []byte, like fs.FileInfo, still func() error) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".supervisor-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return err
-	}
-	mode := fs.FileMode(0o600)
-	if like != nil {
-		mode = like.Mode().Perm()
-		if err = keepOwner(tmp, like); err != nil {
-			return err
-		}
-	}
-	if err = tmp.Chmod(mode); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if still != nil {
-		if err = still(); err != nil {
-			return err
-		}
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync() // the rename is durable once the directory is
-		d.Close()
-	}
-	return nil
 }

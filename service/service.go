@@ -10,11 +10,14 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"text/template"
+
+	"github.com/seed-86a41135/supervisor/atomicfile"
 )
 
 // Label is the launchd label, and the stem of the plist's file name.
@@ -127,13 +130,23 @@ func (m *Manager) Install(o Options) (Result, error) {
 		if err := os.MkdirAll(filepath.Dir(r.Path), 0o755); err != nil {
 			return r, err
 		}
-		tmp := r.Path + ".tmp"
-		if err := os.WriteFile(tmp, r.Unit, 0o644); err != nil {
+		// Replaced whole or not at all; a fresh unit is 0644 like any.
+		// A unit kept in dotfiles through a symlink stays a symlink.
+		real := r.Path
+		if p, err := filepath.EvalSymlinks(r.Path); err == nil {
+			real = p
+		}
+		var like fs.FileInfo
+		if st, err := os.Stat(real); err == nil {
+			like = st
+		}
+		if err := atomicfile.Write(real, r.Unit, like); err != nil {
 			return r, err
 		}
-		if err := os.Rename(tmp, r.Path); err != nil {
-			os.Remove(tmp)
-			return r, err
+		if like == nil {
+			if err := os.Chmod(real, 0o644); err != nil {
+				return r, err
+			}
 		}
 		r.Changed = true
 	}

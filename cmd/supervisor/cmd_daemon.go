@@ -188,6 +188,11 @@ func newDaemonRestartCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// A file the new daemon would refuse must not cost the old one
+			// first: the servers would be left with no daemon at all.
+			if _, err := config.Load(os.Getenv); err != nil {
+				return err
+			}
 			old, oldVersion := 0, ""
 			if c, err := dial(); err == nil {
 				old, oldVersion = c.Daemon.PID, c.Daemon.Version

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,14 +42,19 @@ reach this daemon.`,
 				defer os.RemoveAll(dir)
 				state = dir
 			}
-			p := api.Paths{StateDir: state, Socket: os.Getenv(api.EnvSocket)}
-			if p.Socket == "" {
-				p.Socket = filepath.Join(state, "supervisor.sock")
+			p, err := api.ResolvePaths(func(k string) string {
+				if k == api.EnvStateDir {
+					return state
+				}
+				return os.Getenv(k)
+			})
+			if err != nil {
+				return &exitError{code: 125, err: fmt.Errorf("init: %w", err)}
 			}
 			env := append(os.Environ(), api.EnvStateDir+"="+p.StateDir, api.EnvSocket+"="+p.Socket)
 			cwd, _ := os.Getwd()
 			spec := &daemon.InitSpec{Argv: args, Env: env, Dir: cwd}
-			err := daemon.Run(context.Background(), daemon.Config{
+			err = daemon.Run(context.Background(), daemon.Config{
 				Paths: p, Grace: grace, Init: spec, Cgroups: os.Getenv(daemon.EnvCgroups) != "off",
 			})
 			if err != nil {

@@ -116,6 +116,7 @@ func printTail(w io.Writer, f *os.File, n int) (int64, error) {
 // A log file gives no event on append that works across rotation and every
 // filesystem, so it is checked every 200 ms.
 func followLog(ctx context.Context, w io.Writer, path string, f *os.File, off int64) error {
+	defer func() { f.Close() }() // the file reopened last (Close twice is harmless)
 	buf := make([]byte, 64<<10)
 	for {
 		for {

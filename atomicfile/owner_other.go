@@ -1,6 +1,6 @@
 //go:build !unix
 
-package hosts
+package atomicfile
 
 import (
 	"io/fs"
