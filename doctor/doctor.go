@@ -220,10 +220,20 @@ func (d *Doctor) Check(ctx context.Context) ([]Finding, error) {
 // Everything else it leaves to the user, as the findings' Fix says.
 func (d *Doctor) Fix(ctx context.Context, findings []Finding) []string {
 	var did []string
+	var fresh *table // one snapshot, taken for the first orphan, judges them all
 	for i := range findings {
-		if findings[i].Kind == KindOrphan {
-			did = append(did, d.stopOrphan(ctx, &findings[i]))
+		if findings[i].Kind != KindOrphan {
+			continue
 		}
+		if fresh == nil {
+			t, err := readTable()
+			if err != nil {
+				did = append(did, fmt.Sprintf("left the orphans alone: %v", err))
+				break
+			}
+			fresh = t
+		}
+		did = append(did, d.stopOrphan(ctx, fresh, &findings[i]))
 	}
 	return append(did, d.removeStale(findings)...)
 }

@@ -346,17 +346,13 @@ func (d *Doctor) checkMarkers(t *table, dm daemonState, excluded map[int]bool) [
 }
 
 // stopOrphan stops one orphan through the cascade, after proving again,
-// on a fresh snapshot, that it is the process the audit judged (same
-// creation token) and that it is still orphaned.
-func (d *Doctor) stopOrphan(ctx context.Context, f *Finding) string {
+// on t, a snapshot fresher than the audit's, that it is the process the
+// audit judged (same creation token) and that it is still orphaned.
+func (d *Doctor) stopOrphan(ctx context.Context, t *table, f *Finding) string {
 	tok, err := proc.TokenOf(f.PID)
 	if err != nil || !tok.Matches(f.token) {
 		f.Fixed = true
 		return fmt.Sprintf("orphan pid %d (%s) exited on its own", f.PID, f.what)
-	}
-	t, err := readTable()
-	if err != nil {
-		return fmt.Sprintf("left orphan pid %d alone: %v", f.PID, err)
 	}
 	n := t.byPID[f.PID]
 	if n == nil || !n.info.Token.Matches(tok) {

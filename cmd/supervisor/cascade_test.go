@@ -141,6 +141,9 @@ func TestEscapedGrandchildHostGetsEOF(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		// No daemon stops this one: by PID if the test ends early (Kill of
+		// a reaped process is a no-op error).
+		t.Cleanup(func() { cmd.Process.Kill() })
 		server, gc := readReady2(t, r)
 		gtok := mustToken(t, gc)
 		t.Cleanup(func() { syscall.Kill(gc, syscall.SIGKILL) })
