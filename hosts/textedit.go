@@ -86,3 +86,37 @@ func wrappedSplit(name, cmd string, args []string) (int, error) {
 	}
 	return 0, fmt.Errorf("server %q is not wrapped: no command after \"--\" in its arguments", name)
 }
+
+// wrapChange is what Wrap does to a decoded server (the text editors check
+// their splice against it): exe runs prefix, the old command and its args.
+func wrapChange(s Schema, exe string, prefix []string) func(map[string]any) {
+	return func(srv map[string]any) {
+		a := []any{}
+		for _, p := range prefix {
+			a = append(a, p)
+		}
+		a = append(a, srv[s.Command])
+		if old, ok := srv[s.Args].([]any); ok {
+			a = append(a, old...)
+		}
+		srv[s.Command], srv[s.Args] = exe, a
+	}
+}
+
+// unwrapChange is what Unwrap does to a decoded server: the element after
+// the "--" at dash is the command again, the rest its args (gone when
+// Wrap added them).
+func unwrapChange(s Schema, dash int, added bool) func(map[string]any) {
+	return func(srv map[string]any) {
+		a, _ := srv[s.Args].([]any)
+		if dash+1 >= len(a) {
+			return // not what Wrap made: the comparison fails
+		}
+		srv[s.Command] = a[dash+1]
+		if added {
+			delete(srv, s.Args)
+		} else {
+			srv[s.Args] = a[dash+2:]
+		}
+	}
+}

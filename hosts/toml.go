@@ -143,18 +143,7 @@ func (tomlEditor) Wrap(src []byte, s Schema, name, exe string, prefix []string) 
 	if err != nil {
 		return nil, err
 	}
-	if err := verifyTOML(src, out, s, name, func(srv map[string]any) {
-		old := srv[s.Args]
-		a := []any{}
-		for _, p := range prefix {
-			a = append(a, p)
-		}
-		a = append(a, srv[s.Command])
-		if old != nil {
-			a = append(a, old.([]any)...)
-		}
-		srv[s.Command], srv[s.Args] = exe, a
-	}); err != nil {
+	if err := verifyTOML(src, out, s, name, wrapChange(s, exe, prefix)); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -202,15 +191,7 @@ func (tomlEditor) Unwrap(src []byte, s Schema, name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := verifyTOML(src, out, s, name, func(srv map[string]any) {
-		a := srv[s.Args].([]any)
-		srv[s.Command] = a[dash+1]
-		if added {
-			delete(srv, s.Args)
-		} else {
-			srv[s.Args] = a[dash+2:]
-		}
-	}); err != nil {
+	if err := verifyTOML(src, out, s, name, unwrapChange(s, dash, added)); err != nil {
 		return nil, err
 	}
 	return out, nil
