@@ -383,17 +383,17 @@ func (b *bench) cleanup() {
 		if proc.Verify(t.pid, t.tok) != nil {
 			continue
 		}
-		fd, err := proc.OpenPidfd(t.pid, t.tok)
+		h, err := proc.OpenHandle(t.pid, t.tok)
 		if err != nil {
 			continue
 		}
 		left++
 		b.progress("leftover %s pid %d: SIGKILL", t.what, t.pid)
-		unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-		if !proc.WaitPidfd(fd, 5*time.Second) {
+		h.Signal(unix.SIGKILL)
+		if !h.Wait(5*time.Second) {
 			b.progress("leftover %s pid %d still running 5s after SIGKILL", t.what, t.pid)
 		}
-		unix.Close(fd)
+		h.Close()
 	}
 	b.progress("cleanup: %d processes tracked, %d left running and killed", len(started), left)
 	b.errLog.Close()
@@ -677,11 +677,11 @@ func openWatch(name string, pid int) (*watched, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s (pid %d): %w", name, pid, err)
 	}
-	fd, err := proc.OpenPidfd(pid, tok)
+	h, err := proc.OpenHandle(pid, tok)
 	if err != nil {
 		return nil, fmt.Errorf("%s (pid %d): %w", name, pid, err)
 	}
-	return &watched{name: name, pid: pid, fd: fd}, nil
+	return &watched{name: name, pid: pid, fd: h.Fd()}, nil // closed by fd in closeWatches
 }
 
 func closeWatches(ws []*watched) {
@@ -957,9 +957,9 @@ func (b *bench) pipeHolderTrial(ctx context.Context) (toExit, toEOF time.Duratio
 		return w.gone.Sub(t0), at.Sub(w.gone), nil
 	case <-time.After(trialLimit):
 		if tok, err := proc.TokenOf(gc); err == nil {
-			if fd, err := proc.OpenPidfd(gc, tok); err == nil {
-				unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-				unix.Close(fd)
+			if h, err := proc.OpenHandle(gc, tok); err == nil {
+				h.Signal(unix.SIGKILL)
+				h.Close()
 			}
 		}
 		return 0, 0, fmt.Errorf("no EOF on the host's stdout %v after the server exited (grandchild %d holds it)", trialLimit, gc)

@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/seed-86a41135/supervisor/proc"
 )
 
 // Trials of the peers figure.
@@ -207,7 +205,7 @@ func (b *bench) peerTrial(ctx context.Context, p peer, dir string) (survivors in
 		for _, w := range tree {
 			if !exited(w.fd) {
 				unix.PidfdSendSignal(w.fd, unix.SIGKILL, nil, 0)
-				if !proc.WaitPidfd(w.fd, 5*time.Second) {
+				if !waitFd(w.fd, 5*time.Second) {
 					b.progress("  %s pid %d still running 5s after SIGKILL", w.name, w.pid)
 				}
 			}

@@ -514,6 +514,29 @@ func exited(fd int) bool {
 	return err == nil && n == 1
 }
 
+// waitFd waits up to limit for a pidfd to become readable (its process
+// exited) and reports whether it did.
+func waitFd(fd int, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(pfd, int(left.Milliseconds())+1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		if n == 1 {
+			return true
+		}
+	}
+}
+
 // waitPidfds waits until every pidfd is readable (its process has exited)
 // or limit passes, calling onExit with each as it becomes readable, and
 // returns when the last one did and the ones still pending. epoll rather

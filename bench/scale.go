@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/proc"
 )
 
 // Sizes of the scale figure. A trial starts sessions × (1 host + 4 shims +
@@ -400,7 +399,7 @@ func (b *bench) scaleTrial(ctx context.Context, trial, n int, sleepBin string, p
 		if _, err := b.stopRecDaemon(ctx, env, d, nil); err != nil {
 			return r, err
 		}
-	} else if !proc.WaitPidfd(d.fd, 10*time.Second) {
+	} else if !waitFd(d.fd, 10*time.Second) {
 		return r, fmt.Errorf("daemon %d still running 10s after daemon stop", d.pid)
 	}
 	d.reap()

@@ -74,17 +74,15 @@ func (d *Daemon) runInit(ctx context.Context, spec *InitSpec) error {
 		return errInitDone
 	}
 	d.log.Info("init: command started", "pid", started.PID, "argv", spec.Argv)
-	fd, _ := proc.OpenPidfd(started.PID, started.Token)
-	defer func() {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
-	}()
+	cmd, err := proc.OpenHandle(started.PID, started.Token)
+	if err == nil {
+		defer cmd.Close()
+	}
 	for {
 		select {
 		case s := <-sigs:
-			if fd >= 0 {
-				unix.PidfdSendSignal(fd, s.(syscall.Signal), nil, 0)
+			if cmd != nil {
+				cmd.Signal(s.(syscall.Signal))
 			}
 		case r := <-d.stopReq:
 			if r.keep {
@@ -95,8 +93,8 @@ func (d *Daemon) runInit(ctx context.Context, spec *InitSpec) error {
 			}
 			// `daemon stop` in init mode: ask the command to end; the rest
 			// follows from its exit.
-			if fd >= 0 {
-				unix.PidfdSendSignal(fd, unix.SIGTERM, nil, 0)
+			if cmd != nil {
+				cmd.Signal(syscall.SIGTERM)
 			}
 			r.reply <- []shutdown.Outcome{}
 		case st := <-started.Exit:

@@ -262,7 +262,7 @@ func (d *Daemon) lifeline(conn *api.Conn, l *live, sessionID string, shimPID int
 			st := l.status
 			ex := api.Exited{ExitCode: st.ExitCode(), Code: st.Code, Unknown: st.Unknown}
 			if st.Signal != 0 {
-				ex.Signal = unix.SignalName(st.Signal)
+				ex.Signal = proc.SignalName(st.Signal)
 			}
 			conn.Send(api.TypeExited, &ex)
 			return
@@ -425,7 +425,7 @@ func (d *Daemon) monitor(l *live, r runner) {
 			// A shared server keeps its record across restarts: note how
 			// this incarnation ended; its supervisor starts the next.
 			if st.Signal != 0 {
-				p.Signal = unix.SignalName(st.Signal)
+				p.Signal = proc.SignalName(st.Signal)
 			} else {
 				c := st.Code
 				p.ExitCode = &c
@@ -441,7 +441,7 @@ func (d *Daemon) monitor(l *live, r runner) {
 		}
 		if !st.Unknown {
 			if st.Signal != 0 {
-				p.Signal = unix.SignalName(st.Signal)
+				p.Signal = proc.SignalName(st.Signal)
 			} else {
 				c := st.Code
 				p.ExitCode = &c
@@ -460,7 +460,7 @@ func (d *Daemon) monitor(l *live, r runner) {
 	case st.Unknown:
 		detail = fmt.Sprintf("pid %d exited; status unknown (re-adopted)", st.PID)
 	case st.Signal != 0:
-		detail = fmt.Sprintf("pid %d killed by %s", st.PID, unix.SignalName(st.Signal))
+		detail = fmt.Sprintf("pid %d killed by %s", st.PID, proc.SignalName(st.Signal))
 	}
 	d.reg.Event("process.exit", p.Session, l.id, detail)
 
@@ -484,7 +484,7 @@ func (d *Daemon) monitor(l *live, r runner) {
 		// Failed on its own within the start period: a failed start.
 		why := fmt.Sprintf("exited with code %d within %v of its start", st.Code, startPeriod)
 		if st.Signal != 0 {
-			why = fmt.Sprintf("killed by %s within %v of its start", unix.SignalName(st.Signal), startPeriod)
+			why = fmt.Sprintf("killed by %s within %v of its start", proc.SignalName(st.Signal), startPeriod)
 		}
 		d.breakers.result(l.breaker.key, l.breaker.argv, l.breaker.cwd, l.breaker.name, why)
 	}

@@ -20,8 +20,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/daemon"
 	"github.com/seed-86a41135/supervisor/proc"
@@ -42,9 +40,9 @@ type tour struct {
 // way leaves nothing running.
 func (t *tour) killLeftovers() {
 	for _, s := range t.started {
-		if fd, err := proc.OpenPidfd(s.pid, s.tok); err == nil {
-			unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-			unix.Close(fd)
+		if h, err := proc.OpenHandle(s.pid, s.tok); err == nil {
+			h.Signal(syscall.SIGKILL)
+			h.Close()
 		}
 	}
 }

@@ -183,13 +183,13 @@ func track(t *testing.T, pid int) started {
 }
 
 func (s started) kill() {
-	fd, err := proc.OpenPidfd(s.pid, s.tok)
+	h, err := proc.OpenHandle(s.pid, s.tok)
 	if err != nil {
 		return
 	}
-	defer unix.Close(fd)
-	unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-	proc.WaitPidfd(fd, 10*time.Second)
+	defer h.Close()
+	h.Signal(unix.SIGKILL)
+	h.Wait(10*time.Second)
 }
 
 func (s started) alive() bool { return proc.Verify(s.pid, s.tok) == nil }

@@ -7,13 +7,6 @@ import (
 	"strings"
 )
 
-// Listener is a process holding a listening TCP socket.
-type Listener struct {
-	PID   int
-	Argv  []string
-	Inode uint64
-}
-
 // PortListeners finds the processes that hold a socket listening on TCP
 // port (IPv4 or IPv6), from /proc/net/tcp{,6} inodes to fd owners. Sockets
 // of other users' processes are reported with PID 0 when their owner

@@ -1,6 +1,22 @@
 // Package proc owns the operating-system process probes: creation tokens,
-// liveness, ancestry, stat parsing and pidfds. It never signals a process on
-// its own initiative and holds no state beyond what the kernel tells it.
+// liveness, ancestry, process tables, process handles and the per-OS
+// facts the cascade needs. It never signals a process on its own initiative
+// and holds no state beyond what the kernel tells it.
+//
+// Every OS implements the same small surface, one file set per OS
+// (proc_linux.go, proc_darwin.go, proc_windows.go, ...), and portable code
+// never branches on runtime.GOOS:
+//
+//   - BootID, Stat, Scan, TokenOf, Verify, WaitExit: identity and liveness;
+//   - OpenHandle, Handle.{PID,Signal,Wait,Close}, HandlesSupported: a
+//     reference to one process that a recycled PID cannot redirect (a pidfd
+//     on Linux; on macOS a kqueue EVFILT_PROC watch; on Windows a process
+//     HANDLE);
+//   - Cmdline, Environ: what a process runs and its marker variables;
+//   - FdKind, FdKindOf, FdHolders: the host's stdio channels and who holds
+//     them (empty where the OS cannot tell);
+//   - SetChildSubreaper, MarkInheritedCloexec, Namespaces, ZombieStatus,
+//     SignalName, PortListeners, Cgroup, Features.
 //
 // # Caveats
 //
@@ -12,6 +28,7 @@ package proc
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Token is a creation token: what makes a PID mean one process (design §4).
@@ -62,3 +79,29 @@ var (
 	// ErrTokenMismatch means the PID now belongs to another process.
 	ErrTokenMismatch = errors.New("pid belongs to another process (creation token differs)")
 )
+
+// FdRef is one open fd of a process that refers to a pipe or socket.
+type FdRef struct {
+	PID    int
+	Fd     int
+	Kind   string // "pipe" or "socket"
+	Inode  uint64
+	Access int // O_RDONLY, O_WRONLY or O_RDWR, from /proc/PID/fdinfo
+}
+
+// Listener is a process holding a listening TCP socket.
+type Listener struct {
+	PID   int
+	Argv  []string
+	Inode uint64
+}
+
+// EnvValue returns the value of key in an environment list.
+func EnvValue(env []string, key string) (string, bool) {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}

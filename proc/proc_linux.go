@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -140,11 +141,11 @@ const pidfsMagic = 0x50494446
 
 // Verify returns nil when pid is alive (not a zombie) and carries tok.
 func Verify(pid int, tok Token) error {
-	fd, err := OpenPidfd(pid, tok)
+	h, err := OpenHandle(pid, tok)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd)
+	defer h.Close()
 	info, err := Stat(pid)
 	if err != nil {
 		return err
@@ -155,19 +156,26 @@ func Verify(pid int, tok Token) error {
 	return nil
 }
 
-// OpenPidfd opens a pidfd for pid and checks, after opening, that the process
-// it refers to still carries tok: a pidfd binds to whoever owns the PID at
-// open time, so the check must come second. The caller closes the fd.
-func OpenPidfd(pid int, tok Token) (int, error) {
+// Handle is a pidfd: it refers to one process, whatever later owns its
+// PID, and polls readable once that process exits.
+type Handle struct {
+	fd  int
+	pid int
+}
+
+// OpenHandle opens a pidfd for pid and checks, after opening, that the
+// process it refers to still carries tok: a pidfd binds to whoever owns the
+// PID at open time, so the check must come second. The caller closes it.
+func OpenHandle(pid int, tok Token) (*Handle, error) {
 	if pid <= 0 {
-		return -1, fmt.Errorf("pid %d: %w", pid, ErrGone)
+		return nil, fmt.Errorf("pid %d: %w", pid, ErrGone)
 	}
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {
-			return -1, fmt.Errorf("pid %d: %w", pid, ErrGone)
+			return nil, fmt.Errorf("pid %d: %w", pid, ErrGone)
 		}
-		return -1, fmt.Errorf("pidfd_open %d: %w", pid, err)
+		return nil, fmt.Errorf("pidfd_open %d: %w", pid, err)
 	}
 	got, err := tokenOfPidfd(pid, fd)
 	if err == nil && !tok.Matches(got) {
@@ -175,13 +183,38 @@ func OpenPidfd(pid int, tok Token) (int, error) {
 	}
 	if err != nil {
 		unix.Close(fd)
-		return -1, err
+		return nil, err
 	}
-	return fd, nil
+	return &Handle{fd: fd, pid: pid}, nil
 }
 
-// PidfdSupported reports whether the kernel has pidfd_open.
-func PidfdSupported() bool {
+// PID is the process's PID.
+func (h *Handle) PID() int { return h.pid }
+
+// Fd is the pidfd, for poll(2): readable once the process has exited.
+func (h *Handle) Fd() int { return h.fd }
+
+// Signal sends sig through the pidfd, so it can never reach a process that
+// recycled the PID. A process already gone gives ErrGone.
+func (h *Handle) Signal(sig syscall.Signal) error {
+	if err := unix.PidfdSendSignal(h.fd, sig, nil, 0); err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("pid %d: %w", h.pid, ErrGone)
+		}
+		return fmt.Errorf("signal %s to pid %d: %w", SignalName(sig), h.pid, err)
+	}
+	return nil
+}
+
+// Wait waits until the process exits, for at most limit (forever when
+// limit < 0). It reports whether it exited.
+func (h *Handle) Wait(limit time.Duration) bool { return waitReadable(h.fd, limit) }
+
+// Close releases the pidfd.
+func (h *Handle) Close() error { return unix.Close(h.fd) }
+
+// HandlesSupported reports whether the kernel has pidfd_open.
+func HandlesSupported() bool {
 	fd, err := unix.PidfdOpen(os.Getpid(), 0)
 	if err != nil {
 		return false
@@ -341,9 +374,9 @@ func Scan() ([]Info, error) {
 	return out, nil
 }
 
-// WaitPidfd waits until a pidfd is readable (its process exited), for at
+// waitReadable waits until a pidfd is readable (its process exited), for at
 // most limit (forever when limit < 0). It reports whether it exited.
-func WaitPidfd(pidfd int, limit time.Duration) bool {
+func waitReadable(pidfd int, limit time.Duration) bool {
 	deadline := time.Now().Add(limit)
 	for {
 		ms := -1
@@ -371,21 +404,12 @@ func WaitPidfd(pidfd int, limit time.Duration) bool {
 // WaitExit waits for the process pid carrying tok to exit, through its
 // pidfd, for at most limit. A process already gone counts as exited.
 func WaitExit(pid int, tok Token, limit time.Duration) bool {
-	fd, err := OpenPidfd(pid, tok)
+	h, err := OpenHandle(pid, tok)
 	if err != nil {
 		return true
 	}
-	defer unix.Close(fd)
-	return WaitPidfd(fd, limit)
-}
-
-// FdRef is one open fd of a process that refers to a pipe or socket.
-type FdRef struct {
-	PID    int
-	Fd     int
-	Kind   string // "pipe" or "socket"
-	Inode  uint64
-	Access int // O_RDONLY, O_WRONLY or O_RDWR, from /proc/PID/fdinfo
+	defer h.Close()
+	return h.Wait(limit)
 }
 
 // FdHolders lists the fds of pids that refer to a pipe or socket whose
@@ -446,21 +470,11 @@ func fdAccess(pid int, fd string) int {
 	return unix.O_RDWR
 }
 
-// EnvValue returns the value of key in an environment list.
-func EnvValue(env []string, key string) (string, bool) {
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, key+"="); ok {
-			return v, true
-		}
-	}
-	return "", false
-}
-
 // ZombieStatus returns the wait status (as waitpid would) of pid, carrying
 // tok, while it is a zombie its parent has not reaped yet: how a process
 // that is not our child ended, if we look in time (field 52 of
 // /proc/PID/stat).
-func ZombieStatus(pid int, tok Token) (unix.WaitStatus, bool) {
+func ZombieStatus(pid int, tok Token) (syscall.WaitStatus, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, false
@@ -477,5 +491,8 @@ func ZombieStatus(pid int, tok Token) (unix.WaitStatus, bool) {
 	if err != nil {
 		return 0, false
 	}
-	return unix.WaitStatus(ws), true
+	return syscall.WaitStatus(ws), true
 }
+
+// SignalName is the signal's name as kill -l spells it ("SIGTERM").
+func SignalName(sig syscall.Signal) string { return unix.SignalName(sig) }

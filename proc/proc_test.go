@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -259,53 +260,63 @@ func TestVerifyZombie(t *testing.T) {
 	}
 }
 
-func TestOpenPidfd(t *testing.T) {
-	if !PidfdSupported() {
+func TestOpenHandle(t *testing.T) {
+	if !HandlesSupported() {
 		t.Skip("kernel has no pidfd_open")
 	}
 	cmd, tok := startSleeper(t)
 	pid := cmd.Process.Pid
 
-	fd, err := OpenPidfd(pid, tok)
+	h, err := OpenHandle(pid, tok)
 	if err != nil {
-		t.Fatalf("OpenPidfd(child, its token): %v", err)
+		t.Fatalf("OpenHandle(child, its token): %v", err)
 	}
-	if kind, _, err := FdKind(fd); err != nil {
+	if h.PID() != pid {
+		t.Errorf("PID: got %d, want %d", h.PID(), pid)
+	}
+	if kind, _, err := FdKind(h.Fd()); err != nil {
 		t.Errorf("FdKind(pidfd): %v", err)
 	} else if kind == "" {
 		t.Errorf("FdKind(pidfd): got empty kind")
 	}
-	unix.Close(fd)
+	if h.Wait(0) {
+		t.Errorf("Wait(0) on a live sleeper: got exited")
+	}
+	if err := h.Signal(syscall.SIGKILL); err != nil {
+		t.Errorf("Signal(SIGKILL): %v", err)
+	}
+	if !h.Wait(10 * time.Second) {
+		t.Errorf("Wait after SIGKILL: still running after 10s")
+	}
+	h.Close()
 
 	bad := []Token{{}, {BootID: tok.BootID, StartTicks: tok.StartTicks + 1}, {BootID: "x", StartTicks: tok.StartTicks}}
 	for _, b := range bad {
-		fd, err := OpenPidfd(pid, b)
-		if !errors.Is(err, ErrTokenMismatch) {
-			t.Errorf("OpenPidfd(child, %v): got %v, want %v", b, err, ErrTokenMismatch)
+		h, err := OpenHandle(pid, b)
+		if !errors.Is(err, ErrTokenMismatch) && !errors.Is(err, ErrGone) {
+			t.Errorf("OpenHandle(child, %v): got %v, want %v", b, err, ErrTokenMismatch)
 		}
-		if fd != -1 {
-			t.Errorf("OpenPidfd(child, %v) fd: got %d, want -1", b, fd)
-			if fd >= 0 {
-				unix.Close(fd)
-			}
+		if h != nil {
+			t.Errorf("OpenHandle(child, %v): got a handle, want nil", b)
+			h.Close()
 		}
 	}
 }
 
-func TestOpenPidfdGone(t *testing.T) {
-	if !PidfdSupported() {
+func TestOpenHandleGone(t *testing.T) {
+	if !HandlesSupported() {
 		t.Skip("kernel has no pidfd_open")
 	}
 	cmd := exec.Command("/bin/true")
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}
-	fd, err := OpenPidfd(cmd.Process.Pid, Token{BootID: "b", StartTicks: 1})
+	h, err := OpenHandle(cmd.Process.Pid, Token{BootID: "b", StartTicks: 1})
 	if err == nil {
-		unix.Close(fd)
+		h.Close()
 	}
 	if !errors.Is(err, ErrGone) && !errors.Is(err, ErrTokenMismatch) {
-		t.Errorf("OpenPidfd(reaped child): got %v, want %v", err, ErrGone)
+		t.Errorf("OpenHandle(reaped child): got %v, want %v", err, ErrGone)
 	}
 }
 
@@ -508,7 +519,7 @@ func TestZombieStatus(t *testing.T) {
 			t.Fatalf("token of a running child: %v", err)
 		}
 		deadline := time.Now().Add(30 * time.Second)
-		var ws unix.WaitStatus
+		var ws syscall.WaitStatus
 		var ok bool
 		for !ok && time.Now().Before(deadline) {
 			ws, ok = ZombieStatus(pid, tok)

@@ -272,7 +272,7 @@ func runWatcher(t *testing.T, w *Watcher) (stop func() error) {
 
 func newWatcher(t *testing.T) *Watcher {
 	t.Helper()
-	if !proc.PidfdSupported() {
+	if !proc.HandlesSupported() {
 		t.Skip("kernel has no pidfd_open")
 	}
 	w, err := NewWatcher(nil)

@@ -57,10 +57,11 @@ func NewWatcher(log hclog.Logger) (*Watcher, error) {
 // proc.ErrTokenMismatch when that process is already gone; the returned
 // cancel stops the watch without calling onExit.
 func (w *Watcher) Watch(pid int, tok proc.Token, onExit func()) (cancel func(), err error) {
-	fd, err := proc.OpenPidfd(pid, tok)
+	h, err := proc.OpenHandle(pid, tok)
 	if err != nil {
 		return nil, err
 	}
+	fd := h.Fd() // the watch owns it from here and closes it by number
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {

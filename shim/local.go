@@ -89,11 +89,11 @@ func runLocal(ctx context.Context, o Options, req api.RunRequest, why string, si
 	}
 
 	hostGone := make(chan struct{})
-	if fd, err := proc.OpenPidfd(req.HostPID, req.HostToken); err == nil {
+	if host, err := proc.OpenHandle(req.HostPID, req.HostToken); err == nil {
 		// Ends with this process: the shim exits once the server has.
 		go func() {
-			proc.WaitPidfd(fd, -1)
-			unix.Close(fd)
+			host.Wait(-1)
+			host.Close()
 			close(hostGone)
 		}()
 	} else {

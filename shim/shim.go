@@ -295,37 +295,35 @@ var errServerGone = errors.New("server gone")
 // server directly. It gives up when the server exits, or when the daemon
 // answering does not know the server.
 func reattach(ctx context.Context, o Options, req api.RunRequest, st api.Started, cause error, pending []os.Signal, sigs chan os.Signal) (*api.Client, <-chan recv, error) {
-	fd, err := proc.OpenPidfd(st.PID, st.Token)
+	server, err := proc.OpenHandle(st.PID, st.Token)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lost the daemon (%v); server %d exited meanwhile, its status is unknown: %w", cause, st.PID, errServerGone)
 	}
-	defer unix.Close(fd)
+	defer server.Close()
 	for _, sig := range pending {
-		unix.PidfdSendSignal(fd, sig.(syscall.Signal), nil, 0)
+		server.Signal(sig.(syscall.Signal))
 	}
 	// While no daemon answers, the host's death is this shim's to act on:
 	// after LocalAfter it stops the server itself, as in local mode.
-	hostFd, err := proc.OpenPidfd(req.HostPID, req.HostToken)
-	if err != nil {
-		hostFd = -1 // gone already
-	} else {
-		defer unix.Close(hostFd)
-	}
+	host, err := proc.OpenHandle(req.HostPID, req.HostToken)
+	if err == nil {
+		defer host.Close()
+	} // else: gone already
 	away := time.Now()
 	backoff := 10 * time.Millisecond
 	for {
 		select {
 		case sig := <-sigs:
-			unix.PidfdSendSignal(fd, sig.(syscall.Signal), nil, 0)
+			server.Signal(sig.(syscall.Signal))
 		case <-time.After(backoff):
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
-		if proc.WaitPidfd(fd, time.Millisecond) {
+		if server.Wait(time.Millisecond) {
 			return nil, nil, fmt.Errorf("lost the daemon (%v); server %d exited meanwhile, its status is unknown: %w", cause, st.PID, errServerGone)
 		}
-		if time.Since(away) >= o.LocalAfter && (hostFd < 0 || proc.WaitPidfd(hostFd, time.Millisecond)) {
+		if time.Since(away) >= o.LocalAfter && (host == nil || host.Wait(time.Millisecond)) {
 			stopOrphan(o, req, st)
 			return nil, nil, fmt.Errorf("lost the daemon (%v) and then the host: stopped server %d itself: %w", cause, st.PID, errServerGone)
 		}
@@ -451,19 +449,19 @@ func versionParts(v string) ([3]int, bool) {
 // known: it is not our child.
 func lostDaemon(stderr io.Writer, s api.Started, cause error, sigs <-chan os.Signal) (int, error) {
 	fmt.Fprintf(stderr, "supervisor: lost the daemon and could not re-attach (%v); server %s (pid %d) keeps running unsupervised\n", cause, s.ID, s.PID)
-	fd, err := proc.OpenPidfd(s.PID, s.Token)
+	server, err := proc.OpenHandle(s.PID, s.Token)
 	if err != nil {
 		return fail(CodeSupervisorError, fmt.Errorf("server %d already gone", s.PID))
 	}
-	defer unix.Close(fd)
+	defer server.Close()
 	exited := make(chan struct{})
-	go func() { proc.WaitPidfd(fd, -1); close(exited) }()
+	go func() { server.Wait(-1); close(exited) }()
 	for {
 		select {
 		case <-exited:
 			return fail(CodeSupervisorError, fmt.Errorf("server %d exited while the daemon was away; its status is unknown", s.PID))
 		case sig := <-sigs:
-			unix.PidfdSendSignal(fd, sig.(syscall.Signal), nil, 0)
+			server.Signal(sig.(syscall.Signal))
 		}
 	}
 }

@@ -92,7 +92,7 @@ func skipUnlessReusable(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skipf("PID reuse needs root to write %s (euid %d)", nsLastPid, os.Geteuid())
 	}
-	if !proc.PidfdSupported() {
+	if !proc.HandlesSupported() {
 		t.Skip("no pidfd_open: the cascade cannot run here")
 	}
 }
@@ -190,7 +190,7 @@ func TestPIDReuseStrangerLives(t *testing.T) {
 // recorded token has the live process's boot id and start ticks and only
 // another pidfs inode, as when a PID is recycled within one clock tick.
 func TestPIDReuseWithinATickIsCaughtByInode(t *testing.T) {
-	if !proc.PidfdSupported() {
+	if !proc.HandlesSupported() {
 		t.Skip("no pidfd_open: the cascade cannot run here")
 	}
 	b, err := startSleep()

@@ -177,12 +177,12 @@ func (c *child) line(t *testing.T) string {
 // killByToken kills pid if it still carries tok (for processes the test
 // did not start directly, such as a helper's child).
 func killByToken(pid int, tok proc.Token) {
-	fd, err := proc.OpenPidfd(pid, tok)
+	h, err := proc.OpenHandle(pid, tok)
 	if err != nil {
 		return
 	}
-	defer unix.Close(fd)
-	unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	defer h.Close()
+	h.Signal(unix.SIGKILL)
 }
 
 // assertGone checks that the process pid with tok no longer runs (a zombie

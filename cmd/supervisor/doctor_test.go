@@ -181,13 +181,13 @@ func startKeeper(t *testing.T, in *instance, env ...string) (int, proc.Token) {
 // stopPlanted SIGKILLs a process the test planted, through a pidfd
 // verified against its token, and waits for it; one already gone is fine.
 func stopPlanted(pid int, tok proc.Token) {
-	fd, err := proc.OpenPidfd(pid, tok)
+	h, err := proc.OpenHandle(pid, tok)
 	if err != nil {
 		return
 	}
-	defer unix.Close(fd)
-	unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-	proc.WaitPidfd(fd, wait)
+	defer h.Close()
+	h.Signal(unix.SIGKILL)
+	h.Wait(wait)
 }
 
 func pidArgs(pids ...int) []string {

@@ -116,10 +116,10 @@ func killByPID(pid int) {
 	if err != nil || proc.WaitExit(pid, tok, 10*time.Second) {
 		return
 	}
-	if fd, err := proc.OpenPidfd(pid, tok); err == nil {
-		unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-		proc.WaitPidfd(fd, wait)
-		unix.Close(fd)
+	if h, err := proc.OpenHandle(pid, tok); err == nil {
+		h.Signal(unix.SIGKILL)
+		h.Wait(wait)
+		h.Close()
 	}
 }
 

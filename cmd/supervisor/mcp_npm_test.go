@@ -346,9 +346,9 @@ func (in *instance) assertNothingLeft(t *testing.T, tr *mcpTree) []registry.Proc
 		argv, _ := proc.Cmdline(pid)
 		t.Errorf("pid %d %q still carries the instance's markers", pid, argv)
 		if tok, err := proc.TokenOf(pid); err == nil {
-			if fd, err := proc.OpenPidfd(pid, tok); err == nil {
-				unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-				unix.Close(fd)
+			if h, err := proc.OpenHandle(pid, tok); err == nil {
+				h.Signal(unix.SIGKILL)
+				h.Close()
 			}
 		}
 	}

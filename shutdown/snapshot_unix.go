@@ -1,9 +1,12 @@
+//go:build unix
+
 package shutdown
 
 import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
@@ -29,11 +32,11 @@ const (
 type member struct {
 	pid    int
 	tok    proc.Token
-	fd     int // pidfd; -1 once exited
-	target int // index into targets
+	h      *proc.Handle // nil once exited
+	target int          // index into targets
 	role   Role
-	result Result      // the phase in which it exited
-	sent   unix.Signal // the last signal sent to it
+	result Result         // the phase in which it exited
+	sent   syscall.Signal // the last signal sent to it
 }
 
 type run struct {
@@ -51,7 +54,7 @@ type run struct {
 	byID    map[string]int
 	tphase  []Result // per target: the step under way
 	forced  []atomic.Bool
-	poke    int // eventfd written when a target is forced
+	poke    *waker // woken when a target is forced
 
 	goroutines sync.WaitGroup // the force watchers
 	checked    bool           // leaders looked at
@@ -63,12 +66,12 @@ type run struct {
 func newRun(c *Cascade, targets []Target, opt Options, log hclog.Logger) *run {
 	r := &run{c: c, targets: targets, opt: opt, log: log,
 		members: map[int]*member{}, result: make([]Result, len(targets)), tphase: make([]Result, len(targets)),
-		forced: make([]atomic.Bool, len(targets)), poke: -1,
+		forced:  make([]atomic.Bool, len(targets)),
 		leaders: make([]bool, len(targets)), spared: make([][]int, len(targets)),
 		kept: map[int]bool{}, events: make([]*os.File, len(targets)), byID: map[string]int{},
 		self: os.Getpid(), uid: os.Getuid()}
-	if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
-		r.poke = fd
+	if w, err := newWaker(); err == nil {
+		r.poke = w
 	}
 	for i, t := range targets {
 		r.tphase[i] = AlreadyGone
@@ -111,11 +114,11 @@ func (r *run) collect() int {
 			// The scan's token has no pidfs inode: check the recorded one
 			// (inode included) through a pidfd, or a PID recycled within
 			// one clock tick would pass for the leader.
-			fd, err := proc.OpenPidfd(t.PID, t.Token)
+			h, err := proc.OpenHandle(t.PID, t.Token)
 			if err != nil {
 				continue
 			}
-			unix.Close(fd)
+			h.Close()
 			// A zombie leader still holds its group number, so the group
 			// is ours; a live one is a member itself even if it left it.
 			r.leaders[i] = true
@@ -251,7 +254,7 @@ func (r *run) groupIsOurs(i int, byPID map[int]proc.Info) bool {
 		return !taken
 	}
 	for _, m := range r.members {
-		if m.target == i && m.fd >= 0 && (m.role == RoleGroup || m.role == RoleLeader) {
+		if m.target == i && m.h != nil && (m.role == RoleGroup || m.role == RoleLeader) {
 			return true
 		}
 	}
@@ -352,11 +355,11 @@ func (r *run) add(i int, info proc.Info, role Role) bool {
 	if r.members[info.PID] != nil || !r.candidate(info) {
 		return false
 	}
-	fd, err := proc.OpenPidfd(info.PID, info.Token)
+	h, err := proc.OpenHandle(info.PID, info.Token)
 	if err != nil {
 		return false // exited (or recycled) between scan and open
 	}
-	r.members[info.PID] = &member{pid: info.PID, tok: info.Token, fd: fd, target: i, role: role}
+	r.members[info.PID] = &member{pid: info.PID, tok: info.Token, h: h, target: i, role: role}
 	return true
 }
 

@@ -1,0 +1,414 @@
+//go:build unix
+
+package shutdown
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+
+	"github.com/seed-86a41135/supervisor/cgroup"
+	"github.com/seed-86a41135/supervisor/proc"
+)
+
+// Stop runs the cascade for targets and returns one outcome per target, in
+// order. Each target gets its own grace (Target.Grace, else opt.Grace): a
+// session's servers are stopped side by side, each escalated to SIGKILL
+// when its own grace is over. Stop returns when every process is gone, or
+// when KillWait after a target's SIGKILL has passed, or when ctx is done
+// (the outcomes then say what is left).
+func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Outcome {
+	if opt.Grace <= 0 {
+		opt.Grace = DefaultGrace
+	}
+	if opt.KillWait <= 0 {
+		opt.KillWait = 5 * time.Second
+	}
+	log := c.Log
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	// The EOF grace counts from the call, not from the end of the
+	// snapshot: the host's pipes closed before we were asked.
+	entered := time.Now()
+	r := newRun(c, targets, opt, log)
+	defer r.closeAll()
+
+	r.collect()
+	r.finish() // nothing of them was alive at the snapshot: already gone
+
+	// The graces end early when ctx is done or opt.Force is closed; a
+	// target's own Force ends only its graces, and pokes the wait.
+	graceCtx, cancelGrace := context.WithCancel(ctx)
+	defer cancelGrace()
+	if opt.Force != nil {
+		go func() {
+			select {
+			case <-opt.Force:
+				cancelGrace()
+			case <-graceCtx.Done():
+			}
+		}()
+	}
+	r.watchForces(graceCtx)
+
+	if opt.EOFGrace > 0 && r.aliveMembers() > 0 && !r.anyForced() {
+		r.setPhase(ExitedOnEOF)
+		r.wait(graceCtx, entered.Add(opt.EOFGrace))
+		r.finish()
+	}
+
+	start := time.Now()
+	r.setPhase(ExitedOnSIGTERM)
+	r.signalNew()
+	if c.AfterSignal != nil {
+		c.AfterSignal()
+	}
+	killedAt := make([]time.Time, len(targets))
+	for {
+		r.finish()
+		pending := 0
+		next := time.Time{}
+		for i := range targets {
+			if r.result[i] != "" {
+				continue
+			}
+			// Escalate when the grace is over, or forced, or when only pipe
+			// holders outside the tree are left: the tree is gone, and the
+			// host is waiting for EOF.
+			if r.tphase[i] == ExitedOnSIGTERM && (graceCtx.Err() != nil || r.forced[i].Load() ||
+				!time.Now().Before(start.Add(r.grace(i))) || r.onlyHolders(i)) {
+				if ctx.Err() != nil {
+					continue // cancelled: no escalation
+				}
+				r.escalate(i)
+				killedAt[i] = time.Now()
+			}
+			var until time.Time
+			if r.tphase[i] == Killed {
+				until = killedAt[i].Add(opt.KillWait)
+				if !time.Now().Before(until) {
+					continue // gave up: reported as left
+				}
+			} else {
+				until = start.Add(r.grace(i))
+			}
+			pending++
+			if next.IsZero() || until.Before(next) {
+				next = until
+			}
+		}
+		if pending == 0 || ctx.Err() != nil {
+			break
+		}
+		waitCtx := graceCtx
+		if r.anyKilled() {
+			waitCtx = ctx // a force cannot hurry what is already SIGKILLed
+		}
+		r.wait(waitCtx, next)
+		if r.collect() > 0 {
+			r.signalNew() // forked during the stop: the fixed point
+		}
+	}
+	left := Unkillable
+	if ctx.Err() != nil {
+		left = Interrupted
+	}
+	return r.outcomes(left)
+}
+
+// watchForces marks a target forced when its Force channel closes, and
+// pokes the wait so it re-evaluates at once. The goroutines end with ctx.
+func (r *run) watchForces(ctx context.Context) {
+	for i, t := range r.targets {
+		if t.Force == nil {
+			continue
+		}
+		r.goroutines.Add(1)
+		go func(i int, force <-chan struct{}) {
+			defer r.goroutines.Done()
+			select {
+			case <-force:
+				r.forced[i].Store(true)
+				r.poke.wake()
+			case <-ctx.Done():
+			}
+		}(i, t.Force)
+	}
+}
+
+func (r *run) anyForced() bool {
+	for i := range r.targets {
+		if r.forced[i].Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// grace is target i's SIGTERM grace.
+func (r *run) grace(i int) time.Duration {
+	if g := r.targets[i].Grace; g > 0 {
+		return g
+	}
+	return r.opt.Grace
+}
+
+// setPhase moves every unfinished target to phase p.
+func (r *run) setPhase(p Result) {
+	for i := range r.targets {
+		if r.result[i] == "" {
+			r.tphase[i] = p
+		}
+	}
+}
+
+// onlyHolders reports whether target i has live pipe holders but no other
+// live member and an empty cgroup.
+func (r *run) onlyHolders(i int) bool {
+	holders := false
+	for _, m := range r.members {
+		if m.target != i || m.h == nil {
+			continue
+		}
+		if m.role != RoleHolder {
+			return false
+		}
+		holders = true
+	}
+	return holders && !r.populated(i)
+}
+
+func (r *run) anyKilled() bool {
+	for i := range r.targets {
+		if r.result[i] == "" && r.tphase[i] == Killed {
+			return true
+		}
+	}
+	return false
+}
+
+// escalate moves target i to SIGKILL: its cgroup, its members and the pipe
+// holders outside its tree.
+func (r *run) escalate(i int) {
+	r.tphase[i] = Killed
+	if t := r.targets[i]; t.Cgroup != "" {
+		if err := cgroup.Kill(t.Cgroup); err != nil && !errors.Is(err, os.ErrNotExist) {
+			r.log.Warn("cgroup.kill", "cgroup", t.Cgroup, "err", err)
+		}
+	}
+	for _, m := range r.members {
+		if m.target == i {
+			r.send(m, unix.SIGKILL)
+		}
+	}
+}
+
+// signalNew signals members that have not had their target's current
+// signal yet: SIGTERM in the grace (never to pipe holders outside the
+// tree: they get SIGKILL with what is left), SIGKILL after it.
+func (r *run) signalNew() {
+	for _, m := range r.members {
+		if m.h == nil {
+			continue
+		}
+		switch r.tphase[m.target] {
+		case ExitedOnSIGTERM:
+			if m.role != RoleHolder && m.sent == 0 {
+				r.send(m, unix.SIGTERM)
+			}
+		case Killed:
+			if m.sent != unix.SIGKILL {
+				r.send(m, unix.SIGKILL)
+			}
+		}
+	}
+	for i, t := range r.targets {
+		if r.result[i] == "" && r.tphase[i] == Killed && t.Cgroup != "" && r.populated(i) {
+			cgroup.Kill(t.Cgroup) // a process forked into it meanwhile
+		}
+	}
+}
+
+func (r *run) send(m *member, sig syscall.Signal) {
+	if m.h == nil {
+		return
+	}
+	m.sent = sig
+	if err := m.h.Signal(sig); err != nil && !errors.Is(err, proc.ErrGone) {
+		r.log.Warn("signal", "pid", m.pid, "signal", sig, "err", err)
+	}
+}
+
+// outcomes assembles the per-target reports.
+func (r *run) outcomes(left Result) []Outcome {
+	out := make([]Outcome, len(r.targets))
+	for i, t := range r.targets {
+		o := Outcome{ID: t.ID, PID: t.PID, Result: r.result[i], Spared: r.spared[i]}
+		for _, m := range r.members {
+			if m.target != i {
+				continue
+			}
+			res := m.result
+			if m.h != nil {
+				o.Left = append(o.Left, m.pid)
+				res = left
+			}
+			o.PIDs = append(o.PIDs, m.pid)
+			o.Procs = append(o.Procs, ProcOutcome{PID: m.pid, Role: m.role, Result: res})
+		}
+		if len(o.Left) > 0 || r.populated(i) || o.Result == "" {
+			o.Result = left
+		}
+		sort.Ints(o.PIDs)
+		sort.Ints(o.Left)
+		sort.Slice(o.Procs, func(a, b int) bool { return o.Procs[a].PID < o.Procs[b].PID })
+		out[i] = o
+	}
+	return out
+}
+
+// finish marks every target whose processes are all gone (and whose cgroup
+// is empty) as ended in its current phase.
+func (r *run) finish() {
+	for i := range r.targets {
+		if r.result[i] != "" || r.populated(i) {
+			continue
+		}
+		done := true
+		for _, m := range r.members {
+			if m.target == i && m.h != nil {
+				done = false
+				break
+			}
+		}
+		if done {
+			r.result[i] = r.tphase[i]
+		}
+	}
+}
+
+// aliveMembers counts live processes that get graces (not pipe holders).
+func (r *run) aliveMembers() int {
+	n := 0
+	for _, m := range r.members {
+		if m.h != nil && m.role != RoleHolder {
+			n++
+		}
+	}
+	return n
+}
+
+// wait polls the pidfds of the members being waited for — pipe holders
+// only once their target is in SIGKILL — and the cgroup.events of targets
+// in SIGKILL, until all of them are done, deadline has passed or ctx is
+// done.
+func (r *run) wait(ctx context.Context, deadline time.Time) {
+	cancel, stop := ctxWaker(ctx)
+	defer stop()
+	for {
+		fds := make([]unix.PollFd, 0, len(r.members)+len(r.events)+1)
+		owners := make([]*member, 0, len(r.members))
+		for _, m := range r.members {
+			if m.h != nil && (m.role != RoleHolder || r.tphase[m.target] == Killed) {
+				fds = append(fds, unix.PollFd{Fd: int32(m.h.Fd()), Events: unix.POLLIN})
+				owners = append(owners, m)
+			}
+		}
+		nPids := len(fds)
+		for i, f := range r.events {
+			if f != nil && r.result[i] == "" && r.populated(i) {
+				fds = append(fds, unix.PollFd{Fd: int32(f.Fd()), Events: unix.POLLPRI})
+			}
+		}
+		if len(fds) == 0 {
+			return
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 || ctx.Err() != nil {
+			return
+		}
+		if cancel != nil {
+			fds = append(fds, unix.PollFd{Fd: int32(cancel.fd()), Events: unix.POLLIN})
+		}
+		pokeIdx := -1
+		if r.poke != nil {
+			pokeIdx = len(fds)
+			fds = append(fds, unix.PollFd{Fd: int32(r.poke.fd()), Events: unix.POLLIN})
+		}
+		n, err := unix.Poll(fds, int(remaining.Milliseconds())+1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		if n == 0 {
+			continue
+		}
+		for i, m := range owners {
+			if i < nPids && fds[i].Revents != 0 {
+				m.h.Close()
+				m.h = nil
+				m.result = r.tphase[m.target]
+			}
+		}
+		if pokeIdx >= 0 && fds[pokeIdx].Revents != 0 {
+			r.poke.drain()
+			return // a target was forced: re-evaluate
+		}
+		// A cgroup that emptied ends the wait only together with the
+		// pidfds; its event just re-evaluates the set.
+	}
+}
+
+func (r *run) closeAll() {
+	// The force watchers may still write to poke: wait for them (their
+	// context is cancelled by now) before its number can be reused.
+	r.goroutines.Wait()
+	for _, m := range r.members {
+		if m.h != nil {
+			m.h.Close()
+			m.h = nil
+		}
+	}
+	for _, f := range r.events {
+		if f != nil {
+			f.Close()
+		}
+	}
+	if r.poke != nil {
+		r.poke.close()
+	}
+}
+
+// ctxWaker returns a waker that wakes when ctx is done, so a poll can
+// wake on cancellation (nil when ctx cannot be done).
+func ctxWaker(ctx context.Context) (*waker, func()) {
+	if ctx.Done() == nil {
+		return nil, func() {}
+	}
+	w, err := newWaker()
+	if err != nil {
+		return nil, func() {}
+	}
+	woke := make(chan struct{})
+	stopAfter := context.AfterFunc(ctx, func() {
+		w.wake()
+		close(woke)
+	})
+	return w, func() {
+		// If the wake is under way, let it finish before the fd numbers
+		// can be reused: a stray write would land in someone else's fd.
+		if !stopAfter() {
+			<-woke
+		}
+		w.close()
+	}
+}
