@@ -16,7 +16,7 @@
 //   - FdKind, FdKindOf, FdHolders: the host's stdio channels and who holds
 //     them (empty where the OS cannot tell);
 //   - SetChildSubreaper, MarkInheritedCloexec, Namespaces, ZombieStatus,
-//     SignalName, PortListeners, Cgroup, Features.
+//     SignalName, PortListeners, Cgroup.
 //
 // # Caveats
 //
