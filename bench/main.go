@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command bench measures the supervisor against real processes, a real
 // daemon and real signals, and prints one markdown table (median and p99
 // over the trials of each figure) plus a JSON file with the same numbers:

@@ -1,3 +1,5 @@
+//go:build linux
+
 package shutdown
 
 // PID reuse at the cascade level: a recorded process dies, a stranger is

@@ -1,3 +1,5 @@
+//go:build linux
+
 package shutdown
 
 // The cascade never reaps: every process these tests start is reaped by a

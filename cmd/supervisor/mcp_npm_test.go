@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The real-world end-to-end tests: real MCP servers from npm
