@@ -8,8 +8,6 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Copy-truncate rotation of shared servers' logs.
@@ -95,7 +93,7 @@ func rotateLog(path string, maxBytes int64, backups int) (bool, error) {
 	}
 	rotateMu.Lock()
 	defer rotateMu.Unlock()
-	f, err := os.OpenFile(path, os.O_RDWR|unix.O_CLOEXEC, 0)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
@@ -114,7 +112,7 @@ func rotateLog(path string, maxBytes int64, backups int) (bool, error) {
 	// the window in which a write is lost is as short as it gets. The
 	// copy is bounded so a writer faster than it cannot keep it going.
 	stage := path + ".rotating"
-	tmp, err := os.OpenFile(stage, os.O_RDWR|os.O_CREATE|os.O_TRUNC|unix.O_CLOEXEC, 0o600)
+	tmp, err := os.OpenFile(stage, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return false, err
 	}
@@ -168,7 +166,7 @@ func rotateLog(path string, maxBytes int64, backups int) (bool, error) {
 }
 
 func writePiece(path string, r io.Reader) error {
-	w, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_CLOEXEC, 0o600)
+	w, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}

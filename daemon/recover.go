@@ -11,10 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/cgroup"
+	"github.com/seed-86a41135/supervisor/lockfile"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/session"
@@ -411,11 +410,11 @@ func (d *Daemon) removeStaleLocks() int {
 	paths, _ := filepath.Glob(filepath.Join(d.cfg.Paths.StateDir, "ports", "*.lock"))
 	removed := 0
 	for _, path := range paths {
-		f, err := os.OpenFile(path, os.O_RDWR|unix.O_CLOEXEC, 0)
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
 			continue
 		}
-		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+		if lockfile.TryLock(f) == nil {
 			if os.Remove(path) == nil {
 				removed++
 				d.log.Info("removed stale port lock", "path", path)

@@ -191,7 +191,7 @@ func (s started) kill() {
 	}
 	defer h.Close()
 	h.Signal(unix.SIGKILL)
-	h.Wait(10*time.Second)
+	h.Wait(10 * time.Second)
 }
 
 func (s started) alive() bool { return proc.Verify(s.pid, s.tok) == nil }

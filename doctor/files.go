@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/lockfile"
 	"github.com/seed-86a41135/supervisor/proc"
 )
 
@@ -55,7 +56,7 @@ func (d *Doctor) checkLocks() []Finding {
 	nobody := fmt.Sprintf("no process holds it (flock LOCK_EX|LOCK_NB on a fresh open succeeded) and no daemon answers on %s", d.Paths.Socket)
 	start, err := tryLock(d.Paths.StartLock(), false)
 	switch {
-	case errors.Is(err, errHeld):
+	case errors.Is(err, lockfile.ErrHeld):
 		return nil // a daemon is being started right now: its locks are live
 	case err == nil:
 		defer start.Close()
@@ -68,7 +69,7 @@ func (d *Doctor) checkLocks() []Finding {
 			ev += fmt.Sprintf("; it names pid %d, the daemon that last held it", pid)
 		}
 		out = append(out, d.staleLock(d.Paths.Lock(), ev))
-	} else if errors.Is(err, errHeld) {
+	} else if errors.Is(err, lockfile.ErrHeld) {
 		// A daemon holds the lock yet its socket does not answer: starting
 		// up (it listens after recovery), or its socket is gone.
 		return out
@@ -187,9 +188,9 @@ func (d *Doctor) removeStale(findings []Finding) []string {
 		_, statErr := os.Lstat(path)
 		f, err := tryLock(path, true)
 		switch {
-		case errors.Is(err, errHeld) && path == d.Paths.StartLock():
+		case errors.Is(err, lockfile.ErrHeld) && path == d.Paths.StartLock():
 			return nil, false, fmt.Sprintf("left %d stale file(s) alone: a daemon is being started (%s is held)", len(todo), path)
-		case errors.Is(err, errHeld):
+		case errors.Is(err, lockfile.ErrHeld):
 			return nil, false, fmt.Sprintf("left %d stale file(s) for the daemon that now runs (it holds %s and clears stale files when it starts)", len(todo), path)
 		case err != nil:
 			return nil, false, fmt.Sprintf("left %d stale file(s) alone: %v", len(todo), err)
@@ -262,7 +263,7 @@ func (d *Doctor) removeOne(f *Finding) string {
 		case errors.Is(err, fs.ErrNotExist):
 			f.Fixed = true
 			return fmt.Sprintf("stale lock %s is gone already", f.Path)
-		case errors.Is(err, errHeld):
+		case errors.Is(err, lockfile.ErrHeld):
 			return fmt.Sprintf("left lock %s alone: it is held now", f.Path)
 		case err != nil:
 			return fmt.Sprintf("could not remove stale lock %s: %v", f.Path, err)

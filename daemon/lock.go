@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/seed-86a41135/supervisor/lockfile"
 )
 
 // AlreadyRunningError says another daemon holds the singleton lock.
@@ -26,16 +26,16 @@ func (e *AlreadyRunningError) Error() string {
 // lockSingleton takes an exclusive flock on path and writes our pid into it.
 // The kernel drops the lock when we die, so it can never go stale.
 func lockSingleton(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open lock %s: %w", path, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := lockfile.TryLock(f); err != nil {
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if errors.Is(err, lockfile.ErrHeld) {
 			return nil, &AlreadyRunningError{PID: readPID(path), Lock: path}
 		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		return nil, err
 	}
 	if err := f.Truncate(0); err == nil {
 		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
@@ -55,20 +55,14 @@ func readPID(path string) int {
 // withFileLock runs fn while holding an exclusive flock on path, waiting for
 // it. Used so that many shims starting at once launch one daemon.
 func withFileLock(path string, fn func() error) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("open lock %s: %w", path, err)
 	}
 	defer f.Close()
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
+	if err := lockfile.Lock(f); err != nil {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("lock %s: %w", path, err)
-	}
-	defer unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	defer lockfile.Unlock(f)
 	return fn()
 }

@@ -1,0 +1,40 @@
+package api
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// recvFlags: macOS has no MSG_CMSG_CLOEXEC.
+const recvFlags = 0
+
+// cloexecAll marks received fds close-on-exec right after recvmsg. Without
+// the atomic flag a fork in between could leak one; the daemon forks only
+// through the reaper, whose lock the receiving goroutine does not hold, so
+// the window exists and is this narrow.
+func cloexecAll(fds []int) {
+	for _, fd := range fds {
+		unix.CloseOnExec(fd)
+	}
+}
+
+// PeerCred returns the pid and uid of the process at the other end, as the
+// kernel recorded them at connect time (LOCAL_PEERPID, LOCAL_PEERCRED).
+func (c *Conn) PeerCred() (pid, uid int, err error) {
+	var cred *unix.Xucred
+	var cerr, perr error
+	if err := c.rc.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptXucred(int(fd), unix.SOL_LOCAL, unix.LOCAL_PEERCRED)
+		pid, perr = unix.GetsockoptInt(int(fd), unix.SOL_LOCAL, unix.LOCAL_PEERPID)
+	}); err != nil {
+		return 0, 0, fmt.Errorf("LOCAL_PEERCRED: %w", err)
+	}
+	if cerr != nil {
+		return 0, 0, fmt.Errorf("LOCAL_PEERCRED: %w", cerr)
+	}
+	if perr != nil {
+		return 0, 0, fmt.Errorf("LOCAL_PEERPID: %w", perr)
+	}
+	return pid, int(cred.Uid), nil
+}

@@ -1,0 +1,187 @@
+//go:build unix
+
+package api
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Conn is one framed connection. Send may be called concurrently with Recv;
+// concurrent Sends are serialized.
+type Conn struct {
+	c  *net.UnixConn
+	rc syscall.RawConn
+
+	maxRecv, maxSend int // frame limits; MaxFrame unless SetLimits
+
+	wmu sync.Mutex
+}
+
+// SetLimits sets the largest frame c receives and sends. A client takes
+// replies up to MaxReply; the daemon sends them.
+func (c *Conn) SetLimits(recv, send int) { c.maxRecv, c.maxSend = recv, send }
+
+// NewConn wraps a unix stream connection.
+func NewConn(c *net.UnixConn) (*Conn, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("raw socket: %w", err)
+	}
+	return &Conn{c: c, rc: rc, maxRecv: MaxFrame, maxSend: MaxFrame}, nil
+}
+
+// SetDeadline sets the read and write deadline; the zero time clears it.
+func (c *Conn) SetDeadline(t time.Time) error { return c.c.SetDeadline(t) }
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.c.Close() }
+
+// CloseWrite half-closes the connection.
+func (c *Conn) CloseWrite() error { return c.c.CloseWrite() }
+
+// Send writes one message of type typ with body (nil for none) and passes
+// fds with it. The caller keeps ownership of fds.
+func (c *Conn) Send(typ string, body any, fds ...int) error {
+	payload, err := encodeMsg(typ, body)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", typ, err)
+	}
+	if len(payload) > c.maxSend {
+		return fmt.Errorf("send %s of %d bytes: %w", typ, len(payload), ErrFrameTooLarge)
+	}
+	frame := make([]byte, 4+len(payload))
+	binary.BigEndian.PutUint32(frame, uint32(len(payload)))
+	copy(frame[4:], payload)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	n, _, err := c.c.WriteMsgUnix(frame, oob, nil)
+	if err != nil {
+		return fmt.Errorf("send %s: %w", typ, err)
+	}
+	for n < len(frame) {
+		m, err := c.c.Write(frame[n:])
+		if err != nil {
+			return fmt.Errorf("send %s: %w", typ, err)
+		}
+		n += m
+	}
+	return nil
+}
+
+// SendError sends an error message.
+func (c *Conn) SendError(code int, format string, args ...any) error {
+	return c.Send(TypeError, &Error{Message: fmt.Sprintf(format, args...), Code: code})
+}
+
+// Recv reads one message and the fds that came with it (close-on-exec; the
+// caller owns them). On error no fds are returned: any received are closed.
+func (c *Conn) Recv() (Msg, []int, error) {
+	var fds []int
+	fail := func(err error) (Msg, []int, error) {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return Msg{}, nil, err
+	}
+	var hdr [4]byte
+	if err := c.readFull(hdr[:], &fds); err != nil {
+		return fail(err)
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if int64(n) > int64(c.maxRecv) {
+		return fail(fmt.Errorf("frame of %d bytes (limit %d): %w", n, c.maxRecv, ErrFrameTooLarge))
+	}
+	if n == 0 {
+		return fail(fmt.Errorf("empty frame: %w", ErrMalformed))
+	}
+	buf := make([]byte, n)
+	if err := c.readFull(buf, &fds); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return fail(err)
+	}
+	var m Msg
+	if err := json.Unmarshal(buf, &m); err != nil {
+		return fail(fmt.Errorf("%w: %v", ErrMalformed, err))
+	}
+	if m.Type == "" {
+		return fail(fmt.Errorf("%w: no type", ErrMalformed))
+	}
+	return m, fds, nil
+}
+
+// readFull fills b with recvmsg(MSG_CMSG_CLOEXEC), collecting any fds.
+func (c *Conn) readFull(b []byte, fds *[]int) error {
+	oob := make([]byte, unix.CmsgSpace(maxFds*4))
+	got := 0
+	for got < len(b) {
+		var n, oobn, flags int
+		var rerr error
+		err := c.rc.Read(func(fd uintptr) bool {
+			n, oobn, flags, _, rerr = unix.Recvmsg(int(fd), b[got:], oob, recvFlags)
+			return !errors.Is(rerr, unix.EAGAIN)
+		})
+		if err == nil {
+			err = rerr
+		}
+		if oobn > 0 {
+			got, perr := parseRights(oob[:oobn])
+			cloexecAll(got)
+			*fds = append(*fds, got...)
+			if perr != nil {
+				return perr
+			}
+		}
+		if flags&unix.MSG_CTRUNC != 0 {
+			return ErrTooManyFds
+		}
+		if len(*fds) > maxFds {
+			return ErrTooManyFds
+		}
+		if err != nil {
+			return fmt.Errorf("receive: %w", err)
+		}
+		if n == 0 {
+			if got > 0 {
+				return io.ErrUnexpectedEOF
+			}
+			return io.EOF
+		}
+		got += n
+	}
+	return nil
+}
+
+func parseRights(oob []byte) ([]int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, fmt.Errorf("%w: control message: %v", ErrMalformed, err)
+	}
+	var fds []int
+	for _, m := range msgs {
+		if m.Header.Level != unix.SOL_SOCKET || m.Header.Type != unix.SCM_RIGHTS {
+			continue
+		}
+		r, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			return fds, fmt.Errorf("%w: rights: %v", ErrMalformed, err)
+		}
+		fds = append(fds, r...)
+	}
+	return fds, nil
+}

@@ -1,0 +1,44 @@
+package lockfile
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Two opens of one file stand for two processes: flock and LockFileEx both
+// lock per open file, not per process.
+func TestTryLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.lock")
+	open := func() *os.File {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	a, b := open(), open()
+	if err := TryLock(a); err != nil {
+		t.Fatalf("TryLock(first): %v", err)
+	}
+	if err := TryLock(b); !errors.Is(err, ErrHeld) {
+		t.Fatalf("TryLock(second) while held: got %v, want ErrHeld", err)
+	}
+	if err := Unlock(a); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	if err := TryLock(b); err != nil {
+		t.Fatalf("TryLock(second) after Unlock: %v", err)
+	}
+	a.Close()
+	c := open()
+	if err := TryLock(c); !errors.Is(err, ErrHeld) {
+		t.Fatalf("TryLock(third) while the second holds it: got %v, want ErrHeld", err)
+	}
+	b.Close() // closing drops the lock, as the holder's death does
+	if err := Lock(c); err != nil {
+		t.Fatalf("Lock after the holder closed: %v", err)
+	}
+}

@@ -1,0 +1,85 @@
+package spawn
+
+import (
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/seed-86a41135/supervisor/proc"
+)
+
+// Request describes one process to start.
+type Request struct {
+	Argv []string
+	Env  []string // the caller's whole environment; markers are added
+	Dir  string
+	// Stdio are the fds for the child's 0, 1 and 2. Start owns them and
+	// closes them once the child has its copies (or the start failed), so
+	// EOF reaches the host exactly as after a direct spawn.
+	Stdio [3]*os.File
+
+	SessionID string
+	ProcID    string
+	Instance  string // the daemon instance's marker, see EnvInstance
+	// Host, when set, is the session's host as "PID-STARTTICKS" (the
+	// EnvHost marker): a daemon that lost its store can still tell
+	// whether the server's host lives.
+	Host string
+	// Pdeathsig, when not 0, is sent to the child when its parent dies:
+	// for a shim in local mode, whose death nobody else would notice. (The
+	// daemon leaves it 0: its servers must outlive it, design §2.)
+	Pdeathsig syscall.Signal
+	// Foreground puts the child's new group in the foreground of the
+	// terminal on fd 0 (for `supervisor init` with a tty).
+	Foreground bool
+
+	// CgroupFD, when not 0, is an open cgroup directory to clone the child
+	// into (SysProcAttr.UseCgroupFD): it is in the cgroup from its first
+	// instruction, so nothing it forks can be missed. (fd 0 is stdin,
+	// never a cgroup, so 0 can mean none.)
+	CgroupFD int
+}
+
+// Started is a process that was started.
+type Started struct {
+	PID   int
+	PGID  int
+	Token proc.Token
+	Path  string
+	Exit  <-chan Status
+}
+
+// WithMarkers returns env with the marker variables set, replacing any the
+// caller had (a shim started by a supervised process must not inherit its
+// parent's identity). SUPERVISOR_KEEP is dropped too: it is for a server's
+// descendants to set, and inherited from a host it would spare them all.
+// instance, when not empty, is the SUPERVISOR_INSTANCE marker.
+func WithMarkers(env []string, session, procID, instance string) []string {
+	out := make([]string, 0, len(env)+3)
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == EnvSessionID || k == EnvProcID || k == EnvInstance || k == EnvKeep {
+			continue
+		}
+		out = append(out, kv)
+	}
+	out = append(out, EnvSessionID+"="+session, EnvProcID+"="+procID)
+	if instance != "" {
+		out = append(out, EnvInstance+"="+instance)
+	}
+	return out
+}
+
+// withHost sets the EnvHost marker to host (dropping an inherited one).
+func withHost(env []string, host string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, EnvHost+"=") {
+			out = append(out, kv)
+		}
+	}
+	if host != "" {
+		out = append(out, EnvHost+"="+host)
+	}
+	return out
+}

@@ -1,0 +1,91 @@
+//go:build unix
+
+package spawn
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/seed-86a41135/supervisor/proc"
+)
+
+// Start resolves and starts req in its own process group, with the marker
+// environment, registering it with the reaper before it can be reaped.
+func Start(r *Reaper, req Request) (Started, error) {
+	defer func() {
+		for _, f := range req.Stdio {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}()
+	if len(req.Argv) == 0 {
+		return Started{}, &StartError{Code: 125, Err: errors.New("empty argv")}
+	}
+	pathEnv, ok := proc.EnvValue(req.Env, "PATH")
+	if !ok {
+		pathEnv = defaultPath // what execvp uses when PATH is unset
+	}
+	path, err := Resolve(req.Argv[0], pathEnv, req.Dir)
+	if err != nil {
+		return Started{}, err
+	}
+	files := make([]uintptr, 3)
+	for i, f := range req.Stdio {
+		if f == nil {
+			return Started{}, &StartError{Name: req.Argv[0], Code: 125, Err: fmt.Errorf("stdio fd %d missing", i)}
+		}
+		files[i] = f.Fd()
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   req.Dir,
+		Env:   withHost(WithMarkers(req.Env, req.SessionID, req.ProcID, req.Instance), req.Host),
+		Files: files,
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	}
+	if req.Foreground {
+		attr.Sys.Foreground = true
+		attr.Sys.Ctty = 0
+	}
+	if err := platformAttr(attr.Sys, req); err != nil {
+		return Started{}, &StartError{Name: req.Argv[0], Code: 125, Err: err}
+	}
+	var tok proc.Token
+	var tokErr error
+	pid, exit, err := r.Fork(func() (int, error) {
+		return syscall.ForkExec(path, req.Argv, attr)
+	}, func(pid int) {
+		tok, tokErr = proc.TokenOf(pid)
+		if tokErr != nil {
+			// Refuse to track a process we could not identify rather than
+			// record a bad token. Still unreaped here, so the pid is ours.
+			syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	})
+	if err != nil {
+		return Started{}, execError(req.Argv[0], err)
+	}
+	if tokErr != nil {
+		return Started{}, &StartError{Name: req.Argv[0], Code: 125, Err: fmt.Errorf("read creation token of %d: %w", pid, tokErr)}
+	}
+	return Started{PID: pid, PGID: pid, Token: tok, Path: path, Exit: exit}, nil
+}
+
+func execError(name string, err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		switch errno {
+		case syscall.ENOENT:
+			// The file was found (Resolve checked), so what is missing is
+			// the interpreter its #! line names; a shell says 126 too.
+			return &StartError{Name: name, Code: CodeNotExecutable,
+				Err: fmt.Errorf("bad interpreter: the program its #! line names does not exist: %w", err)}
+		case syscall.EACCES, syscall.ENOEXEC, syscall.EISDIR, syscall.EPERM:
+			return &StartError{Name: name, Code: CodeNotExecutable, Err: err}
+		}
+	}
+	return &StartError{Name: name, Code: 125, Err: err}
+}
+
+const defaultPath = "/usr/local/bin:/usr/bin:/bin"
