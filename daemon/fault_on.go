@@ -4,7 +4,6 @@ package daemon
 
 import (
 	"os"
-	"syscall"
 )
 
 // EnvFault names the crash point at which a test build of the daemon
@@ -15,7 +14,9 @@ const EnvFault = "SUPERVISOR_FAULT"
 // recovery tests crash it exactly between two steps of a spawn or a stop.
 func fault(point string) {
 	if os.Getenv(EnvFault) == point {
-		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		if p, err := os.FindProcess(os.Getpid()); err == nil {
+			p.Kill() // SIGKILL on unix, TerminateProcess on Windows
+		}
 		select {} // the signal is on its way
 	}
 }

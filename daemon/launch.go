@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
@@ -30,7 +29,7 @@ func Launch(ctx context.Context, exe string, paths api.Paths, env []string) erro
 	cmd.Env = daemonEnv(env)
 	cmd.Dir = "/"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = detached()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start daemon %s: %w", exe, err)
 	}

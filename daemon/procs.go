@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/cgroup"
 	"github.com/seed-86a41135/supervisor/proc"
@@ -72,7 +70,7 @@ func (l *live) forceStop() {
 func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	log := d.log.With("session", req.Session, "name", req.Name)
 	if len(fds) != 3 {
-		closeFds(fds)
+		api.CloseFds(fds)
 		conn.SendError(125, "run needs exactly 3 file descriptors (stdin, stdout, stderr), got %d", len(fds))
 		return
 	}
@@ -144,7 +142,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		closeFiles()
 		d.breakers.release(bkey)
 		if cg.Fd > 0 {
-			unix.Close(cg.Fd)
+			cg.CloseFd()
 			cgroup.Remove(cg.Path)
 		}
 		conn.SendError(125, "run: %v", err)
@@ -157,9 +155,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		Host: fmt.Sprintf("%d-%d", req.HostPID, req.HostToken.StartTicks),
 	})
 	d.metrics.spawn(err)
-	if cg.Fd > 0 {
-		unix.Close(cg.Fd)
-	}
+	cg.CloseFd()
 	if err != nil {
 		code := 125
 		var se *spawn.StartError
@@ -239,7 +235,7 @@ func (d *Daemon) lifeline(conn *api.Conn, l *live, sessionID string, shimPID int
 		defer close(shimGone)
 		for {
 			m, fds, err := conn.Recv()
-			closeFds(fds)
+			api.CloseFds(fds)
 			if err != nil {
 				return
 			}
@@ -758,12 +754,6 @@ func baseName(s string) string {
 		}
 	}
 	return s
-}
-
-func closeFds(fds []int) {
-	for _, fd := range fds {
-		unix.Close(fd)
-	}
 }
 
 // enforceCap stops the oldest live instances of a named server in the

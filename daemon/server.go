@@ -38,7 +38,7 @@ func (d *Daemon) handle(conn *api.Conn) {
 	// (and an fd) forever.
 	conn.SetDeadline(time.Now().Add(helloTimeout))
 	m, fds, err := conn.Recv()
-	closeFds(fds)
+	api.CloseFds(fds)
 	if err != nil {
 		if isEOF(err) {
 			log.Debug("peer closed before hello")
@@ -75,7 +75,7 @@ func (d *Daemon) handle(conn *api.Conn) {
 			return
 		}
 		if m.Type != api.TypeRun {
-			closeFds(fds)
+			api.CloseFds(fds)
 			fds = nil
 		}
 		if err := d.dispatch(conn, m, fds); err != nil {
@@ -99,7 +99,7 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 	case api.TypeRun:
 		var req api.RunRequest
 		if err := api.Decode(m, &req); err != nil {
-			closeFds(fds)
+			api.CloseFds(fds)
 			return err
 		}
 		d.serveRun(conn, req, fds)

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/cgroup"
 	"github.com/seed-86a41135/supervisor/lockfile"
@@ -296,11 +294,13 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 		null.Close()
 		return fmt.Errorf("open log: %w", err)
 	}
-	errfd, err := unix.FcntlInt(logf.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+	// A second open for stderr: both append, so neither overwrites the
+	// other's lines.
+	errf, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		null.Close()
 		logf.Close()
-		return err
+		return fmt.Errorf("open log: %w", err)
 	}
 	var cg cgroup.Server
 	if d.cgroups != nil {
@@ -309,13 +309,11 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 	}
 	started, err := spawn.Start(d.reaper, spawn.Request{
 		Argv: s.argv, Env: s.env, Dir: s.cwd,
-		Stdio:     [3]*os.File{null, logf, os.NewFile(uintptr(errfd), "stderr")},
+		Stdio:     [3]*os.File{null, logf, errf},
 		SessionID: sharedSession(s.port), ProcID: s.id, CgroupFD: cg.Fd, Instance: d.instance,
 	})
 	d.metrics.spawn(err)
-	if cg.Fd > 0 {
-		unix.Close(cg.Fd)
-	}
+	cg.CloseFd()
 	if err != nil {
 		if cg.Path != "" {
 			cgroup.Remove(cg.Path)

@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/shutdown"
@@ -54,20 +52,9 @@ func runLocal(ctx context.Context, o Options, req api.RunRequest, why string, si
 	reaper := spawn.NewReaper(nil)
 	go reaper.Run(rctx)
 
-	var stdio [3]*os.File
-	var channels []shutdown.Channel
-	for fd := 0; fd < 3; fd++ {
-		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
-		if err != nil {
-			for _, f := range stdio[:fd] {
-				f.Close()
-			}
-			return fail(CodeSupervisorError, fmt.Errorf("local mode: duplicate fd %d: %w", fd, err))
-		}
-		stdio[fd] = os.NewFile(uintptr(dup), fmt.Sprintf("stdio%d", fd))
-		if kind, ino, err := proc.FdKind(fd); err == nil && (kind == "pipe" || kind == "socket") {
-			channels = append(channels, shutdown.Channel{Fd: fd, Kind: kind, Inode: ino})
-		}
+	stdio, channels, err := localStdio()
+	if err != nil {
+		return fail(CodeSupervisorError, fmt.Errorf("local mode: %w", err))
 	}
 	id := localID()
 	started, err := spawn.Start(reaper, spawn.Request{

@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/daemon"
 	"github.com/seed-86a41135/supervisor/proc"
@@ -217,7 +215,7 @@ func startServer(ctx context.Context, o Options, req *api.RunRequest) (*api.Clie
 			c.Close()
 			return nil, api.Started{}, nil, &localReason{why: "this shim runs in another PID or mount namespace than the daemon (a sandboxed host)"}
 		}
-		if err := c.Send(api.TypeRun, req, 0, 1, 2); err != nil {
+		if err := c.Send(api.TypeRun, req, stdioFds()...); err != nil {
 			c.Close()
 			if errors.Is(err, api.ErrFrameTooLarge) {
 				err = fmt.Errorf("the command line and environment are too large to hand to the daemon: %w", err)
@@ -267,22 +265,6 @@ func orCode(code int) int {
 		return CodeSupervisorError
 	}
 	return code
-}
-
-// detachStdio points fds 0 and 1 at /dev/null (closing them outright would
-// let the next open reuse the numbers).
-func detachStdio() error {
-	null, err := unix.Open(os.DevNull, unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", os.DevNull, err)
-	}
-	defer unix.Close(null)
-	for _, fd := range []int{0, 1} {
-		if err := unix.Dup3(null, fd, 0); err != nil {
-			return fmt.Errorf("detach fd %d: %w", fd, err)
-		}
-	}
-	return nil
 }
 
 // errServerGone: the server exited while the shim had no daemon.
@@ -384,9 +366,7 @@ func receive(c *api.Client) <-chan recv {
 	go func() {
 		for {
 			m, fds, err := c.Recv()
-			for _, fd := range fds {
-				unix.Close(fd)
-			}
+			api.CloseFds(fds)
 			msgs <- recv{m, err}
 			if err != nil {
 				return

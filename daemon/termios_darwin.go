@@ -1,0 +1,5 @@
+package daemon
+
+import "golang.org/x/sys/unix"
+
+const termiosRequest = unix.TIOCGETA
