@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/proc"
@@ -16,6 +14,11 @@ import (
 
 // ErrNotRunning means no daemon answers on the socket.
 var ErrNotRunning = errors.New("the supervisor daemon is not running")
+
+// ErrOtherUser means the other end of a connection runs as another user:
+// neither side talks to it (a run request carries the caller's whole
+// environment, secrets included).
+var ErrOtherUser = errors.New("the other end runs as another user")
 
 // Client is a connection to the daemon after the hello handshake.
 type Client struct {
@@ -27,39 +30,27 @@ type Client struct {
 // Dial connects to the daemon at socket and exchanges hellos. A missing
 // socket or a refused connection is reported as ErrNotRunning.
 func Dial(ctx context.Context, socket string) (*Client, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unix", socket)
+	conn, err := dial(ctx, socket)
 	if err != nil {
-		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("connect %s: %w", socket, ErrNotRunning)
-		}
-		return nil, fmt.Errorf("connect %s: %w", socket, err)
-	}
-	conn, err := NewConn(nc.(*net.UnixConn))
-	if err != nil {
-		nc.Close()
 		return nil, err
 	}
 	conn.SetLimits(MaxReply, MaxFrame)
 	// The run request carries the caller's whole environment (secrets
 	// included): never hand it to a daemon of another uid, e.g. one that
 	// squats the /tmp fallback path.
-	if _, uid, err := conn.PeerCred(); err != nil || uid != os.Getuid() {
+	if _, err := conn.CheckPeer(); err != nil {
 		conn.Close()
-		if err == nil {
-			err = fmt.Errorf("the socket is served by uid %d, not %d: refusing to talk to it", uid, os.Getuid())
-		}
-		return nil, fmt.Errorf("connect %s: %w", socket, err)
+		return nil, fmt.Errorf("connect %s: refusing to talk to it: %w", socket, err)
 	}
 	if dl, ok := ctx.Deadline(); ok {
-		nc.SetDeadline(dl)
+		conn.SetDeadline(dl)
 	}
 	c := &Client{Conn: conn}
 	if err := c.handshake(); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("handshake with daemon at %s: %w", socket, err)
 	}
-	nc.SetDeadline(time.Time{})
+	conn.SetDeadline(time.Time{})
 	return c, nil
 }
 
@@ -68,7 +59,7 @@ func (c *Client) handshake() error {
 		return err
 	}
 	m, fds, err := c.Recv()
-	closeFds(fds)
+	CloseFds(fds)
 	if err != nil {
 		return err
 	}
@@ -104,7 +95,7 @@ func (c *Client) Call(typ string, req any, resp any) error {
 // reply reads the reply to a typ request into resp.
 func (c *Client) reply(typ string, resp any) error {
 	m, fds, err := c.Recv()
-	closeFds(fds)
+	CloseFds(fds)
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return fmt.Errorf("the daemon closed the connection before answering %s (did it exit? see supervisor.log in its state directory): %w", typ, err)
@@ -128,12 +119,6 @@ func DecodeReply(m Msg, resp any) error {
 		return nil
 	}
 	return Decode(m, resp)
-}
-
-func closeFds(fds []int) {
-	for _, fd := range fds {
-		syscall.Close(fd)
-	}
 }
 
 // NewHello is this process's hello.

@@ -224,17 +224,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	rec := d.reconcile()
 	d.recovery = &rec
 
-	if err := removeStaleSocket(paths.Socket); err != nil {
-		return err
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: paths.Socket, Net: "unix"})
+	// We hold the singleton lock, so whatever socket is left at the path
+	// is a dead daemon's.
+	ln, err := api.Listen(paths.Socket)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", paths.Socket, err)
-	}
-	ln.SetUnlinkOnClose(true)
-	if err := os.Chmod(paths.Socket, 0o600); err != nil {
-		ln.Close()
-		return fmt.Errorf("restrict %s to 0600: %w", paths.Socket, err)
+		return err
 	}
 	d.log.Info("daemon started", "pid", os.Getpid(), "version", api.Version, "state", paths.StateDir, "socket", paths.Socket)
 	d.reg.Event("daemon.start", "", "", fmt.Sprintf("pid %d version %s", os.Getpid(), api.Version))
@@ -344,12 +338,12 @@ func (d *Daemon) closeConns() {
 }
 
 // serve accepts connections until the listener is closed.
-func (d *Daemon) serve(ln *net.UnixListener) error {
+func (d *Daemon) serve(ln *api.Listener) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	backoff := 5 * time.Millisecond
 	for {
-		nc, err := ln.AcceptUnix()
+		conn, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return nil
@@ -368,11 +362,6 @@ func (d *Daemon) serve(ln *net.UnixListener) error {
 			return fmt.Errorf("accept on %s: %w", d.cfg.Paths.Socket, err)
 		}
 		backoff = 5 * time.Millisecond
-		conn, err := api.NewConn(nc)
-		if err != nil {
-			nc.Close()
-			continue
-		}
 		conn.SetLimits(api.MaxFrame, api.MaxReply)
 		d.mu.Lock()
 		d.conns[conn] = true
@@ -402,26 +391,6 @@ func socketDir(p api.Paths) error {
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create socket directory %s: %w", dir, err)
-	}
-	return nil
-}
-
-// removeStaleSocket removes a socket left by a dead daemon (we hold the
-// singleton lock, so no live one serves it). Anything else at that path is
-// not ours to delete.
-func removeStaleSocket(path string) error {
-	st, err := os.Lstat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("check %s: %w", path, err)
-	}
-	if st.Mode()&os.ModeSocket == 0 {
-		return fmt.Errorf("%s exists and is not a socket; refusing to replace it (set %s to another path)", path, api.EnvSocket)
-	}
-	if err := os.Remove(path); err != nil {
-		return fmt.Errorf("remove stale socket %s: %w", path, err)
 	}
 	return nil
 }

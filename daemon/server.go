@@ -23,13 +23,9 @@ const helloTimeout = 10 * time.Second
 // peer closes. A run request turns the connection into that server's
 // lifeline.
 func (d *Daemon) handle(conn *api.Conn) {
-	pid, uid, err := conn.PeerCred()
+	pid, err := conn.CheckPeer()
 	if err != nil {
-		d.log.Warn("refusing connection: no peer credentials", "err", err)
-		return
-	}
-	if uid != os.Getuid() {
-		d.log.Warn("refusing connection from another uid", "peer_pid", pid, "peer_uid", uid, "uid", os.Getuid())
+		d.log.Warn("refusing connection", "peer_pid", pid, "err", err)
 		return
 	}
 	log := d.log.With("peer", pid)

@@ -186,7 +186,7 @@ func TestSocketRefusesForeignUID(t *testing.T) {
 		if err != nil {
 			t.Fatalf("no log line about the refused uid: %v", err)
 		}
-		if strings.Contains(line, "another uid") && strings.Contains(line, "peer_uid=0") {
+		if strings.Contains(line, "refusing connection") && strings.Contains(line, "runs as uid 0,") {
 			break
 		}
 	}
