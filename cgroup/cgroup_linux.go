@@ -65,6 +65,13 @@ func (m *Manager) NewServer(session, proc string) (Server, error) {
 	return Server{Path: dir, Fd: fd}, nil
 }
 
+// CloseFd closes the directory fd once the clone has used it.
+func (s Server) CloseFd() {
+	if s.Fd > 0 {
+		unix.Close(s.Fd)
+	}
+}
+
 // Kill writes cgroup.kill: every process in the cgroup and below gets
 // SIGKILL, atomically, including ones forked a moment ago.
 func Kill(path string) error {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,9 +34,7 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 			}
 			if foreground {
 				// A long-lived daemon must not hold fds leaked into it.
-				for _, fd := range inherited {
-					syscall.Close(fd)
-				}
+				api.CloseFds(inherited)
 				if cgroups != "auto" && cgroups != "off" {
 					return fmt.Errorf("--cgroups %q: want auto or off", cgroups)
 				}
