@@ -233,9 +233,12 @@ type Status struct {
 	StateDir  string          `json:"state_dir"`
 	Socket    string          `json:"socket"`
 	Features  map[string]bool `json:"features"`
-	Sessions  int             `json:"sessions"`
-	Processes int             `json:"processes"`
-	Records   int             `json:"records"`
+	// Limits says, for each facility this daemon runs without, why (no
+	// subreaper or cgroups on macOS, say) and what stands in for it.
+	Limits    []string `json:"limits,omitempty"`
+	Sessions  int      `json:"sessions"`
+	Processes int      `json:"processes"`
+	Records   int      `json:"records"`
 	// Recovery is the summary of the reconcile this daemon ran at start.
 	Recovery *Recovery `json:"recovery,omitempty"`
 	// BinaryVersion is the version of the CLI asking (filled in by the

@@ -87,6 +87,7 @@ type Daemon struct {
 	cascade     *shutdown.Cascade
 	started     time.Time
 	feat        map[string]bool
+	limits      []string // why a facility is off, for status
 	metrics     *metrics // Prometheus metrics (metrics.go)
 
 	mu       sync.Mutex
@@ -179,6 +180,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 	if err := proc.SetChildSubreaper(); err != nil {
 		d.log.Warn("not a subreaper: orphaned descendants will go to init", "err", err)
+		d.limits = append(d.limits, fmt.Sprintf("not a subreaper (%v): escaped descendants are found by their markers", err))
 	} else {
 		d.feat["subreaper"] = true
 	}
@@ -191,6 +193,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		name := filepath.Join(fmt.Sprintf("supervisor-%d", os.Getuid()), d.instance)
 		if m, err := cgroup.Detect(name); err != nil {
 			d.log.Info("cgroups not in use: process groups and markers only", "why", err)
+			d.limits = append(d.limits, fmt.Sprintf("no cgroups (%v): process groups and markers only", err))
 		} else {
 			d.cgroups = m
 			d.feat["cgroup"] = true

@@ -237,6 +237,7 @@ func (d *Daemon) status() *api.Status {
 		StateDir:  d.cfg.Paths.StateDir,
 		Socket:    d.cfg.Paths.Socket,
 		Features:  d.features(),
+		Limits:    d.limits,
 		Sessions:  len(d.reg.Sessions(false)),
 		Processes: len(d.reg.Processes(registry.Filter{})),
 		Records:   len(all),

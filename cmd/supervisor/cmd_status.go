@@ -56,6 +56,9 @@ func newStatusCommand() *cobra.Command {
 			fmt.Fprintf(w, "state dir: %s\n", st.StateDir)
 			fmt.Fprintf(w, "socket:    %s\n", st.Socket)
 			fmt.Fprintf(w, "features:  %s\n", strings.Join(feats, ", "))
+			for _, l := range st.Limits {
+				fmt.Fprintf(w, "limits:    %s\n", l)
+			}
 			fmt.Fprintf(w, "sessions:  %d active; processes: %d live, %d records\n", st.Sessions, st.Processes, st.Records)
 			if r := st.Recovery; r != nil {
 				fmt.Fprintf(w, "recovery:  at %s: %d adopted, %d lost, %d stopped, %d sessions ended, %d files removed in %.1f ms\n",
