@@ -1,0 +1,4 @@
+package proc
+
+// Cgroup returns "": macOS has no cgroups.
+func Cgroup(pid int) (string, error) { return "", nil }
