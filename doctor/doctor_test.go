@@ -290,22 +290,6 @@ func TestDoctorLineageRealProcesses(t *testing.T) {
 	}
 }
 
-func newDoctor(t *testing.T, only ...int) *Doctor {
-	dir := t.TempDir()
-	return &Doctor{
-		Paths:    api.Paths{StateDir: dir, Socket: filepath.Join(dir, "s.sock")},
-		OnlyPIDs: only, Getenv: func(string) string { return "" }, Grace: time.Second,
-	}
-}
-
-func kinds(fs []Finding) map[Kind][]Finding {
-	out := map[Kind][]Finding{}
-	for _, f := range fs {
-		out[f.Kind] = append(out[f.Kind], f)
-	}
-	return out
-}
-
 func TestDoctorCheckAndFixOrphan(t *testing.T) {
 	lost := orphan(t)
 	kept := helper(t)
