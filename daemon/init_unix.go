@@ -100,9 +100,6 @@ func (d *Daemon) runInit(ctx context.Context, spec *InitSpec) error {
 	}
 }
 
-// errInitDone ends the daemon's run group once init's work is over.
-var errInitDone = errors.New("init: command exited")
-
 // finishInit stops every session, then every process still left: in a
 // PID namespace every process is ours; elsewhere the descendants that were
 // re-parented to this subreaper, and everything carrying the command's
