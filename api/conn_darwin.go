@@ -6,6 +6,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// maxSunPath is the usable length of sockaddr_un.sun_path (104 with its NUL
+// on macOS).
+const maxSunPath = 103
+
 // recvFlags: macOS has no MSG_CMSG_CLOEXEC.
 const recvFlags = 0
 

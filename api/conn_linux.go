@@ -6,6 +6,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// maxSunPath is the usable length of sockaddr_un.sun_path (108 with its NUL).
+const maxSunPath = 107
+
 // recvFlags makes received fds close-on-exec atomically (design §5).
 const recvFlags = unix.MSG_CMSG_CLOEXEC
 

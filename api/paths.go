@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 )
 
 // Environment variables that select the daemon instance (design §8).
@@ -16,9 +14,6 @@ const (
 	EnvStateDir = "SUPERVISOR_STATE_DIR"
 	EnvSocket   = "SUPERVISOR_SOCKET"
 )
-
-// maxSunPath is the usable length of sockaddr_un.sun_path (108 with its NUL).
-const maxSunPath = 107
 
 // Paths are the files of one daemon instance.
 type Paths struct {
@@ -40,15 +35,11 @@ func ResolvePaths(getenv func(string) string) (Paths, error) {
 	var p Paths
 	p.StateDir = getenv(EnvStateDir)
 	if p.StateDir == "" {
-		home := getenv("HOME")
-		if home == "" {
-			u, err := user.LookupId(strconv.Itoa(os.Getuid()))
-			if err != nil {
-				return Paths{}, fmt.Errorf("find home directory of uid %d (HOME is unset): %w; set %s", os.Getuid(), err, EnvStateDir)
-			}
-			home = u.HomeDir
+		dir, err := defaultStateDir(getenv)
+		if err != nil {
+			return Paths{}, err
 		}
-		p.StateDir = filepath.Join(home, ".local", "state", "supervisor")
+		p.StateDir = dir
 	}
 	abs, err := filepath.Abs(p.StateDir)
 	if err != nil {
@@ -70,11 +61,6 @@ func ResolvePaths(getenv func(string) string) (Paths, error) {
 	}
 	return p, nil
 }
-
-// FallbackDir is the per-uid directory for sockets whose default path is
-// too long for sun_path. A fixed /tmp, not $TMPDIR: hosts pass different
-// TMPDIRs, and every shim of one user must reach the same daemon.
-func FallbackDir() string { return filepath.Join("/tmp", fmt.Sprintf("supervisor-%d", os.Getuid())) }
 
 // FallbackSocket names the socket of stateDir in FallbackDir: one per state
 // directory, so two instances with long paths do not share a daemon.
