@@ -3,6 +3,7 @@ module github.com/seed-86a41135/supervisor
 go 1.26.8
 
 require (
+	github.com/Microsoft/go-winio v0.6.4
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/oklog/run v1.2.0
@@ -33,7 +34,7 @@ require (
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
-	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
