@@ -67,6 +67,17 @@ func TestIsLauncher(t *testing.T) {
 		{"cursor", "cursor", []string{"/opt/cursor/cursor", "--type=utility"}, false},
 		{"go test binary", "session.test", []string{"/tmp/go-build123/b001/session.test", "-test.v"}, false},
 		{"comm only launcher", "bash", []string{"-bash"}, true},
+		{"windows cmd", "cmd.exe", []string{`C:\Windows\system32\cmd.exe`, "/d", "/s", "/c", "npx.cmd -y srv"}, true},
+		{"windows npx.cmd", "npx.cmd", []string{`C:\Program Files\nodejs\npx.cmd`, "-y", "srv"}, true},
+		{"windows node running npx", "node.exe", []string{`C:\Program Files\nodejs\node.exe`, `C:\Program Files\nodejs\node_modules\npm\bin\npx-cli.js`, "-y", "srv"}, true},
+		{"windows node host", "node.exe", []string{`C:\Users\u\AppData\Roaming\npm\node_modules\claude\cli.js`}, false},
+		{"windows Node.EXE host", "Node.EXE", []string{`C:\nodejs\Node.EXE`, "cli.js"}, false},
+		{"windows uvx", "uvx.exe", []string{`C:\Users\u\.local\bin\uvx.exe`, "mcp-server-git"}, true},
+		{"windows pwsh", "pwsh.exe", []string{`C:\Program Files\PowerShell\7\pwsh.exe`, "-c", "srv"}, true},
+		{"windows powershell", "powershell.exe", nil, true},
+		{"windows python shim", "python.exe", []string{`C:\Users\u\.pyenv\pyenv-win\shims\python.exe`, "-m", "srv"}, true},
+		{"windows claude", "claude.exe", []string{`C:\Users\u\.local\bin\claude.exe`}, false},
+		{"a dotted name is no suffix", "my.server", []string{"/opt/my.server"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

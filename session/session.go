@@ -8,7 +8,6 @@ package session
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -124,16 +123,17 @@ func findHost(ppid int) (proc.Info, error) {
 
 var launchers = map[string]bool{
 	"supervisor": true, "sh": true, "bash": true, "zsh": true, "dash": true, "fish": true,
-	"cmd": true, "cmd.exe": true, "pwsh": true, "env": true, "npx": true, "npm": true,
+	"cmd": true, "pwsh": true, "powershell": true, "env": true, "npx": true, "npm": true,
 	"uv": true, "uvx": true, "pipx": true, "timeout": true, "nohup": true, "setsid": true,
 }
 
 // IsLauncher reports whether a process with this comm and argv is a launcher
 // or shell that sits between a host and its server rather than a host.
 func IsLauncher(comm string, argv []string) bool {
+	comm = programName(comm)
 	name := comm
 	if len(argv) > 0 {
-		name = filepath.Base(argv[0])
+		name = programName(argv[0])
 	}
 	if launchers[name] || launchers[comm] {
 		return true
@@ -146,12 +146,27 @@ func IsLauncher(comm string, argv []string) bool {
 			strings.Contains(joined, "npm-cli.js")
 	case strings.HasPrefix(name, "python"):
 		// python is a launcher only as a shim for uv/pipx tools.
-		return strings.Contains(joined, "/shims/") || strings.Contains(joined, " -m uv") ||
+		return strings.Contains(joined, "/shims/") || strings.Contains(joined, `\shims\`) || strings.Contains(joined, " -m uv") ||
 			strings.Contains(joined, "pipx")
 	case strings.HasPrefix(name, "npm "), strings.HasPrefix(comm, "npm "):
 		return true // "npm exec" renames its process title
 	}
 	return false
+}
+
+// programName is the base name of a program path as a launcher table
+// knows it, the same on every OS: both separators split, and a Windows
+// executable suffix (node.exe, npx.cmd, Python.EXE) goes, with the case
+// that Windows ignores.
+func programName(path string) string {
+	name := path[strings.LastIndexAny(path, `/\`)+1:]
+	if i := strings.LastIndexByte(name, '.'); i > 0 {
+		switch strings.ToLower(name[i:]) {
+		case ".exe", ".cmd", ".bat", ".com":
+			return strings.ToLower(name[:i])
+		}
+	}
+	return name
 }
 
 // ParseHostID returns the pid and start ticks encoded in a derived session
