@@ -392,7 +392,7 @@ func (b *bench) cleanup() {
 		left++
 		b.progress("leftover %s pid %d: SIGKILL", t.what, t.pid)
 		h.Signal(unix.SIGKILL)
-		if !h.Wait(5*time.Second) {
+		if !h.Wait(5 * time.Second) {
 			b.progress("leftover %s pid %d still running 5s after SIGKILL", t.what, t.pid)
 		}
 		h.Close()
