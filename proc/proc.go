@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Token is a creation token: what makes a PID mean one process (design §4).
@@ -104,4 +105,16 @@ func EnvValue(env []string, key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// WaitExit waits for the process pid carrying tok to exit, through a
+// handle to it, for at most limit (forever when limit < 0). A process
+// already gone, or whose PID another process now holds, counts as exited.
+func WaitExit(pid int, tok Token, limit time.Duration) bool {
+	h, err := OpenHandle(pid, tok)
+	if err != nil {
+		return true
+	}
+	defer h.Close()
+	return h.Wait(limit)
 }

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -169,18 +168,6 @@ func Verify(pid int, tok Token) error {
 		return fmt.Errorf("pid %d is exiting: %w", pid, ErrGone)
 	}
 	return nil
-}
-
-// WaitExit waits for the process pid carrying tok to exit, through a
-// kqueue handle, for at most limit. A process already gone counts as
-// exited.
-func WaitExit(pid int, tok Token, limit time.Duration) bool {
-	h, err := OpenHandle(pid, tok)
-	if err != nil {
-		return true
-	}
-	defer h.Close()
-	return h.Wait(limit)
 }
 
 // Cmdline returns the argv of pid, from sysctl kern.procargs2 (empty for

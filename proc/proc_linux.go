@@ -401,17 +401,6 @@ func waitReadable(pidfd int, limit time.Duration) bool {
 	}
 }
 
-// WaitExit waits for the process pid carrying tok to exit, through its
-// pidfd, for at most limit. A process already gone counts as exited.
-func WaitExit(pid int, tok Token, limit time.Duration) bool {
-	h, err := OpenHandle(pid, tok)
-	if err != nil {
-		return true
-	}
-	defer h.Close()
-	return h.Wait(limit)
-}
-
 // FdHolders lists the fds of pids that refer to a pipe or socket whose
 // inode is in want. Links are read with readlink only: stat on /proc/PID/fd
 // entries hangs on a process in uninterruptible sleep.

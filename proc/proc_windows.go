@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/windows"
@@ -364,18 +363,6 @@ func Verify(pid int, tok Token) error {
 		return fmt.Errorf("pid %d has exited: %w", pid, ErrGone)
 	}
 	return nil
-}
-
-// WaitExit waits for the process pid carrying tok to exit, on a handle to
-// it, for at most limit. A process already gone (or not openable) counts
-// as exited, as on Linux.
-func WaitExit(pid int, tok Token, limit time.Duration) bool {
-	h, err := OpenHandle(pid, tok)
-	if err != nil {
-		return true
-	}
-	defer h.Close()
-	return h.Wait(limit)
 }
 
 // ZombieStatus returns the exit status of pid, carrying tok, once it has
