@@ -29,8 +29,7 @@ func Launch(ctx context.Context, exe string, paths api.Paths, env []string) erro
 	cmd.Env = daemonEnv(env)
 	cmd.Dir = "/"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
-	cmd.SysProcAttr = detached()
-	if err := cmd.Start(); err != nil {
+	if err := startDetached(cmd); err != nil {
 		return fmt.Errorf("start daemon %s: %w", exe, err)
 	}
 	exited := make(chan error, 1)

@@ -2,8 +2,14 @@
 
 package daemon
 
-import "syscall"
+import (
+	"os/exec"
+	"syscall"
+)
 
-// detached starts the daemon in a session of its own: no terminal or
+// startDetached starts the daemon in a session of its own: no terminal or
 // process group of the shim that launched it reaches it.
-func detached() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true} }
+func startDetached(cmd *exec.Cmd) error {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	return cmd.Start()
+}

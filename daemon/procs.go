@@ -179,6 +179,12 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	// The environment is the bulk of a request and holds the host's
 	// secrets: the daemon keeps none of it for the server's lifetime.
 	req.Env = nil
+	// Where the session's processes live in a kill-on-close job
+	// (Windows), the shim holds a handle to it too, so a daemon crash does
+	// not take them along (design §2) while the host still runs.
+	if _, err := d.reaper.ShareJob(req.Session, req.ShimPID); err != nil {
+		log.Warn("session job not shared with the shim: the server dies if the daemon does", "id", id, "err", err)
+	}
 	fault("run.forked")
 	// PID and token are recorded whatever a concurrent stop did to the
 	// state meanwhile: a stopping record without them could not be found

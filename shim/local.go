@@ -57,9 +57,10 @@ func runLocal(ctx context.Context, o Options, req api.RunRequest, why string, si
 		return fail(CodeSupervisorError, fmt.Errorf("local mode: %w", err))
 	}
 	id := localID()
+	instance := fmt.Sprintf("local-%d", os.Getpid())
 	started, err := spawn.Start(reaper, spawn.Request{
 		Argv: o.Argv, Env: o.Env, Dir: string(req.Cwd), Stdio: stdio,
-		SessionID: req.Session, ProcID: id, Instance: fmt.Sprintf("local-%d", os.Getpid()),
+		SessionID: req.Session, ProcID: id, Instance: instance,
 		// Hosts end a server by SIGKILLing what they started, this shim:
 		// the server must not outlive it (its escaped descendants can).
 		Pdeathsig: syscall.SIGKILL,
@@ -106,7 +107,7 @@ func runLocal(ctx context.Context, o Options, req api.RunRequest, why string, si
 		stopping = true
 		target.Force = force
 		go func() {
-			cascade.Stop(context.Background(), []shutdown.Target{target}, shutdown.Options{Grace: grace, EOFGrace: eof})
+			cascade.Stop(context.Background(), []shutdown.Target{target}, shutdown.Options{Grace: grace, EOFGrace: eof, Instance: instance})
 			close(stopped)
 		}()
 	}

@@ -56,6 +56,10 @@ func (r *Reaper) Fork(fork func() (int, error), inspect func(pid int)) (int, <-c
 	return pid, ch, nil
 }
 
+// ShareJob has nothing to share on unix: processes outlive the daemon
+// without help (Windows job objects do not; see reaper_windows.go).
+func (r *Reaper) ShareJob(session string, pid int) (uint64, error) { return 0, nil }
+
 // Run reaps until ctx is done.
 func (r *Reaper) Run(ctx context.Context) error {
 	sigs := make(chan os.Signal, 1)
