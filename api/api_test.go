@@ -638,3 +638,38 @@ func TestEncodeMsgMatchesMarshal(t *testing.T) {
 		}
 	}
 }
+
+// TestRecvTooManyFdsClosesThem: a frame with more fds than maxFds is
+// refused, and every fd that came with it is closed, none kept.
+func TestRecvTooManyFdsClosesThem(t *testing.T) {
+	c, raw := rawPair(t)
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[1])
+	rights := make([]int, maxFds+2)
+	for i := range rights {
+		rights[i] = p[0]
+	}
+	rc, err := raw.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serr error
+	rc.Control(func(fd uintptr) {
+		serr = unix.Sendmsg(int(fd), frame(2, []byte("{}")), unix.UnixRights(rights...), nil, 0)
+	})
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	unix.Close(p[0])
+	if _, fds, err := recvAsync(t, c); !errors.Is(err, ErrTooManyFds) || fds != nil {
+		t.Fatalf("Recv: got (%v, %v), want (nil, %v)", fds, err, ErrTooManyFds)
+	}
+	// Every received copy of the read end is closed: the pipe has no
+	// reader left.
+	if _, err := unix.Write(p[1], []byte("x")); !errors.Is(err, unix.EPIPE) {
+		t.Errorf("write to the pipe after Recv: got %v, want %v (all %d received fds closed)", err, unix.EPIPE, len(rights))
+	}
+}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,15 +14,19 @@ const maxSunPath = 103
 // recvFlags: macOS has no MSG_CMSG_CLOEXEC.
 const recvFlags = 0
 
-// cloexecAll marks received fds close-on-exec right after recvmsg. Without
-// the atomic flag a fork in between could leak one; the daemon forks only
-// through the reaper, whose lock the receiving goroutine does not hold, so
-// the window exists and is this narrow.
+// cloexecAll marks received fds close-on-exec right after recvmsg, under
+// recvLock, so no fork can come in between.
 func cloexecAll(fds []int) {
 	for _, fd := range fds {
 		unix.CloseOnExec(fd)
 	}
 }
+
+// recvLock holds off forks (syscall.ForkLock, as the net package does
+// around accept on macOS) from recvmsg until the received fds are marked
+// close-on-exec.
+func recvLock()   { syscall.ForkLock.RLock() }
+func recvUnlock() { syscall.ForkLock.RUnlock() }
 
 // PeerCred returns the pid and uid of the process at the other end, as the
 // kernel recorded them at connect time (LOCAL_PEERPID, LOCAL_PEERCRED).

@@ -15,6 +15,11 @@ const recvFlags = unix.MSG_CMSG_CLOEXEC
 // cloexecAll has nothing to do: MSG_CMSG_CLOEXEC did it.
 func cloexecAll([]int) {}
 
+// recvLock and recvUnlock have nothing to guard: MSG_CMSG_CLOEXEC marks
+// received fds atomically.
+func recvLock()   {}
+func recvUnlock() {}
+
 // PeerCred returns the pid and uid of the process at the other end, as the
 // kernel recorded them at connect time (SO_PEERCRED).
 func (c *Conn) PeerCred() (pid, uid int, err error) {

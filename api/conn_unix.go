@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -127,25 +128,34 @@ func (c *Conn) Recv() (Msg, []int, error) {
 
 // readFull fills b with recvmsg(MSG_CMSG_CLOEXEC), collecting any fds.
 func (c *Conn) readFull(b []byte, fds *[]int) error {
-	oob := make([]byte, unix.CmsgSpace(maxFds*4))
+	// Room for far more than maxFds: a sender's excess is then received
+	// (and closed by the caller) rather than truncated, which on macOS
+	// leaves a control header whose length overruns the buffer.
+	oob := make([]byte, unix.CmsgSpace(oobFds*4))
 	got := 0
 	for got < len(b) {
 		var n, oobn, flags int
-		var rerr error
+		var rerr, perr error
+		var rights []int
 		err := c.rc.Read(func(fd uintptr) bool {
+			// Without MSG_CMSG_CLOEXEC (macOS) the fds are marked right
+			// after recvmsg, under the fork lock, so no spawn in between
+			// can inherit one.
+			recvLock()
 			n, oobn, flags, _, rerr = unix.Recvmsg(int(fd), b[got:], oob, recvFlags)
+			if oobn > 0 {
+				rights, perr = parseRights(oob[:oobn])
+				cloexecAll(rights)
+			}
+			recvUnlock()
 			return !errors.Is(rerr, unix.EAGAIN)
 		})
 		if err == nil {
 			err = rerr
 		}
-		if oobn > 0 {
-			got, perr := parseRights(oob[:oobn])
-			cloexecAll(got)
-			*fds = append(*fds, got...)
-			if perr != nil {
-				return perr
-			}
+		*fds = append(*fds, rights...)
+		if perr != nil {
+			return perr
 		}
 		if flags&unix.MSG_CTRUNC != 0 {
 			return ErrTooManyFds
@@ -167,21 +177,33 @@ func (c *Conn) readFull(b []byte, fds *[]int) error {
 	return nil
 }
 
+// oobFds sizes the control buffer; see readFull.
+const oobFds = 256
+
+// parseRights collects the fds of every SCM_RIGHTS message in oob. A
+// header whose length runs past the buffer (macOS copies a truncated
+// header out unchanged) is read up to the buffer's end, so every fd that
+// did arrive is returned, to be used or closed.
 func parseRights(oob []byte) ([]int, error) {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil, fmt.Errorf("%w: control message: %v", ErrMalformed, err)
-	}
 	var fds []int
-	for _, m := range msgs {
-		if m.Header.Level != unix.SOL_SOCKET || m.Header.Type != unix.SCM_RIGHTS {
-			continue
+	hdr := unix.CmsgLen(0)
+	for len(oob) >= hdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		l := int(h.Len)
+		if l < hdr {
+			return fds, fmt.Errorf("%w: control message of %d bytes", ErrMalformed, l)
 		}
-		r, err := unix.ParseUnixRights(&m)
-		if err != nil {
-			return fds, fmt.Errorf("%w: rights: %v", ErrMalformed, err)
+		l = min(l, len(oob))
+		if h.Level == unix.SOL_SOCKET && h.Type == unix.SCM_RIGHTS {
+			for data := oob[hdr:l]; len(data) >= 4; data = data[4:] {
+				fds = append(fds, int(int32(binary.NativeEndian.Uint32(data))))
+			}
 		}
-		fds = append(fds, r...)
+		step := unix.CmsgSpace(l - hdr)
+		if step >= len(oob) {
+			break
+		}
+		oob = oob[step:]
 	}
 	return fds, nil
 }

@@ -4,6 +4,7 @@ package shutdown
 
 import (
 	"fmt"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,11 +15,19 @@ type waker struct{ r, w int }
 
 func newWaker() (*waker, error) {
 	var p [2]int
-	if err := unix.Pipe(p[:]); err != nil {
+	// Held off forks until both ends are close-on-exec (macOS has no
+	// pipe2): a server spawned meanwhile must not inherit one.
+	syscall.ForkLock.RLock()
+	err := unix.Pipe(p[:])
+	if err == nil {
+		unix.CloseOnExec(p[0])
+		unix.CloseOnExec(p[1])
+	}
+	syscall.ForkLock.RUnlock()
+	if err != nil {
 		return nil, fmt.Errorf("pipe: %w", err)
 	}
 	for _, fd := range p {
-		unix.CloseOnExec(fd)
 		if err := unix.SetNonblock(fd, true); err != nil {
 			unix.Close(p[0])
 			unix.Close(p[1])
