@@ -538,7 +538,32 @@ func (r *run) populated(i int) bool {
 		return false
 	}
 	for _, pid := range pids {
-		if _, kept := r.kept[pid]; !kept && pid != r.self {
+		if _, kept := r.kept[pid]; !kept && r.mayTouch(pid) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayTouch reports whether pid, read now, is a process the cascade may
+// signal (see allowed): one it may not is no reason to wait for the job.
+func (r *run) mayTouch(pid int) bool {
+	tok, err := proc.TokenOf(pid)
+	return err == nil && r.allowed(pid, tok)
+}
+
+// holdsProtected reports whether job holds a process the cascade must
+// never touch (this process, an Excluded or Spared one, one it cannot
+// verify): TerminateJobObject would end it too, so the members are then
+// terminated one by one instead.
+func (r *run) holdsProtected(job *proc.Job) bool {
+	pids, err := job.PIDs()
+	if err != nil {
+		return true
+	}
+	for _, pid := range pids {
+		if !r.mayTouch(pid) {
+			r.log.Info("server job holds a process the cascade must not touch; terminating its members one by one", "pid", pid)
 			return true
 		}
 	}
@@ -626,7 +651,7 @@ func (r *run) escalate(i int) {
 // spared for SUPERVISOR_KEEP=1 (whose siblings are then terminated one by
 // one, as members).
 func (r *run) terminateJob(i int) {
-	if job := r.jobs[i]; job != nil && len(r.spared[i]) == 0 {
+	if job := r.jobs[i]; job != nil && len(r.spared[i]) == 0 && !r.holdsProtected(job) {
 		if err := job.Terminate(1); err != nil {
 			r.log.Warn("terminate server job", "id", r.targets[i].ID, "err", err)
 		}

@@ -249,10 +249,16 @@ func (r *Reaper) watch(c *child) {
 	handles := []windows.Handle{c.h, r.stop}
 	ev, err := windows.WaitForMultipleObjects(handles, false, windows.INFINITE)
 	runtime.KeepAlive(handles)
-	if err != nil || ev != windows.WAIT_OBJECT_0 {
-		if err != nil {
-			r.log.Error("wait for child", "pid", c.pid, "err", err)
+	if err != nil {
+		// A failed wait must not lose the child: its status would never
+		// be delivered and its jobs never released. Wait on it alone.
+		r.log.Error("wait for child; waiting on its handle alone", "pid", c.pid, "err", err)
+		if _, werr := windows.WaitForSingleObject(c.h, windows.INFINITE); werr != nil {
+			r.log.Error("wait for child", "pid", c.pid, "err", werr)
 		}
+		ev = windows.WAIT_OBJECT_0
+	}
+	if ev != windows.WAIT_OBJECT_0 {
 		// Stopped: the handle goes, the jobs stay (see Reaper).
 		r.mu.Lock()
 		delete(r.children, c.pid)
