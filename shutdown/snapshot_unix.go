@@ -15,20 +15,6 @@ import (
 	"github.com/seed-86a41135/supervisor/proc"
 )
 
-// Marker variables (set by spawn; duplicated here so the cascade does not
-// depend on the package that starts processes).
-const (
-	envSessionID = "SUPERVISOR_SESSION_ID"
-	envProcID    = "SUPERVISOR_PROC_ID"
-	// EnvInstance names the daemon instance that spawned a process, so the
-	// session sweep of one instance never takes another's processes.
-	EnvInstance = "SUPERVISOR_INSTANCE"
-	// EnvKeep=1 in a descendant's environment spares it from the tree and
-	// marker sweeps (Jenkins' BUILD_ID=dontKillMe); never when it holds a
-	// host pipe, since the host would hang.
-	EnvKeep = "SUPERVISOR_KEEP"
-)
-
 type member struct {
 	pid    int
 	tok    proc.Token
@@ -365,32 +351,7 @@ func (r *run) add(i int, info proc.Info, role Role) bool {
 
 // markerTarget finds the target an environment's markers point at.
 func (r *run) markerTarget(env []string) (int, bool) {
-	if id, ok := proc.EnvValue(env, envProcID); ok {
-		if i, ok := r.byID[id]; ok {
-			return i, true
-		}
-		if r.opt.SkipProc != nil && r.opt.SkipProc(id) {
-			return 0, false
-		}
-	}
-	if !r.opt.WholeSession {
-		return 0, false
-	}
-	sess, ok := proc.EnvValue(env, envSessionID)
-	if !ok || sess == "" {
-		return 0, false
-	}
-	// Session ids are chosen by users and hosts; another daemon instance
-	// may have the same one. Its processes carry its own instance marker.
-	if inst, _ := proc.EnvValue(env, EnvInstance); r.opt.Instance != "" && inst != r.opt.Instance {
-		return 0, false
-	}
-	for i, t := range r.targets {
-		if t.Session == sess {
-			return i, true
-		}
-	}
-	return 0, false
+	return markerTarget(env, r.byID, r.targets, r.opt)
 }
 
 // keep reports (and logs once) a process spared by SUPERVISOR_KEEP=1.
