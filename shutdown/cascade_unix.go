@@ -10,118 +10,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
 	"github.com/seed-86a41135/supervisor/cgroup"
 	"github.com/seed-86a41135/supervisor/proc"
 )
-
-// Stop runs the cascade for targets and returns one outcome per target, in
-// order. Each target gets its own grace (Target.Grace, else opt.Grace): a
-// session's servers are stopped side by side, each escalated to SIGKILL
-// when its own grace is over. Stop returns when every process is gone, or
-// when KillWait after a target's SIGKILL has passed, or when ctx is done
-// (the outcomes then say what is left).
-func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Outcome {
-	if opt.Grace <= 0 {
-		opt.Grace = DefaultGrace
-	}
-	if opt.KillWait <= 0 {
-		opt.KillWait = 5 * time.Second
-	}
-	log := c.Log
-	if log == nil {
-		log = hclog.NewNullLogger()
-	}
-	// The EOF grace counts from the call, not from the end of the
-	// snapshot: the host's pipes closed before we were asked.
-	entered := time.Now()
-	r := newRun(c, targets, opt, log)
-	defer r.closeAll()
-
-	r.collect()
-	r.finish() // nothing of them was alive at the snapshot: already gone
-
-	// The graces end early when ctx is done or opt.Force is closed; a
-	// target's own Force ends only its graces, and pokes the wait.
-	graceCtx, cancelGrace := context.WithCancel(ctx)
-	defer cancelGrace()
-	if opt.Force != nil {
-		go func() {
-			select {
-			case <-opt.Force:
-				cancelGrace()
-			case <-graceCtx.Done():
-			}
-		}()
-	}
-	r.watchForces(graceCtx)
-
-	if opt.EOFGrace > 0 && r.aliveMembers() > 0 && !r.anyForced() {
-		r.setPhase(ExitedOnEOF)
-		r.wait(graceCtx, entered.Add(opt.EOFGrace))
-		r.finish()
-	}
-
-	start := time.Now()
-	r.setPhase(ExitedOnSIGTERM)
-	r.signalNew()
-	if c.AfterSignal != nil {
-		c.AfterSignal()
-	}
-	killedAt := make([]time.Time, len(targets))
-	for {
-		r.finish()
-		pending := 0
-		next := time.Time{}
-		for i := range targets {
-			if r.result[i] != "" {
-				continue
-			}
-			// Escalate when the grace is over, or forced, or when only pipe
-			// holders outside the tree are left: the tree is gone, and the
-			// host is waiting for EOF.
-			if r.tphase[i] == ExitedOnSIGTERM && (graceCtx.Err() != nil || r.forced[i].Load() ||
-				!time.Now().Before(start.Add(r.grace(i))) || r.onlyHolders(i)) {
-				if ctx.Err() != nil {
-					continue // cancelled: no escalation
-				}
-				r.escalate(i)
-				killedAt[i] = time.Now()
-			}
-			var until time.Time
-			if r.tphase[i] == Killed {
-				until = killedAt[i].Add(opt.KillWait)
-				if !time.Now().Before(until) {
-					continue // gave up: reported as left
-				}
-			} else {
-				until = start.Add(r.grace(i))
-			}
-			pending++
-			if next.IsZero() || until.Before(next) {
-				next = until
-			}
-		}
-		if pending == 0 || ctx.Err() != nil {
-			break
-		}
-		waitCtx := graceCtx
-		if r.anyKilled() {
-			waitCtx = ctx // a force cannot hurry what is already SIGKILLed
-		}
-		r.wait(waitCtx, next)
-		if r.collect() > 0 {
-			r.signalNew() // forked during the stop: the fixed point
-		}
-	}
-	left := Unkillable
-	if ctx.Err() != nil {
-		left = Interrupted
-	}
-	return r.outcomes(left)
-}
 
 // watchForces marks a target forced when its Force channel closes, and
 // pokes the wait so it re-evaluates at once. The goroutines end with ctx.
@@ -143,32 +36,6 @@ func (r *run) watchForces(ctx context.Context) {
 	}
 }
 
-func (r *run) anyForced() bool {
-	for i := range r.targets {
-		if r.forced[i].Load() {
-			return true
-		}
-	}
-	return false
-}
-
-// grace is target i's SIGTERM grace.
-func (r *run) grace(i int) time.Duration {
-	if g := r.targets[i].Grace; g > 0 {
-		return g
-	}
-	return r.opt.Grace
-}
-
-// setPhase moves every unfinished target to phase p.
-func (r *run) setPhase(p Result) {
-	for i := range r.targets {
-		if r.result[i] == "" {
-			r.tphase[i] = p
-		}
-	}
-}
-
 // onlyHolders reports whether target i has live pipe holders but no other
 // live member and an empty cgroup.
 func (r *run) onlyHolders(i int) bool {
@@ -183,15 +50,6 @@ func (r *run) onlyHolders(i int) bool {
 		holders = true
 	}
 	return holders && !r.populated(i)
-}
-
-func (r *run) anyKilled() bool {
-	for i := range r.targets {
-		if r.result[i] == "" && r.tphase[i] == Killed {
-			return true
-		}
-	}
-	return false
 }
 
 // escalate moves target i to SIGKILL: its cgroup, its members and the pipe
@@ -412,3 +270,10 @@ func ctxWaker(ctx context.Context) (*waker, func()) {
 		w.close()
 	}
 }
+
+// anyAlive reports whether a process that gets graces still runs.
+func (r *run) anyAlive() bool { return r.aliveMembers() > 0 }
+
+// escalateEarly: only pipe holders outside the tree are left (the tree is
+// gone, and the host is waiting for EOF).
+func (r *run) escalateEarly(i int) bool { return r.onlyHolders(i) }

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -19,8 +18,24 @@ import (
 	"github.com/seed-86a41135/supervisor/proc"
 )
 
-// Stop runs the cascade for targets and returns one outcome per target, in
-// order, with the semantics of the unix cascade; what differs is how
+type member struct {
+	pid    int
+	h      *proc.Handle // nil once exited
+	target int
+	role   Role
+	result Result // the phase in which it exited
+	asked  bool   // CTRL_BREAK tried
+	killed bool   // terminated
+}
+
+// Completion keys on the run's port.
+const (
+	keyWake uintptr = iota + 1 // a force, or ctx is done
+	keyExit                    // a watched member handle was signalled
+	keyJob                     // keyJob+i: a message of target i's job
+)
+
+// The Windows run keeps Stop's semantics (stop.go); what differs is how
 // Windows holds a tree and asks it to stop:
 //
 //   - A target's tree is its server job (proc.JobName(instance, session,
@@ -57,138 +72,17 @@ import (
 // verified through a handle. There are no pipe holders on Windows
 // (proc.FdHolders is empty there): the job holds whoever got the server's
 // handles from its tree.
-func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Outcome {
-	if opt.Grace <= 0 {
-		opt.Grace = DefaultGrace
-	}
-	if opt.KillWait <= 0 {
-		opt.KillWait = 5 * time.Second
-	}
-	log := c.Log
-	if log == nil {
-		log = hclog.NewNullLogger()
-	}
-	// The EOF grace counts from the call: the host's pipes closed before
-	// we were asked.
-	entered := time.Now()
-	r := newRun(c, targets, opt, log)
-	defer r.closeAll()
-
-	r.collect()
-	r.finish()
-
-	graceCtx, cancelGrace := context.WithCancel(ctx)
-	defer cancelGrace()
-	if opt.Force != nil {
-		r.goroutines.Add(1)
-		go func() {
-			defer r.goroutines.Done()
-			select {
-			case <-opt.Force:
-				cancelGrace() // wakes a wait on graceCtx
-			case <-graceCtx.Done():
-			}
-		}()
-	}
-	r.watchForces(graceCtx)
-
-	if opt.EOFGrace > 0 && r.anyAlive() && !r.anyForced() {
-		r.setPhase(ExitedOnEOF)
-		r.wait(graceCtx, entered.Add(opt.EOFGrace))
-		r.finish()
-	}
-
-	start := time.Now()
-	r.setPhase(ExitedOnSIGTERM)
-	r.signalNew()
-	if c.AfterSignal != nil {
-		c.AfterSignal()
-	}
-	killedAt := make([]time.Time, len(targets))
-	for {
-		r.finish()
-		pending := 0
-		next := time.Time{}
-		for i := range targets {
-			if r.result[i] != "" {
-				continue
-			}
-			if r.tphase[i] == ExitedOnSIGTERM && (graceCtx.Err() != nil || r.forced[i].Load() ||
-				!time.Now().Before(start.Add(r.grace(i))) || !r.asked[i]) {
-				if ctx.Err() != nil {
-					continue // cancelled: no escalation
-				}
-				r.escalate(i)
-				killedAt[i] = time.Now()
-			}
-			var until time.Time
-			if r.tphase[i] == Killed {
-				until = killedAt[i].Add(opt.KillWait)
-				if !time.Now().Before(until) {
-					continue // gave up: reported as left
-				}
-			} else {
-				until = start.Add(r.grace(i))
-			}
-			pending++
-			if next.IsZero() || until.Before(next) {
-				next = until
-			}
-		}
-		if pending == 0 || ctx.Err() != nil {
-			break
-		}
-		waitCtx := graceCtx
-		if r.anyKilled() {
-			waitCtx = ctx // a force cannot hurry what is already terminated
-		}
-		r.wait(waitCtx, next)
-		if r.collect() > 0 {
-			r.signalNew() // started during the stop: the fixed point
-		}
-	}
-	left := Unkillable
-	if ctx.Err() != nil {
-		left = Interrupted
-	}
-	return r.outcomes(left)
-}
-
-type member struct {
-	pid    int
-	h      *proc.Handle // nil once exited
-	target int
-	role   Role
-	result Result // the phase in which it exited
-	asked  bool   // CTRL_BREAK tried
-	killed bool   // terminated
-}
-
-// Completion keys on the run's port.
-const (
-	keyWake uintptr = iota + 1 // a force, or ctx is done
-	keyExit                    // a watched member handle was signalled
-	keyJob                     // keyJob+i: a message of target i's job
-)
-
 type run struct {
-	c       *Cascade
-	targets []Target
-	opt     Options
-	log     hclog.Logger
+	state
 
 	members map[int]*member
-	result  []Result // per target
-	tphase  []Result // per target: the step under way
-	asked   []bool   // per target: a CTRL_BREAK went to one of its groups
+	asked   []bool // per target: a CTRL_BREAK went to one of its groups
 	// orphanAsked: the group of an exited leader was considered once.
 	orphanAsked []bool
-	forced      []atomic.Bool
 	jobs        []*proc.Job // per target: its server job, if found
 	ported      []bool      // per target: its job posts to port
 	spared      [][]int     // per target: kept for SUPERVISOR_KEEP=1
 	kept        map[int]proc.Token
-	byID        map[string]int
 	checked     bool // leaders and jobs looked at
 	scanning    bool // some target needs the process scan
 
@@ -198,24 +92,15 @@ type run struct {
 	port      windows.Handle
 	stopWatch windows.Handle
 	pokeCh    chan struct{}
-
-	goroutines sync.WaitGroup // the force watchers
-	self       int
 }
 
 func newRun(c *Cascade, targets []Target, opt Options, log hclog.Logger) *run {
-	r := &run{c: c, targets: targets, opt: opt, log: log,
-		members: map[int]*member{}, result: make([]Result, len(targets)), tphase: make([]Result, len(targets)),
-		asked: make([]bool, len(targets)), orphanAsked: make([]bool, len(targets)), forced: make([]atomic.Bool, len(targets)),
+	r := &run{members: map[int]*member{},
+		asked: make([]bool, len(targets)), orphanAsked: make([]bool, len(targets)),
 		jobs: make([]*proc.Job, len(targets)), ported: make([]bool, len(targets)),
-		spared: make([][]int, len(targets)), kept: map[int]proc.Token{}, byID: map[string]int{},
-		pokeCh: make(chan struct{}, 1), self: os.Getpid()}
-	for i, t := range targets {
-		r.tphase[i] = AlreadyGone
-		if _, dup := r.byID[t.ID]; !dup {
-			r.byID[t.ID] = i
-		}
-	}
+		spared: make([][]int, len(targets)), kept: map[int]proc.Token{},
+		pokeCh: make(chan struct{}, 1)}
+	r.state.init(c, targets, opt, log, os.Getpid())
 	port, err := windows.CreateIoCompletionPort(windows.InvalidHandle, 0, 0, 1)
 	if err == nil {
 		ev, err2 := windows.CreateEvent(nil, 1, 0, nil)
@@ -548,39 +433,6 @@ func (r *run) watchForces(ctx context.Context) {
 			}
 		}(i, t.Force)
 	}
-}
-
-func (r *run) anyForced() bool {
-	for i := range r.targets {
-		if r.forced[i].Load() {
-			return true
-		}
-	}
-	return false
-}
-
-func (r *run) grace(i int) time.Duration {
-	if g := r.targets[i].Grace; g > 0 {
-		return g
-	}
-	return r.opt.Grace
-}
-
-func (r *run) setPhase(p Result) {
-	for i := range r.targets {
-		if r.result[i] == "" {
-			r.tphase[i] = p
-		}
-	}
-}
-
-func (r *run) anyKilled() bool {
-	for i := range r.targets {
-		if r.result[i] == "" && r.tphase[i] == Killed {
-			return true
-		}
-	}
-	return false
 }
 
 // anyAlive reports whether some target still has a process to wait for.
@@ -982,3 +834,7 @@ func (r *run) closeAll() {
 		windows.CloseHandle(r.stopWatch)
 	}
 }
+
+// escalateEarly: no CTRL_BREAK could reach the target (no console group
+// of its own), so its grace would only be waited out.
+func (r *run) escalateEarly(i int) bool { return !r.asked[i] }

@@ -4,8 +4,6 @@ package shutdown
 
 import (
 	"os"
-	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
@@ -26,44 +24,29 @@ type member struct {
 }
 
 type run struct {
-	c       *Cascade
-	targets []Target
-	opt     Options
-	log     hclog.Logger
+	state
 
 	members map[int]*member
-	result  []Result     // per target
 	leaders []bool       // per target: its leader was ours at the snapshot
 	spared  [][]int      // per target: kept for SUPERVISOR_KEEP=1
 	kept    map[int]bool // every spared pid, so it is logged once
 	events  []*os.File   // per target: its cgroup.events, if any
-	byID    map[string]int
-	tphase  []Result // per target: the step under way
-	forced  []atomic.Bool
-	poke    *waker // woken when a target is forced
+	poke    *waker       // woken when a target is forced
 
-	goroutines sync.WaitGroup // the force watchers
-	checked    bool           // leaders looked at
-	scanned    bool           // the snapshot (first collect) is done
-	self       int
-	uid        int
+	checked bool // leaders looked at
+	scanned bool // the snapshot (first collect) is done
+	uid     int
 }
 
 func newRun(c *Cascade, targets []Target, opt Options, log hclog.Logger) *run {
-	r := &run{c: c, targets: targets, opt: opt, log: log,
-		members: map[int]*member{}, result: make([]Result, len(targets)), tphase: make([]Result, len(targets)),
-		forced:  make([]atomic.Bool, len(targets)),
+	r := &run{members: map[int]*member{},
 		leaders: make([]bool, len(targets)), spared: make([][]int, len(targets)),
-		kept: map[int]bool{}, events: make([]*os.File, len(targets)), byID: map[string]int{},
-		self: os.Getpid(), uid: os.Getuid()}
+		kept: map[int]bool{}, events: make([]*os.File, len(targets)), uid: os.Getuid()}
+	r.state.init(c, targets, opt, log, os.Getpid())
 	if w, err := newWaker(); err == nil {
 		r.poke = w
 	}
 	for i, t := range targets {
-		r.tphase[i] = AlreadyGone
-		if _, dup := r.byID[t.ID]; !dup {
-			r.byID[t.ID] = i
-		}
 		if t.Cgroup != "" {
 			if f, err := cgroup.Events(t.Cgroup); err == nil {
 				r.events[i] = f

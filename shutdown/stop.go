@@ -1,0 +1,184 @@
+package shutdown
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// state is what every OS's run keeps per target, and what Stop reads. A
+// run (cascade_unix.go, cascade_windows.go) embeds it and adds how its OS
+// finds a tree, signals it and waits for it: collect, finish, signalNew,
+// escalate, escalateEarly, wait, anyAlive, outcomes, watchForces and
+// closeAll.
+type state struct {
+	c       *Cascade
+	targets []Target
+	opt     Options
+	log     hclog.Logger
+
+	result []Result // per target: how it ended; "" while it runs
+	tphase []Result // per target: the step under way
+	forced []atomic.Bool
+	byID   map[string]int // first target of each id
+
+	goroutines sync.WaitGroup // the force watchers
+	self       int
+}
+
+func (s *state) init(c *Cascade, targets []Target, opt Options, log hclog.Logger, self int) {
+	s.c, s.targets, s.opt, s.log, s.self = c, targets, opt, log, self
+	s.result = make([]Result, len(targets))
+	s.tphase = make([]Result, len(targets))
+	s.forced = make([]atomic.Bool, len(targets))
+	s.byID = map[string]int{}
+	for i, t := range targets {
+		s.tphase[i] = AlreadyGone
+		if _, dup := s.byID[t.ID]; !dup {
+			s.byID[t.ID] = i
+		}
+	}
+}
+
+// grace is target i's graceful-stop grace.
+func (s *state) grace(i int) time.Duration {
+	if g := s.targets[i].Grace; g > 0 {
+		return g
+	}
+	return s.opt.Grace
+}
+
+// setPhase moves every unfinished target to phase p.
+func (s *state) setPhase(p Result) {
+	for i := range s.targets {
+		if s.result[i] == "" {
+			s.tphase[i] = p
+		}
+	}
+}
+
+func (s *state) anyForced() bool {
+	for i := range s.targets {
+		if s.forced[i].Load() {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *state) anyKilled() bool {
+	for i := range s.targets {
+		if s.result[i] == "" && s.tphase[i] == Killed {
+			return true
+		}
+	}
+	return false
+}
+
+// Stop runs the cascade for targets and returns one outcome per target, in
+// order. Each target gets its own grace (Target.Grace, else opt.Grace): a
+// session's servers are stopped side by side, each escalated to the forced
+// stop when its own grace is over. Stop returns when every process is
+// gone, or when KillWait after a target's forced stop has passed, or when
+// ctx is done (the outcomes then say what is left).
+func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Outcome {
+	if opt.Grace <= 0 {
+		opt.Grace = DefaultGrace
+	}
+	if opt.KillWait <= 0 {
+		opt.KillWait = 5 * time.Second
+	}
+	log := c.Log
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	// The EOF grace counts from the call, not from the end of the
+	// snapshot: the host's pipes closed before we were asked.
+	entered := time.Now()
+	r := newRun(c, targets, opt, log)
+	defer r.closeAll()
+
+	r.collect()
+	r.finish() // nothing of them was alive at the snapshot: already gone
+
+	// The graces end early when ctx is done or opt.Force is closed; a
+	// target's own Force ends only its graces, and pokes the wait.
+	graceCtx, cancelGrace := context.WithCancel(ctx)
+	defer cancelGrace() // before closeAll, which waits for the watchers
+	if opt.Force != nil {
+		r.goroutines.Add(1)
+		go func() {
+			defer r.goroutines.Done()
+			select {
+			case <-opt.Force:
+				cancelGrace()
+			case <-graceCtx.Done():
+			}
+		}()
+	}
+	r.watchForces(graceCtx)
+
+	if opt.EOFGrace > 0 && r.anyAlive() && !r.anyForced() {
+		r.setPhase(ExitedOnEOF)
+		r.wait(graceCtx, entered.Add(opt.EOFGrace))
+		r.finish()
+	}
+
+	start := time.Now()
+	r.setPhase(ExitedOnSIGTERM)
+	r.signalNew()
+	if c.AfterSignal != nil {
+		c.AfterSignal()
+	}
+	killedAt := make([]time.Time, len(targets))
+	for {
+		r.finish()
+		pending := 0
+		next := time.Time{}
+		for i := range targets {
+			if r.result[i] != "" {
+				continue
+			}
+			if r.tphase[i] == ExitedOnSIGTERM && (graceCtx.Err() != nil || r.forced[i].Load() ||
+				!time.Now().Before(start.Add(r.grace(i))) || r.escalateEarly(i)) {
+				if ctx.Err() != nil {
+					continue // cancelled: no escalation
+				}
+				r.escalate(i)
+				killedAt[i] = time.Now()
+			}
+			var until time.Time
+			if r.tphase[i] == Killed {
+				until = killedAt[i].Add(opt.KillWait)
+				if !time.Now().Before(until) {
+					continue // gave up: reported as left
+				}
+			} else {
+				until = start.Add(r.grace(i))
+			}
+			pending++
+			if next.IsZero() || until.Before(next) {
+				next = until
+			}
+		}
+		if pending == 0 || ctx.Err() != nil {
+			break
+		}
+		waitCtx := graceCtx
+		if r.anyKilled() {
+			waitCtx = ctx // a force cannot hurry what is already killed
+		}
+		r.wait(waitCtx, next)
+		if r.collect() > 0 {
+			r.signalNew() // forked during the stop: the fixed point
+		}
+	}
+	left := Unkillable
+	if ctx.Err() != nil {
+		left = Interrupted
+	}
+	return r.outcomes(left)
+}
