@@ -2,6 +2,7 @@ package hosts
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 )
 
@@ -119,4 +120,57 @@ func unwrapChange(s Schema, dash int, added bool) func(map[string]any) {
 			srv[s.Args] = a[dash+2:]
 		}
 	}
+}
+
+// spliceVerified applies edits to src and checks the result the way the
+// text editors must (they splice bytes instead of re-serializing): out
+// must decode to what src decodes to with change applied to server name,
+// and nothing else.
+func spliceVerified(src []byte, edits []edit, decode func([]byte) (any, error), s Schema, name string, change func(srv map[string]any)) ([]byte, error) {
+	out, err := splice(src, edits...)
+	if err != nil {
+		return nil, err
+	}
+	want, err := decode(src)
+	if err != nil {
+		return nil, err
+	}
+	got, err := decode(out)
+	if err != nil {
+		return nil, fmt.Errorf("internal error: server %q: the edited file does not parse: %w", name, err)
+	}
+	srv := decodedServer(want, s, name)
+	if srv == nil {
+		return nil, fmt.Errorf("internal error: server %q: cannot find it again", name)
+	}
+	change(srv)
+	if !reflect.DeepEqual(want, got) && fmt.Sprintf("%#v", want) != fmt.Sprintf("%#v", got) { // NaN != NaN
+		return nil, fmt.Errorf("internal error: server %q: the edit changed more than the server's %s and %s", name, s.Command, s.Args)
+	}
+	return out, nil
+}
+
+// decodedServer finds server name in a decoded file: below s.Path, as a
+// key or (s.List) as the list item whose "name" it is.
+func decodedServer(doc any, s Schema, name string) map[string]any {
+	m := doc
+	for _, k := range s.Path {
+		mm, ok := m.(map[string]any)
+		if !ok {
+			return nil
+		}
+		m = mm[k]
+	}
+	if s.List {
+		items, _ := m.([]any)
+		for _, it := range items {
+			if x, ok := it.(map[string]any); ok && x["name"] == name {
+				return x
+			}
+		}
+		return nil
+	}
+	mm, _ := m.(map[string]any)
+	srv, _ := mm[name].(map[string]any)
+	return srv
 }

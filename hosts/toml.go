@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -139,14 +138,7 @@ func (tomlEditor) Wrap(src []byte, s Schema, name, exe string, prefix []string) 
 		at := args.val.elems[0].start
 		edits = append(edits, edit{at, at, strings.Join(elems, sep) + sep})
 	}
-	out, err := splice(src, edits...)
-	if err != nil {
-		return nil, err
-	}
-	if err := verifyTOML(src, out, s, name, wrapChange(s, exe, prefix)); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return spliceVerified(src, edits, decodeTOML, s, name, wrapChange(s, exe, prefix))
 }
 
 func (tomlEditor) Unwrap(src []byte, s Schema, name string) ([]byte, error) {
@@ -187,14 +179,7 @@ func (tomlEditor) Unwrap(src []byte, s Schema, name string) ([]byte, error) {
 			edits = append(edits, edit{el[0].start, end, ""})
 		}
 	}
-	out, err := splice(src, edits...)
-	if err != nil {
-		return nil, err
-	}
-	if err := verifyTOML(src, out, s, name, unwrapChange(s, dash, added)); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return spliceVerified(src, edits, decodeTOML, s, name, unwrapChange(s, dash, added))
 }
 
 // argsEnd is where an added args field ends: the end of its line, or of
@@ -465,35 +450,6 @@ func tomlSyntaxError(src []byte, err error) error {
 	return &SyntaxError{Line: 1, Col: 1, Msg: err.Error()}
 }
 
-// verifyTOML checks an edit of server name: out must decode to what src
-// decodes to with change applied to that server, nothing else.
-func verifyTOML(src, out []byte, s Schema, name string, change func(srv map[string]any)) error {
-	var want, got map[string]any
-	if err := toml.Unmarshal(tomlNoBOM(src), &want); err != nil {
-		return err
-	}
-	if err := toml.Unmarshal(tomlNoBOM(out), &got); err != nil {
-		return fmt.Errorf("internal error: server %q: the edited file does not parse: %w", name, err)
-	}
-	var m any = want
-	for _, k := range append(append([]string(nil), s.Path...), name) {
-		mm, ok := m.(map[string]any)
-		if !ok {
-			return fmt.Errorf("internal error: server %q: cannot find it again", name)
-		}
-		m = mm[k]
-	}
-	srv, ok := m.(map[string]any)
-	if !ok {
-		return fmt.Errorf("internal error: server %q: cannot find it again", name)
-	}
-	change(srv)
-	if !reflect.DeepEqual(want, got) && fmt.Sprintf("%#v", want) != fmt.Sprintf("%#v", got) { // NaN != NaN
-		return fmt.Errorf("internal error: server %q: the edit changed more than the server's %s and %s", name, s.Command, s.Args)
-	}
-	return nil
-}
-
 // tomlLiteralStyle: raw is a 'literal string', which new strings copy when
 // they can.
 func tomlLiteralStyle(raw string) bool {
@@ -546,4 +502,13 @@ func tomlKey(k string) string {
 		return k
 	}
 	return tomlQuote(k, false)
+}
+
+// decodeTOML decodes a whole TOML file for spliceVerified.
+func decodeTOML(b []byte) (any, error) {
+	var m map[string]any
+	if err := toml.Unmarshal(tomlNoBOM(b), &m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -162,14 +161,7 @@ func (yamlEditor) Wrap(src []byte, s Schema, name, exe string, prefix []string) 
 		}
 		edits = append(edits, edit{at, at, text})
 	}
-	out, err := splice(src, edits...)
-	if err != nil {
-		return nil, err
-	}
-	if err := verifyYAML(src, out, s, name, wrapChange(s, exe, prefix)); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return spliceVerified(src, edits, decodeYAML, s, name, wrapChange(s, exe, prefix))
 }
 
 func (yamlEditor) Unwrap(src []byte, s Schema, name string) ([]byte, error) {
@@ -235,14 +227,7 @@ func (yamlEditor) Unwrap(src []byte, s Schema, name string) ([]byte, error) {
 			edits = append(edits, edit{colon + 1, contentEnd(src, me), " []"})
 		}
 	}
-	out, err := splice(src, edits...)
-	if err != nil {
-		return nil, err
-	}
-	if err := verifyYAML(src, out, s, name, unwrapChange(s, dash, added)); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return spliceVerified(src, edits, decodeYAML, s, name, unwrapChange(s, dash, added))
 }
 
 // stdio finds server name's command and args, refusing what has no
@@ -671,47 +656,6 @@ func yamlSyntaxError(err error) error {
 	return se
 }
 
-// verifyYAML checks an edit of server name: out must decode to what src
-// decodes to with change applied to that server, nothing else.
-func verifyYAML(src, out []byte, s Schema, name string, change func(srv map[string]any)) error {
-	var want, got any
-	if err := yaml.Unmarshal(src, &want); err != nil {
-		return err
-	}
-	if err := yaml.Unmarshal(out, &got); err != nil {
-		return fmt.Errorf("internal error: server %q: the edited file does not parse: %w", name, err)
-	}
-	lost := fmt.Errorf("internal error: server %q: cannot find it again", name)
-	m := want
-	for _, k := range s.Path {
-		mm, ok := m.(map[string]any)
-		if !ok {
-			return lost
-		}
-		m = mm[k]
-	}
-	var srv map[string]any
-	if s.List {
-		items, _ := m.([]any)
-		for _, it := range items {
-			if x, ok := it.(map[string]any); ok && x["name"] == name {
-				srv = x
-				break
-			}
-		}
-	} else if mm, ok := m.(map[string]any); ok {
-		srv, _ = mm[name].(map[string]any)
-	}
-	if srv == nil {
-		return lost
-	}
-	change(srv)
-	if !reflect.DeepEqual(want, got) && fmt.Sprintf("%#v", want) != fmt.Sprintf("%#v", got) { // NaN != NaN
-		return fmt.Errorf("internal error: server %q: the edit changed more than the server's %s and %s", name, s.Command, s.Args)
-	}
-	return nil
-}
-
 // yamlMoved is a scalar's text to go where a command or argument moves:
 // as written, unless a flow sequence would read it differently or it
 // spans lines (then double-quoted).
@@ -795,4 +739,13 @@ func yamlDouble(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// decodeYAML decodes a whole YAML file for spliceVerified.
+func decodeYAML(b []byte) (any, error) {
+	var v any
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
