@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"sync"
 	"syscall"
 
@@ -225,15 +223,8 @@ func SetChildSubreaper() error {
 // The fds are listed from /dev/fd (fdesc, which lists the caller's own);
 // without it every fd below the soft RLIMIT_NOFILE is tried.
 func MarkInheritedCloexec() ([]int, error) {
-	var fds []int
-	entries, err := os.ReadDir("/dev/fd")
-	if err == nil {
-		for _, e := range entries {
-			if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
-				fds = append(fds, fd)
-			}
-		}
-	} else {
+	fds, err := ownFds("/dev/fd")
+	if err != nil {
 		var lim unix.Rlimit
 		if rerr := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); rerr != nil {
 			return nil, fmt.Errorf("getrlimit(RLIMIT_NOFILE): %v; list /dev/fd: %w", rerr, err)
@@ -245,26 +236,7 @@ func MarkInheritedCloexec() ([]int, error) {
 			fds = append(fds, fd)
 		}
 	}
-	var marked []int
-	for _, fd := range fds {
-		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
-		if err != nil || flags&unix.FD_CLOEXEC != 0 {
-			continue // not open (the ReadDir handle itself), or ours
-		}
-		unix.CloseOnExec(fd)
-		marked = append(marked, fd)
-	}
-	return marked, nil
-}
-
-// FdKind describes the file an fd refers to: "pipe", "socket", "tty",
-// "file", "null" or "other", with its inode.
-func FdKind(fd int) (string, uint64, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return "", 0, fmt.Errorf("fstat fd %d: %w", fd, err)
-	}
-	return kindOf(&st), st.Ino, nil
+	return markCloexec(fds), nil
 }
 
 // devNullRdev is the device number of /dev/null, read once rather than

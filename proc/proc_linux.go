@@ -271,7 +271,7 @@ func SetChildSubreaper() error {
 // would hold a host pipe open forever. A long-lived process should also
 // close the returned fds itself.
 func MarkInheritedCloexec() ([]int, error) {
-	entries, err := os.ReadDir("/proc/self/fd")
+	fds, err := ownFds("/proc/self/fd")
 	if err != nil {
 		// No /proc: mark everything, remember nothing.
 		if cerr := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); cerr != nil {
@@ -279,30 +279,7 @@ func MarkInheritedCloexec() ([]int, error) {
 		}
 		return nil, nil
 	}
-	var marked []int
-	for _, e := range entries {
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil || fd < 3 {
-			continue
-		}
-		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
-		if err != nil || flags&unix.FD_CLOEXEC != 0 {
-			continue // closed meanwhile (the ReadDir handle itself), or ours
-		}
-		unix.CloseOnExec(fd)
-		marked = append(marked, fd)
-	}
-	return marked, nil
-}
-
-// FdKind describes the file an fd refers to: "pipe", "socket", "tty",
-// "file", "null" or "other", with its inode.
-func FdKind(fd int) (string, uint64, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return "", 0, fmt.Errorf("fstat fd %d: %w", fd, err)
-	}
-	return kindOf(&st), st.Ino, nil
+	return markCloexec(fds), nil
 }
 
 // FdKindOf is FdKind for fd of another process, through /proc: what a
