@@ -3,9 +3,11 @@
 package proc
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -49,4 +51,34 @@ func markCloexec(fds []int) []int {
 		marked = append(marked, fd)
 	}
 	return marked
+}
+
+// waitReadable waits until fd (a pidfd, a kqueue) polls readable, for at
+// most limit (forever when limit < 0; one look when 0), and reports
+// whether it did. Polling consumes nothing: the fd stays readable.
+func waitReadable(fd int, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		ms := -1
+		if limit >= 0 {
+			ms = 0
+			if left := time.Until(deadline); left > 0 {
+				ms = int(left.Milliseconds()) + 1
+			}
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, ms)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		if n > 0 {
+			return true
+		}
+		if limit >= 0 && !time.Now().Before(deadline) {
+			return false
+		}
+	}
 }

@@ -130,43 +130,11 @@ func (h *Handle) Signal(sig syscall.Signal) error {
 // exited reports, without blocking, whether an exit is pending on the
 // kqueue. It polls rather than calls kevent so that the event stays
 // pending and the fd stays readable for Wait and for callers polling Fd.
-func (h *Handle) exited() bool {
-	for {
-		fds := []unix.PollFd{{Fd: int32(h.kq), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, 0)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		return err == nil && n > 0
-	}
-}
+func (h *Handle) exited() bool { return waitReadable(h.kq, 0) }
 
 // Wait waits until the process exits, for at most limit (forever when
 // limit < 0). It reports whether it exited.
-func (h *Handle) Wait(limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	for {
-		ms := -1
-		if limit >= 0 {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return false
-			}
-			ms = int(left.Milliseconds()) + 1
-		}
-		fds := []unix.PollFd{{Fd: int32(h.kq), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, ms)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return false
-		}
-		if n > 0 {
-			return true
-		}
-	}
-}
+func (h *Handle) Wait(limit time.Duration) bool { return waitReadable(h.kq, limit) }
 
 // Close releases the kqueue.
 func (h *Handle) Close() error { return unix.Close(h.kq) }

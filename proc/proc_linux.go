@@ -351,33 +351,6 @@ func Scan() ([]Info, error) {
 	return out, nil
 }
 
-// waitReadable waits until a pidfd is readable (its process exited), for at
-// most limit (forever when limit < 0). It reports whether it exited.
-func waitReadable(pidfd int, limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	for {
-		ms := -1
-		if limit >= 0 {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return false
-			}
-			ms = int(left.Milliseconds()) + 1
-		}
-		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, ms)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return false
-		}
-		if n > 0 {
-			return true
-		}
-	}
-}
-
 // FdHolders lists the fds of pids that refer to a pipe or socket whose
 // inode is in want. Links are read with readlink only: stat on /proc/PID/fd
 // entries hangs on a process in uninterruptible sleep.
