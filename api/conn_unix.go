@@ -4,7 +4,6 @@ package api
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,10 +27,6 @@ type Conn struct {
 	wmu sync.Mutex
 }
 
-// SetLimits sets the largest frame c receives and sends. A client takes
-// replies up to MaxReply; the daemon sends them.
-func (c *Conn) SetLimits(recv, send int) { c.maxRecv, c.maxSend = recv, send }
-
 // NewConn wraps a unix stream connection.
 func NewConn(c *net.UnixConn) (*Conn, error) {
 	rc, err := c.SyscallConn()
@@ -53,12 +48,9 @@ func (c *Conn) CloseWrite() error { return c.c.CloseWrite() }
 // Send writes one message of type typ with body (nil for none) and passes
 // fds with it. The caller keeps ownership of fds.
 func (c *Conn) Send(typ string, body any, fds ...int) error {
-	payload, err := encodeMsg(typ, body)
+	payload, err := encodeFrame(typ, body, c.maxSend)
 	if err != nil {
-		return fmt.Errorf("encode %s: %w", typ, err)
-	}
-	if len(payload) > c.maxSend {
-		return fmt.Errorf("send %s of %d bytes: %w", typ, len(payload), ErrFrameTooLarge)
+		return err
 	}
 	frame := make([]byte, 4+len(payload))
 	binary.BigEndian.PutUint32(frame, uint32(len(payload)))
@@ -83,11 +75,6 @@ func (c *Conn) Send(typ string, body any, fds ...int) error {
 	return nil
 }
 
-// SendError sends an error message.
-func (c *Conn) SendError(code int, format string, args ...any) error {
-	return c.Send(TypeError, &Error{Message: fmt.Sprintf(format, args...), Code: code})
-}
-
 // Recv reads one message and the fds that came with it (close-on-exec; the
 // caller owns them). On error no fds are returned: any received are closed.
 func (c *Conn) Recv() (Msg, []int, error) {
@@ -103,11 +90,8 @@ func (c *Conn) Recv() (Msg, []int, error) {
 		return fail(err)
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
-	if int64(n) > int64(c.maxRecv) {
-		return fail(fmt.Errorf("frame of %d bytes (limit %d): %w", n, c.maxRecv, ErrFrameTooLarge))
-	}
-	if n == 0 {
-		return fail(fmt.Errorf("empty frame: %w", ErrMalformed))
+	if err := checkFrameLen(n, c.maxRecv); err != nil {
+		return fail(err)
 	}
 	buf := make([]byte, n)
 	if err := c.readFull(buf, &fds); err != nil {
@@ -116,12 +100,9 @@ func (c *Conn) Recv() (Msg, []int, error) {
 		}
 		return fail(err)
 	}
-	var m Msg
-	if err := json.Unmarshal(buf, &m); err != nil {
-		return fail(fmt.Errorf("%w: %v", ErrMalformed, err))
-	}
-	if m.Type == "" {
-		return fail(fmt.Errorf("%w: no type", ErrMalformed))
+	m, err := decodeFrame(buf)
+	if err != nil {
+		return fail(err)
 	}
 	return m, fds, nil
 }

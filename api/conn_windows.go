@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -54,10 +53,6 @@ func newConn(nc net.Conn, accepted bool) (*Conn, error) {
 	return &Conn{c: nc, h: windows.Handle(f.Fd()), accepted: accepted, maxRecv: MaxFrame, maxSend: MaxFrame}, nil
 }
 
-// SetLimits sets the largest frame c receives and sends. A client takes
-// replies up to MaxReply; the daemon sends them.
-func (c *Conn) SetLimits(recv, send int) { c.maxRecv, c.maxSend = recv, send }
-
 // SetDeadline sets the read and write deadline; the zero time clears it.
 func (c *Conn) SetDeadline(t time.Time) error { return c.c.SetDeadline(t) }
 
@@ -81,12 +76,9 @@ func (c *Conn) CloseWrite() error {
 // the duplicate's value travels in the frame. The caller keeps ownership of
 // fds; the receiver owns the duplicates.
 func (c *Conn) Send(typ string, body any, fds ...int) error {
-	payload, err := encodeMsg(typ, body)
+	payload, err := encodeFrame(typ, body, c.maxSend)
 	if err != nil {
-		return fmt.Errorf("encode %s: %w", typ, err)
-	}
-	if len(payload) > c.maxSend {
-		return fmt.Errorf("send %s of %d bytes: %w", typ, len(payload), ErrFrameTooLarge)
+		return err
 	}
 	if len(fds) > maxFds {
 		return fmt.Errorf("send %s with %d handles: %w", typ, len(fds), ErrTooManyFds)
@@ -177,11 +169,6 @@ func reclaim(peer windows.Handle, dups []windows.Handle, written int) {
 	}
 }
 
-// SendError sends an error message.
-func (c *Conn) SendError(code int, format string, args ...any) error {
-	return c.Send(TypeError, &Error{Message: fmt.Sprintf(format, args...), Code: code})
-}
-
 // Recv reads one message and the handles that came with it (not
 // inheritable; the caller owns them and closes unused ones with CloseFds).
 // On error no handles are returned: any received are closed.
@@ -215,22 +202,16 @@ func (c *Conn) Recv() (Msg, []int, error) {
 			return fail(ErrTooManyFds)
 		}
 	}
-	if int64(n) > int64(c.maxRecv) {
-		return fail(fmt.Errorf("frame of %d bytes (limit %d): %w", n, c.maxRecv, ErrFrameTooLarge))
-	}
-	if n == 0 {
-		return fail(fmt.Errorf("empty frame: %w", ErrMalformed))
+	if err := checkFrameLen(n, c.maxRecv); err != nil {
+		return fail(err)
 	}
 	buf := make([]byte, n)
 	if _, err := c.readFull(buf); err != nil {
 		return fail(unexpected(err))
 	}
-	var m Msg
-	if err := json.Unmarshal(buf, &m); err != nil {
-		return fail(fmt.Errorf("%w: %v", ErrMalformed, err))
-	}
-	if m.Type == "" {
-		return fail(fmt.Errorf("%w: no type", ErrMalformed))
+	m, err := decodeFrame(buf)
+	if err != nil {
+		return fail(err)
 	}
 	return m, fds, nil
 }

@@ -60,3 +60,49 @@ func encodeMsg(typ string, body any) ([]byte, error) {
 	out = append(out, b...)
 	return append(out, '}'), nil
 }
+
+// SetLimits sets the largest frame c receives and sends. A client takes
+// replies up to MaxReply; the daemon sends them.
+func (c *Conn) SetLimits(recv, send int) { c.maxRecv, c.maxSend = recv, send }
+
+// SendError sends an error message.
+func (c *Conn) SendError(code int, format string, args ...any) error {
+	return c.Send(TypeError, &Error{Message: fmt.Sprintf(format, args...), Code: code})
+}
+
+// encodeFrame is the JSON payload of one message, refused when it is
+// larger than limit.
+func encodeFrame(typ string, body any, limit int) ([]byte, error) {
+	payload, err := encodeMsg(typ, body)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", typ, err)
+	}
+	if len(payload) > limit {
+		return nil, fmt.Errorf("send %s of %d bytes: %w", typ, len(payload), ErrFrameTooLarge)
+	}
+	return payload, nil
+}
+
+// checkFrameLen refuses a length prefix before anything is allocated for
+// it.
+func checkFrameLen(n uint32, limit int) error {
+	if int64(n) > int64(limit) {
+		return fmt.Errorf("frame of %d bytes (limit %d): %w", n, limit, ErrFrameTooLarge)
+	}
+	if n == 0 {
+		return fmt.Errorf("empty frame: %w", ErrMalformed)
+	}
+	return nil
+}
+
+// decodeFrame parses one frame's JSON payload.
+func decodeFrame(buf []byte) (Msg, error) {
+	var m Msg
+	if err := json.Unmarshal(buf, &m); err != nil {
+		return Msg{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if m.Type == "" {
+		return Msg{}, fmt.Errorf("%w: no type", ErrMalformed)
+	}
+	return m, nil
+}
