@@ -83,8 +83,9 @@ type run struct {
 	ported      []bool      // per target: its job posts to port
 	spared      [][]int     // per target: kept for SUPERVISOR_KEEP=1
 	kept        map[int]proc.Token
-	checked     bool // leaders and jobs looked at
-	scanning    bool // some target needs the process scan
+	touch       map[int]bool // job members judged by mayTouch
+	checked     bool         // leaders and jobs looked at
+	scanning    bool         // some target needs the process scan
 
 	// port receives every wake of wait; 0 when it could not be made (wait
 	// then sleeps to its deadline or a wake on pokeCh). stopWatch stops the
@@ -98,7 +99,7 @@ func newRun(c *Cascade, targets []Target, opt Options, log hclog.Logger) *run {
 	r := &run{members: map[int]*member{},
 		asked: make([]bool, len(targets)), orphanAsked: make([]bool, len(targets)),
 		jobs: make([]*proc.Job, len(targets)), ported: make([]bool, len(targets)),
-		spared: make([][]int, len(targets)), kept: map[int]proc.Token{},
+		spared: make([][]int, len(targets)), kept: map[int]proc.Token{}, touch: map[int]bool{},
 		pokeCh: make(chan struct{}, 1)}
 	r.state.init(c, targets, opt, log, os.Getpid())
 	port, err := windows.CreateIoCompletionPort(windows.InvalidHandle, 0, 0, 1)
@@ -392,11 +393,17 @@ func (r *run) populated(i int) bool {
 	return false
 }
 
-// mayTouch reports whether pid, read now, is a process the cascade may
-// signal (see allowed): one it may not is no reason to wait for the job.
+// mayTouch reports whether pid is a process the cascade may signal (see
+// allowed): one it may not is no reason to wait for the job. Each job
+// member is judged once, when first seen: populated asks on every wait.
 func (r *run) mayTouch(pid int) bool {
-	tok, err := proc.TokenOf(pid)
-	return err == nil && r.allowed(pid, tok)
+	ok, seen := r.touch[pid]
+	if !seen {
+		tok, err := proc.TokenOf(pid)
+		ok = err == nil && r.allowed(pid, tok)
+		r.touch[pid] = ok
+	}
+	return ok
 }
 
 // holdsProtected reports whether job holds a process the cascade must
