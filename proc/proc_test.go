@@ -281,6 +281,19 @@ func TestOpenHandle(t *testing.T) {
 	} else if kind == "" {
 		t.Errorf("FdKind(pidfd): got empty kind")
 	}
+	// The live child with another token is refused as someone else.
+	bad := []Token{{}, {BootID: tok.BootID, StartTicks: tok.StartTicks + 1}, {BootID: "x", StartTicks: tok.StartTicks}}
+	for _, b := range bad {
+		h, err := OpenHandle(pid, b)
+		if !errors.Is(err, ErrTokenMismatch) {
+			t.Errorf("OpenHandle(child, %v): got %v, want %v", b, err, ErrTokenMismatch)
+		}
+		if h != nil {
+			t.Errorf("OpenHandle(child, %v): got a handle, want nil", b)
+			h.Close()
+		}
+	}
+
 	if h.Wait(0) {
 		t.Errorf("Wait(0) on a live sleeper: got exited")
 	}
@@ -291,18 +304,6 @@ func TestOpenHandle(t *testing.T) {
 		t.Errorf("Wait after SIGKILL: still running after 10s")
 	}
 	h.Close()
-
-	bad := []Token{{}, {BootID: tok.BootID, StartTicks: tok.StartTicks + 1}, {BootID: "x", StartTicks: tok.StartTicks}}
-	for _, b := range bad {
-		h, err := OpenHandle(pid, b)
-		if !errors.Is(err, ErrTokenMismatch) && !errors.Is(err, ErrGone) {
-			t.Errorf("OpenHandle(child, %v): got %v, want %v", b, err, ErrTokenMismatch)
-		}
-		if h != nil {
-			t.Errorf("OpenHandle(child, %v): got a handle, want nil", b)
-			h.Close()
-		}
-	}
 }
 
 func TestOpenHandleGone(t *testing.T) {
