@@ -53,7 +53,9 @@ func (d *Doctor) probeDaemon(ctx context.Context) daemonState {
 	}
 	defer c.Close()
 	st := daemonState{running: true, pid: c.Daemon.PID}
-	if c.Daemon.Version != d.version() {
+	// Only an older daemon is worth a restart: a newer one would be
+	// downgraded by this binary's `daemon restart`.
+	if api.NewerVersion(d.version(), c.Daemon.Version) {
 		st.findings = append(st.findings, Finding{
 			Kind: KindDaemonOlder, PID: c.Daemon.PID, Path: d.Paths.Socket,
 			Evidence: fmt.Sprintf("the daemon (pid %d) runs version %s; this binary is version %s (an upgrade in place leaves the old code running)",

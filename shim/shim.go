@@ -12,8 +12,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -379,48 +377,11 @@ func receive(c *api.Client) <-chan recv {
 // warnVersion says once, on stderr (hosts log it), that this binary is
 // newer than the daemon it talks to.
 func warnVersion(w io.Writer, daemonVersion string) {
-	if daemonVersion == api.Version || !NewerVersion(api.Version, daemonVersion) {
+	if daemonVersion == api.Version || !api.NewerVersion(api.Version, daemonVersion) {
 		return
 	}
 	fmt.Fprintf(w, "supervisor: the running daemon is version %s, this binary %s: `supervisor daemon restart` switches to it without stopping any server\n",
 		daemonVersion, api.Version)
-}
-
-// NewerVersion reports whether version a is newer than b, comparing the
-// numeric dot-separated parts (a pre-release suffix is ignored); versions
-// that do not parse differ, so a is taken as newer.
-func NewerVersion(a, b string) bool {
-	pa, oka := versionParts(a)
-	pb, okb := versionParts(b)
-	if !oka || !okb {
-		return a != b
-	}
-	for i := range pa {
-		if pa[i] != pb[i] {
-			return pa[i] > pb[i]
-		}
-	}
-	return false
-}
-
-func versionParts(v string) ([3]int, bool) {
-	var out [3]int
-	v = strings.TrimPrefix(v, "v")
-	if i := strings.IndexAny(v, "-+"); i >= 0 {
-		v = v[:i]
-	}
-	parts := strings.Split(v, ".")
-	if len(parts) != 3 {
-		return out, false
-	}
-	for i, p := range parts {
-		n, err := strconv.Atoi(p)
-		if err != nil {
-			return out, false
-		}
-		out[i] = n
-	}
-	return out, true
 }
 
 // lostDaemon waits for the server after the daemon went away: the server

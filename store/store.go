@@ -220,18 +220,20 @@ func (s *Store) DeleteMany(sessionIDs, processIDs []string) error {
 // AppendEvent appends ev to the event log under the next sequence number
 // (ev.Seq is ignored) and trims the oldest entries beyond MaxEvents.
 func (s *Store) AppendEvent(ev registry.Event) error {
+	// Encoded outside the write lock; the sequence is the key, which
+	// readers take as the truth (EventsAfter), so it is not in the value.
+	ev.Seq = 0
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("append event %s: encode: %w", ev.Kind, err)
+	}
 	// A retried Batch fn runs after its failed tx rolled back, sequence
 	// included, so it appends exactly once.
-	err := s.db.Batch(func(tx *bolt.Tx) error {
+	err = s.db.Batch(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketEvents)
 		seq, err := b.NextSequence()
 		if err != nil {
 			return err
-		}
-		ev.Seq = seq
-		data, err := json.Marshal(ev)
-		if err != nil {
-			return fmt.Errorf("encode: %w", err)
 		}
 		if err := b.Put(seqKey(seq), data); err != nil {
 			return err

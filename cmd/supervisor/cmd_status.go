@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/shim"
 )
 
 // codeNotRunning is status's exit code when no daemon runs (as LSB's
@@ -48,7 +47,7 @@ func newStatusCommand() *cobra.Command {
 			fmt.Fprintf(w, "version:   %s (protocol %d)\n", st.Version, st.Protocol)
 			switch {
 			case st.Version == api.Version:
-			case shim.NewerVersion(api.Version, st.Version):
+			case api.NewerVersion(api.Version, st.Version):
 				fmt.Fprintf(w, "           this binary is %s: run `supervisor daemon restart` to switch to it (servers keep running)\n", api.Version)
 			default:
 				fmt.Fprintf(w, "           this binary is older (%s): another supervisor on PATH? see `supervisor doctor`\n", api.Version)
