@@ -43,8 +43,8 @@ func TestWithMarkers(t *testing.T) {
 			[]string{"A=1", "SUPERVISOR_SESSION_ID=s", "SUPERVISOR_PROC_ID=p"},
 		},
 		{
-			"drops an inherited keep and instance",
-			[]string{"SUPERVISOR_KEEP=1", "A=1", "SUPERVISOR_INSTANCE=other"},
+			"drops an inherited keep, instance and host",
+			[]string{"SUPERVISOR_KEEP=1", "A=1", "SUPERVISOR_INSTANCE=other", "SUPERVISOR_HOST=1-2"},
 			[]string{"A=1", "SUPERVISOR_SESSION_ID=s", "SUPERVISOR_PROC_ID=p"},
 		},
 		{

@@ -51,14 +51,15 @@ type Started struct {
 
 // WithMarkers returns env with the marker variables set, replacing any the
 // caller had (a shim started by a supervised process must not inherit its
-// parent's identity). SUPERVISOR_KEEP is dropped too: it is for a server's
+// parent's identity; an inherited host marker goes too, markedEnv sets its
+// own). SUPERVISOR_KEEP is dropped too: it is for a server's
 // descendants to set, and inherited from a host it would spare them all.
 // instance, when not empty, is the SUPERVISOR_INSTANCE marker.
 func WithMarkers(env []string, session, procID, instance string) []string {
-	out := make([]string, 0, len(env)+3)
+	out := make([]string, 0, len(env)+4)
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
-		if k == EnvSessionID || k == EnvProcID || k == EnvInstance || k == EnvKeep {
+		if k == EnvSessionID || k == EnvProcID || k == EnvInstance || k == EnvKeep || k == EnvHost {
 			continue
 		}
 		out = append(out, kv)
@@ -70,16 +71,12 @@ func WithMarkers(env []string, session, procID, instance string) []string {
 	return out
 }
 
-// withHost sets the EnvHost marker to host (dropping an inherited one).
-func withHost(env []string, host string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, EnvHost+"=") {
-			out = append(out, kv)
-		}
+// markedEnv is the environment req's process starts with: the caller's,
+// with every marker set in one copy (the host's, EnvHost, when known).
+func markedEnv(req Request) []string {
+	env := WithMarkers(req.Env, req.SessionID, req.ProcID, req.Instance)
+	if req.Host != "" {
+		env = append(env, EnvHost+"="+req.Host)
 	}
-	if host != "" {
-		out = append(out, EnvHost+"="+host)
-	}
-	return out
+	return env
 }

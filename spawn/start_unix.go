@@ -40,7 +40,7 @@ func Start(r *Reaper, req Request) (Started, error) {
 	}
 	attr := &syscall.ProcAttr{
 		Dir:   req.Dir,
-		Env:   withHost(WithMarkers(req.Env, req.SessionID, req.ProcID, req.Instance), req.Host),
+		Env:   markedEnv(req),
 		Files: files,
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	}

@@ -87,7 +87,7 @@ func Start(r *Reaper, req Request) (Started, error) {
 		}
 		stdio[i] = windows.Handle(f.Fd())
 	}
-	env := dedupEnvFold(withHost(WithMarkers(req.Env, req.SessionID, req.ProcID, req.Instance), req.Host))
+	env := dedupEnvFold(markedEnv(req))
 
 	var tok proc.Token
 	var tokErr error
