@@ -88,14 +88,9 @@ func runLocal(ctx context.Context, o Options, req api.RunRequest, why string, si
 		close(hostGone)
 	}
 
-	target := shutdown.Target{ID: id, PID: started.PID, PGID: started.PGID, Token: started.Token,
-		Session: req.Session, Stdio: channels,
-		Spared: []shutdown.Proc{{PID: req.HostPID, Token: req.HostToken}}}
+	target := shimTarget(req, id, started.PID, started.PGID, started.Token)
+	target.Stdio = channels
 	cascade := &shutdown.Cascade{Excluded: []int{os.Getpid()}}
-	grace := o.Grace
-	if grace <= 0 {
-		grace = shutdown.DefaultGrace
-	}
 	stopped := make(chan struct{})
 	done := ctx.Done()
 	stopping := false
@@ -107,7 +102,7 @@ func runLocal(ctx context.Context, o Options, req api.RunRequest, why string, si
 		stopping = true
 		target.Force = force
 		go func() {
-			cascade.Stop(context.Background(), []shutdown.Target{target}, shutdown.Options{Grace: grace, EOFGrace: eof, Instance: instance})
+			cascade.Stop(context.Background(), []shutdown.Target{target}, shutdown.Options{Grace: o.Grace, EOFGrace: eof, Instance: instance})
 			close(stopped)
 		}()
 	}
@@ -119,7 +114,7 @@ func runLocal(ctx context.Context, o Options, req api.RunRequest, why string, si
 				// marker or on the host's pipes goes too.
 				t := target
 				t.LeaderJustExited = true
-				cascade.Stop(context.Background(), []shutdown.Target{t}, shutdown.Options{Grace: grace})
+				cascade.Stop(context.Background(), []shutdown.Target{t}, shutdown.Options{Grace: o.Grace, Instance: instance})
 			} else {
 				<-stopped
 			}

@@ -348,14 +348,16 @@ func reattach(ctx context.Context, o Options, req api.RunRequest, st api.Started
 // stopOrphan stops server st through the cascade when its host died while
 // no daemon could be reached: nobody else would.
 func stopOrphan(o Options, req api.RunRequest, st api.Started) {
-	grace := o.Grace
-	if grace <= 0 {
-		grace = shutdown.DefaultGrace
-	}
 	c := &shutdown.Cascade{Excluded: []int{os.Getpid()}}
-	c.Stop(context.Background(), []shutdown.Target{{ID: st.ID, PID: st.PID, PGID: st.PID, Token: st.Token,
-		Session: req.Session, Spared: []shutdown.Proc{{PID: req.HostPID, Token: req.HostToken}}}},
-		shutdown.Options{Grace: grace, EOFGrace: eofGrace})
+	c.Stop(context.Background(), []shutdown.Target{shimTarget(req, st.ID, st.PID, st.PID, st.Token)},
+		shutdown.Options{Grace: o.Grace, EOFGrace: eofGrace}) // Stop defaults a zero grace
+}
+
+// shimTarget is a server this shim stops itself (local mode, or its daemon
+// gone): never its host, whose death may be what started the stop.
+func shimTarget(req api.RunRequest, id string, pid, pgid int, tok proc.Token) shutdown.Target {
+	return shutdown.Target{ID: id, PID: pid, PGID: pgid, Token: tok, Session: req.Session,
+		Spared: []shutdown.Proc{{PID: req.HostPID, Token: req.HostToken}}}
 }
 
 // receive delivers c's messages until c fails or is closed.
