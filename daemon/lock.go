@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/seed-86a41135/supervisor/lockfile"
 )
@@ -33,7 +32,7 @@ func lockSingleton(path string) (*os.File, error) {
 	if err := lockfile.TryLock(f); err != nil {
 		f.Close()
 		if errors.Is(err, lockfile.ErrHeld) {
-			return nil, &AlreadyRunningError{PID: readPID(path), Lock: path}
+			return nil, &AlreadyRunningError{PID: lockfile.ReadPID(path), Lock: path}
 		}
 		return nil, err
 	}
@@ -41,15 +40,6 @@ func lockSingleton(path string) (*os.File, error) {
 		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f, nil
-}
-
-func readPID(path string) int {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid
 }
 
 // withFileLock runs fn while holding an exclusive flock on path, waiting for

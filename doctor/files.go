@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -65,7 +63,7 @@ func (d *Doctor) checkLocks() []Finding {
 	if f, err := tryLock(d.Paths.Lock(), false); err == nil {
 		f.Close()
 		ev := nobody
-		if pid := readPID(d.Paths.Lock()); pid > 0 {
+		if pid := lockfile.ReadPID(d.Paths.Lock()); pid > 0 {
 			ev += fmt.Sprintf("; it names pid %d, the daemon that last held it", pid)
 		}
 		out = append(out, d.staleLock(d.Paths.Lock(), ev))
@@ -115,7 +113,7 @@ func (d *Doctor) checkPIDFiles(dm daemonState) []Finding {
 	sort.Strings(files)
 	var out []Finding
 	for _, p := range files {
-		pid := readPID(p)
+		pid := lockfile.ReadPID(p)
 		if pid <= 0 || !deadPID(pid) {
 			continue
 		}
@@ -136,20 +134,6 @@ func (d *Doctor) checkPIDFiles(dm daemonState) []Finding {
 func deadPID(pid int) bool {
 	info, err := proc.Stat(pid)
 	return errors.Is(err, proc.ErrGone) || (err == nil && (info.State == 'Z' || info.State == 'X'))
-}
-
-// readPID reads the first field of a pid file (daemon.lock holds one too).
-func readPID(path string) int {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
-	}
-	pid, _ := strconv.Atoi(f[0])
-	return pid
 }
 
 func fileKind(st fs.FileInfo) string {
@@ -297,7 +281,7 @@ func (d *Doctor) removeOne(f *Finding) string {
 		f.Fixed = true
 		return "removed stale socket " + f.Path
 	case filePIDFile:
-		pid := readPID(f.Path)
+		pid := lockfile.ReadPID(f.Path)
 		if pid <= 0 || !deadPID(pid) {
 			return fmt.Sprintf("left pid file %s alone: it names a live process now", f.Path)
 		}

@@ -57,6 +57,7 @@ const ownCommandTicks = 200
 type node struct {
 	info proc.Info
 	argv []string
+	mk   *markers // read once, by markersOf
 }
 
 // table is one snapshot of the process table.
@@ -208,14 +209,18 @@ type markers struct {
 	has              bool
 }
 
-func markersOf(pid int) markers {
-	env, err := proc.Environ(pid)
-	if err != nil {
-		return markers{}
+// markersOf reads n's markers from its environment once: isOrphan and
+// checkMarkers both ask.
+func markersOf(n *node) markers {
+	if n.mk == nil {
+		n.mk = &markers{}
+		if env, err := proc.Environ(n.info.PID); err == nil {
+			id, ok := proc.EnvValue(env, spawn.EnvProcID)
+			inst, _ := proc.EnvValue(env, spawn.EnvInstance)
+			*n.mk = markers{procID: id, instance: inst, has: ok}
+		}
 	}
-	id, ok := proc.EnvValue(env, spawn.EnvProcID)
-	inst, _ := proc.EnvValue(env, spawn.EnvInstance)
-	return markers{procID: id, instance: inst, has: ok}
+	return *n.mk
 }
 
 // isOrphan judges one process of the table: whether it is an orphan
@@ -228,7 +233,7 @@ func (d *Doctor) isOrphan(t *table, n *node, dm daemonState, excluded map[int]bo
 	if dm.pid > 0 && t.ancestors(n.info.PID)[dm.pid] {
 		return lineage{}, false // the daemon's own descendant
 	}
-	if m := markersOf(n.info.PID); m.has {
+	if m := markersOf(n); m.has {
 		// This instance's marker is judged by checkMarkers; another
 		// instance's belongs to that instance's daemon.
 		return lineage{}, false
@@ -311,7 +316,7 @@ func (d *Doctor) checkMarkers(t *table, dm daemonState, excluded map[int]bool) [
 		if excluded[n.info.PID] || n.info.UID != os.Getuid() || n.info.State == 'Z' || n.info.State == 'X' {
 			continue
 		}
-		m := markersOf(n.info.PID)
+		m := markersOf(n)
 		if !m.has || m.instance != inst || dm.known[m.procID] {
 			continue
 		}
