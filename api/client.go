@@ -25,6 +25,7 @@ type Client struct {
 	*Conn
 	// Daemon is the daemon's hello.
 	Daemon Hello
+	own    *Hello // the hello this client sent
 }
 
 // Dial connects to the daemon at socket and exchanges hellos. A missing
@@ -55,7 +56,8 @@ func Dial(ctx context.Context, socket string) (*Client, error) {
 }
 
 func (c *Client) handshake() error {
-	if err := c.Send(TypeHello, NewHello()); err != nil {
+	c.own = NewHello()
+	if err := c.Send(TypeHello, c.own); err != nil {
 		return err
 	}
 	m, fds, err := c.Recv()
@@ -130,9 +132,8 @@ func NewHello() *Hello {
 // SameNamespaces reports whether the daemon runs in this process's PID and
 // mount namespaces (unknown counts as the same).
 func (c *Client) SameNamespaces() bool {
-	pidNS, mntNS := proc.Namespaces()
 	differ := func(a, b uint64) bool { return a != 0 && b != 0 && a != b }
-	return !differ(pidNS, c.Daemon.PidNS) && !differ(mntNS, c.Daemon.MntNS)
+	return !differ(c.own.PidNS, c.Daemon.PidNS) && !differ(c.own.MntNS, c.Daemon.MntNS)
 }
 
 // Processes lists processes (the ps request), reading every page the
