@@ -306,18 +306,41 @@ func eachServer(f File, src []byte, fn func(Schema, Server) error) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range schemas {
-		servers, err := ed.List(src, s)
-		if err != nil {
-			return err
-		}
+	lists, err := listAll(ed, src, schemas)
+	if err != nil {
+		return err
+	}
+	for i, servers := range lists {
 		for _, srv := range servers {
-			if err := fn(s, srv); err != nil {
+			if err := fn(schemas[i], srv); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// listAll lists the servers of every schema of src, from one parse where
+// the editor can (see jsonEditor.ListAll).
+func listAll(ed Editor, src []byte, schemas []Schema) ([][]Server, error) {
+	if m, ok := ed.(interface {
+		ListAll([]byte, []Schema) ([][]Server, error)
+	}); ok {
+		lists, err := m.ListAll(src, schemas)
+		if lists == nil && err == nil {
+			lists = make([][]Server, len(schemas))
+		}
+		return lists, err
+	}
+	lists := make([][]Server, len(schemas))
+	for i, s := range schemas {
+		servers, err := ed.List(src, s)
+		if err != nil {
+			return nil, err
+		}
+		lists[i] = servers
+	}
+	return lists, nil
 }
 
 // wrapAll wraps every stdio server of src that is not wrapped yet, and

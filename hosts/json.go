@@ -29,23 +29,37 @@ var (
 	}
 )
 
-func (jsonEditor) List(src []byte, s Schema) ([]Server, error) {
+func (e jsonEditor) List(src []byte, s Schema) ([]Server, error) {
+	lists, err := e.ListAll(src, []Schema{s})
+	if err != nil || lists == nil {
+		return nil, err
+	}
+	return lists[0], nil
+}
+
+// ListAll is List for several schemas of one file from a single parse:
+// a ~/.claude.json holds one server map per project, hundreds of them.
+func (jsonEditor) ListAll(src []byte, ss []Schema) ([][]Server, error) {
 	root, err := parseJSON(src)
 	if err != nil || root == nil {
 		return nil, err
 	}
-	servers, err := jsonAt(root, s.Path)
-	if err != nil || servers == nil {
-		return nil, err
-	}
-	obj, ok := servers.Value.(*hujson.Object)
-	if !ok {
-		return nil, fmt.Errorf("%s: not an object", strings.Join(s.Path, "."))
-	}
-	var out []Server
-	for i := range obj.Members {
-		m := &obj.Members[i]
-		out = append(out, jsonServer(m, s))
+	out := make([][]Server, len(ss))
+	for i, s := range ss {
+		servers, err := jsonAt(root, s.Path)
+		if err != nil {
+			return nil, err
+		}
+		if servers == nil {
+			continue
+		}
+		obj, ok := servers.Value.(*hujson.Object)
+		if !ok {
+			return nil, fmt.Errorf("%s: not an object", strings.Join(s.Path, "."))
+		}
+		for j := range obj.Members {
+			out[i] = append(out[i], jsonServer(&obj.Members[j], s))
+		}
 	}
 	return out, nil
 }
