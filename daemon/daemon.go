@@ -273,6 +273,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 				d.mu.Lock()
 				d.stopping = true
 				d.mu.Unlock()
+				d.detachShared()
 				d.log.Info("exiting and leaving every server running for the next daemon", "live", len(d.reg.Processes(registry.Filter{})))
 				d.reg.Event("daemon.stop", "", "", "keeping processes for the next daemon")
 				outcomes = []shutdown.Outcome{}

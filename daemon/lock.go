@@ -45,14 +45,24 @@ func lockSingleton(path string) (*os.File, error) {
 // withFileLock runs fn while holding an exclusive flock on path, waiting for
 // it. Used so that many shims starting at once launch one daemon.
 func withFileLock(path string, fn func() error) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	unlock, err := lockPath(path)
 	if err != nil {
-		return fmt.Errorf("open lock %s: %w", path, err)
-	}
-	defer f.Close()
-	if err := lockfile.Lock(f); err != nil {
 		return err
 	}
-	defer lockfile.Unlock(f)
+	defer unlock()
 	return fn()
+}
+
+// lockPath takes an exclusive lock on the file at path (created if
+// missing), waiting for it; unlock releases it.
+func lockPath(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	if err := lockfile.Lock(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { lockfile.Unlock(f); f.Close() }, nil
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/cgroup"
-	"github.com/seed-86a41135/supervisor/lockfile"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
@@ -550,9 +549,10 @@ func (d *Daemon) finishShared(s *shared, why string) {
 	slot.mu.Unlock()
 }
 
-// stopShared stops every shared server (daemon stop).
-func (d *Daemon) stopShared() {
+// sharedServers are the shared servers of every port.
+func (d *Daemon) sharedServers() []*shared {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	var all []*shared
 	for _, slot := range d.ports {
 		slot.mu.Lock()
@@ -561,9 +561,32 @@ func (d *Daemon) stopShared() {
 		}
 		slot.mu.Unlock()
 	}
-	d.mu.Unlock()
+	return all
+}
+
+// detachShared ends the supervision of every shared server without
+// stopping any (daemon stop --keep-processes): no linger timer, health
+// check or restart of this daemon may cascade a server the next daemon
+// re-adopts.
+func (d *Daemon) detachShared() {
+	for _, s := range d.sharedServers() {
+		s.mu.Lock()
+		if !s.finishing {
+			s.finishing, s.stopping = true, true
+			close(s.quit)
+		}
+		if s.linger_ != nil {
+			s.linger_.Stop()
+			s.linger_ = nil
+		}
+		s.mu.Unlock()
+	}
+}
+
+// stopShared stops every shared server (daemon stop).
+func (d *Daemon) stopShared() {
 	var wg sync.WaitGroup
-	for _, s := range all {
+	for _, s := range d.sharedServers() {
 		wg.Add(1)
 		go func(s *shared) {
 			defer wg.Done()
@@ -706,16 +729,7 @@ func lockPort(p api.Paths, port int) (func(), error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
-	path := filepath.Join(dir, fmt.Sprintf("%d.lock", port))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	if err := lockfile.Lock(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { lockfile.Unlock(f); f.Close() }, nil
+	return lockPath(filepath.Join(dir, fmt.Sprintf("%d.lock", port)))
 }
 
 // readoptShared puts a shared server found alive after a daemon restart
