@@ -305,8 +305,16 @@ func (d *Daemon) serveAttach(conn *api.Conn, a api.Attach) {
 			r.ShimPID, r.ShimToken = a.ShimPID, a.ShimToken
 			return nil
 		})
-		d.watchShim(a.ID, a.ShimPID, a.ShimToken)
 	}
+	// The connection is the shim's lifeline from here (its EOF stops the
+	// server): the watch recovery put on the shim would stop it a second
+	// time.
+	l.stopMu.Lock()
+	if l.shimCancel != nil {
+		l.shimCancel()
+		l.shimCancel = nil
+	}
+	l.stopMu.Unlock()
 	if s, err := d.reg.Session(p.Session); err == nil && s.State == registry.SessionActive {
 		if err := d.watchHost(s); err != nil {
 			d.log.Info("attach: host gone", "session", s.ID, "err", err)
