@@ -29,7 +29,6 @@ type live struct {
 	done   chan struct{} // closed once the final state is committed
 	status spawn.Status  // valid after done
 
-	adopted bool // found alive after a restart: not our child
 	// shimCancel ends the watch on an adopted process's shim.
 	shimCancel func()
 	startTimer *time.Timer // judges a spawned process's start (breaker)
@@ -213,7 +212,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	d.mu.Lock()
 	d.live[id] = l
 	d.mu.Unlock()
-	go d.monitor(l, spawned{started.Exit})
+	go d.monitor(l, started.Exit)
 
 	// A session that began ending while we spawned must not keep it.
 	if s, err := d.reg.Session(req.Session); err == nil && s.State != registry.SessionActive {
@@ -414,9 +413,8 @@ func (d *Daemon) watchHost(s registry.Session) error {
 // monitor commits the final state of l once it exits and releases its
 // waiters. A spawned process's status is real (reaped by us); an adopted
 // one's is unknown.
-func (d *Daemon) monitor(l *live, r runner) {
-	st := <-r.exit()
-	spawned := !r.adopted()
+func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
+	st := <-exit
 	if l.startTimer != nil {
 		l.startTimer.Stop() // it holds the request's argv until it fires
 	}
@@ -480,7 +478,8 @@ func (d *Daemon) monitor(l *live, r runner) {
 	l.stopMu.Lock()
 	leftovers := l.stopDone == nil
 	startPeriod := l.breaker.startPeriod
-	early := spawned && l.breaker.key != "" && time.Since(l.started) < startPeriod
+	// Only processes spawned here have a breaker (and a start time).
+	early := l.breaker.key != "" && time.Since(l.started) < startPeriod
 	switch {
 	case early && !leftovers:
 		// Stopped by us before it could prove anything either way.

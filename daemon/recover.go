@@ -21,35 +21,12 @@ import (
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
-// runner is how the daemon learns that a supervised process exited. The two
-// kinds differ only there: a process this daemon spawned is its child, and
-// the reaper hands over its real status; a process adopted after a restart
-// is nobody's child we can wait for, so a pidfd says when it is gone and
-// its status stays unknown. Stopping is the same blocking, idempotent
-// cascade for both (stopIDs).
-type runner interface {
-	// exit delivers one status once the process has exited.
-	exit() <-chan spawn.Status
-	// adopted reports that the process is not our child: its status is
-	// known only when caught as a zombie (Status.Unknown says).
-	adopted() bool
-}
-
-// spawned is a child of this daemon, reaped by the central reaper.
-type spawned struct{ ch <-chan spawn.Status }
-
-func (r spawned) exit() <-chan spawn.Status { return r.ch }
-func (spawned) adopted() bool               { return false }
-
-// adoptedProc is a process found alive at start, watched by pidfd.
-type adoptedProc struct{ ch chan spawn.Status }
-
-func (r adoptedProc) exit() <-chan spawn.Status { return r.ch }
-func (adoptedProc) adopted() bool               { return true }
-
-// adoptRunner watches pid (verified against tok) by pidfd.
-func (d *Daemon) adoptRunner(pid int, tok proc.Token) (runner, error) {
-	r := adoptedProc{ch: make(chan spawn.Status, 1)}
+// adoptRunner watches pid (verified against tok), a process found alive
+// after a restart: it is nobody's child we can wait for, so a process
+// handle says when it is gone and its status stays unknown (Status.Unknown)
+// unless caught as a zombie. Spawned processes get theirs from the reaper.
+func (d *Daemon) adoptRunner(pid int, tok proc.Token) (<-chan spawn.Status, error) {
+	ch := make(chan spawn.Status, 1)
 	if _, err := d.watcher.Watch(pid, tok, func() {
 		// Not our child: its status is known only if it is still a
 		// zombie its new parent has not reaped.
@@ -60,11 +37,11 @@ func (d *Daemon) adoptRunner(pid int, tok proc.Token) (runner, error) {
 				st.Signal = 0
 			}
 		}
-		r.ch <- st
+		ch <- st
 	}); err != nil {
 		return nil, err
 	}
-	return r, nil
+	return ch, nil
 }
 
 // reconcile brings the registry in line with the machine before the socket
@@ -218,7 +195,7 @@ func (d *Daemon) adopt(p registry.Process) (stopped bool, err error) {
 		d.reg.Transition(p.ID, registry.StateRunning, nil)
 	}
 	l := &live{id: p.ID, done: make(chan struct{}), grace: time.Duration(p.GraceMS) * time.Millisecond,
-		target: d.targetOf(p), adopted: true}
+		target: d.targetOf(p)}
 	if p.Shared && p.State != registry.StateStopping {
 		d.readoptShared(p, l)
 	}

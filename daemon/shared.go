@@ -336,7 +336,7 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 	s.mu.Lock()
 	s.cur = l
 	s.mu.Unlock()
-	go d.monitor(l, spawned{started.Exit})
+	go d.monitor(l, started.Exit)
 	d.reg.Event("process.start", sharedSession(s.port), s.id, fmt.Sprintf("pid %d %q port %d", started.PID, s.argv, s.port))
 	d.log.Info("shared server started", "id", s.id, "port", s.port, "pid", started.PID)
 
@@ -633,7 +633,7 @@ func (d *Daemon) adoptForeign(ctx context.Context, s *shared, l proc.Listener) (
 		return nil, err
 	}
 	rec, _ = d.reg.Transition(s.id, registry.StateRunning, nil)
-	lv := &live{id: s.id, done: make(chan struct{}), target: d.targetOf(rec), shared: s, adopted: true}
+	lv := &live{id: s.id, done: make(chan struct{}), target: d.targetOf(rec), shared: s}
 	r, err := d.adoptRunner(l.PID, tok)
 	if err != nil {
 		return nil, err
