@@ -4,7 +4,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -102,12 +104,24 @@ func TestSharedServerLingersPastItsLastSession(t *testing.T) {
 		t.Fatal("the shared server stopped while session b still held it")
 	}
 	in.mustRun("session", "end", "b")
-	// Now it lingers (1 s) before it goes.
-	time.Sleep(300 * time.Millisecond)
-	if !alive(a.PID, tok) {
-		t.Fatal("the shared server stopped before its linger was over")
-	}
 	waitGonePID(t, a.PID, tok)
+	// It lingered (1 s) before it went. The daemon's own log says when,
+	// so a slow machine can only make the gap longer, never fail it.
+	var ended, stopped time.Time
+	for _, e := range in.eventsJSON() {
+		switch {
+		case e.Kind == "session.end" && e.Session == "b":
+			ended = e.Time
+		case e.Kind == "shared.stop" && e.Process == a.ID:
+			stopped = e.Time
+		}
+	}
+	if ended.IsZero() || stopped.IsZero() {
+		t.Fatalf("events: session b's end at %v, the shared stop at %v; want both", ended, stopped)
+	}
+	if gap := stopped.Sub(ended); gap < 900*time.Millisecond {
+		t.Fatalf("the shared server stopped %v after its last session ended, before its 1s linger was over", gap)
+	}
 	if p := findByPID(t, in, a.PID); p.State != registry.StateExited {
 		t.Fatalf("record %s, want exited", p.State)
 	}
@@ -444,11 +458,34 @@ func TestSessionEndedMidFlightTakesNoReference(t *testing.T) {
 	cmd := in.command("ensure", "--json", "--session", "mid", "--port", ps, "--linger", "200ms",
 		"--", "/bin/sh", "-c", "sleep 1; exec \"$0\" _fixture listen "+ps, bin)
 	out := make(chan []byte, 1)
-	go func() { b, _ := cmd.Output(); out <- b }()
-	time.Sleep(300 * time.Millisecond) // the ensure is in flight (its server sleeps 1 s)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { cmd.Wait(); out <- stdout.Bytes() }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-out })
+	// The ensure is in flight once its server runs: it sleeps 1 s before
+	// it listens, and ensure waits for that.
+	waitCond(t, func() error {
+		ps, err := in.processes(true) // fails until ensure has started the daemon
+		if err != nil {
+			return err
+		}
+		for _, p := range ps {
+			if !p.State.Final() && strings.Contains(strings.Join(p.Argv, " "), "sleep 1; exec") {
+				return nil
+			}
+		}
+		return errors.New("the ensure's server is not running yet")
+	})
 	in.mustRun("session", "end", "mid")
+	b := <-out
+	out <- b // for the cleanup
 	var res api.Ensured
-	json.Unmarshal(<-out, &res)
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatalf("ensure --json: %v: %q", err, b)
+	}
 	if res.PID == 0 {
 		t.Fatal("ensure did not report a server")
 	}
