@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
@@ -124,7 +122,7 @@ func plantOrphan(t *testing.T, in *instance) (int, proc.Token) {
 		t.Fatalf("fake host printed %q, want the server's pid", line)
 	}
 	tok := mustToken(t, pid)
-	t.Cleanup(func() { stopPlanted(pid, tok) })
+	t.Cleanup(func() { killByToken(pid, tok) })
 	// $! is known before the forked shell has exec'd the server.
 	for deadline := time.Now().Add(wait); ; {
 		argv, _ := proc.Cmdline(pid)
@@ -178,18 +176,6 @@ func startKeeper(t *testing.T, in *instance, env ...string) (int, proc.Token) {
 	go func() { cmd.Wait(); close(done) }()
 	t.Cleanup(func() { cmd.Process.Kill(); <-done })
 	return cmd.Process.Pid, mustToken(t, cmd.Process.Pid)
-}
-
-// stopPlanted SIGKILLs a process the test planted, through a pidfd
-// verified against its token, and waits for it; one already gone is fine.
-func stopPlanted(pid int, tok proc.Token) {
-	h, err := proc.OpenHandle(pid, tok)
-	if err != nil {
-		return
-	}
-	defer h.Close()
-	h.Signal(unix.SIGKILL)
-	h.Wait(wait)
 }
 
 func pidArgs(pids ...int) []string {
@@ -362,7 +348,7 @@ func TestDoctorWithDaemon(t *testing.T) {
 	}
 
 	in.mustRun("breaker", "reset", "crashy")
-	stopPlanted(lost, lostTok)
+	killByToken(lost, lostTok)
 	if out, errOut, code := in.run(append([]string{"doctor"}, scope...)...); code != 0 || out != "no problems found\n" {
 		t.Errorf("doctor with a healthy daemon: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}

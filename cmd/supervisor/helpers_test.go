@@ -113,16 +113,26 @@ func (in *instance) daemonPID() int {
 	return c.Daemon.PID
 }
 
+// killByPID gives pid 10 s to exit on its own (a leftover the test
+// expected gone), then SIGKILLs it by its token.
 func killByPID(pid int) {
 	tok, err := proc.TokenOf(pid)
 	if err != nil || proc.WaitExit(pid, tok, 10*time.Second) {
 		return
 	}
-	if h, err := proc.OpenHandle(pid, tok); err == nil {
-		h.Signal(unix.SIGKILL)
-		h.Wait(wait)
-		h.Close()
+	killByToken(pid, tok)
+}
+
+// killByToken SIGKILLs pid through a handle verified against tok and
+// waits for it; one already gone (or recycled) is left alone.
+func killByToken(pid int, tok proc.Token) {
+	h, err := proc.OpenHandle(pid, tok)
+	if err != nil {
+		return
 	}
+	defer h.Close()
+	h.Signal(unix.SIGKILL)
+	h.Wait(wait)
 }
 
 func (in *instance) command(args ...string) *exec.Cmd {
@@ -234,6 +244,7 @@ func (s *shimProc) readyPID(t *testing.T) int {
 		t.Fatalf("got line %q, want \"ready PID\"", line)
 	}
 	pid, _ := strconv.Atoi(f[1])
+	cleanupByPID(t, pid)
 	return pid
 }
 

@@ -373,7 +373,9 @@ func TestPIDReuseIsClosedAsLost(t *testing.T) {
 	}
 	member, _ := strconv.Atoi(strings.TrimSpace(string(out)))
 	mtok := mustToken(t, member)
-	t.Cleanup(func() { killByPIDNow(t, member) })
+	// Not our child (setsid, re-parented): killed by its token even if the
+	// test fails first, and left alone if someone else holds the PID.
+	t.Cleanup(func() { killByToken(member, mtok) })
 	leader := grp.Process.Pid
 
 	self := mustToken(t, os.Getpid())

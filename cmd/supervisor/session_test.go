@@ -15,8 +15,6 @@ import (
 	"sync"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/proc"
 )
@@ -93,10 +91,12 @@ func (in *instance) startHostArgs(t *testing.T, n int, args []string) *fakeHost 
 		for _, x := range f[4:] { // descendants the fixture announces
 			if xp, err := strconv.Atoi(x); err == nil {
 				h.extra = append(h.extra, xp)
+				cleanupByPID(t, xp)
 			}
 		}
 		h.servers = append(h.servers, pid)
 		h.tokens = append(h.tokens, mustToken(t, pid))
+		cleanupByPID(t, pid)
 	}
 	if line, err := readLine(r, wait); err != nil || line != "all-ready" {
 		t.Fatalf("host: got %q, %v; want all-ready", line, err)
@@ -285,11 +285,18 @@ func TestDaemonCrashReadoptsServers(t *testing.T) {
 	}
 }
 
+// cleanupByPID makes sure pid, as it is now, does not outlive the test,
+// whoever was meant to stop it (a test that fails early never gets there;
+// in local mode no daemon stops anything).
+func cleanupByPID(t *testing.T, pid int) {
+	if tok, err := proc.TokenOf(pid); err == nil {
+		t.Cleanup(func() { killByToken(pid, tok) })
+	}
+}
+
 func killByPIDNow(t *testing.T, pid int) {
 	t.Helper()
 	tok := mustToken(t, pid)
-	if err := unix.Kill(pid, unix.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	killByToken(pid, tok)
 	waitGonePID(t, pid, tok)
 }
