@@ -35,9 +35,6 @@ import (
 // EnvConfig names the config file instead of the default location.
 const EnvConfig = "SUPERVISOR_CONFIG"
 
-// defaultEOFGrace mirrors daemon.Run's default.
-const defaultEOFGrace = 500 * time.Millisecond
-
 // Path returns the config file to read.
 func Path(getenv func(string) string) (string, error) {
 	if p := getenv(EnvConfig); p != "" {
@@ -121,12 +118,9 @@ func Load(getenv func(string) string) (*Effective, error) {
 
 // Defaults returns the built-in configuration.
 func Defaults() *Effective {
-	return &Effective{Grace: shutdown.DefaultGrace, EOFGrace: defaultEOFGrace,
+	return &Effective{Grace: shutdown.DefaultGrace, EOFGrace: shutdown.DefaultEOFGrace,
 		Settings: daemon.DefaultSettings(), sources: map[string]string{}}
 }
-
-// Parse merges config file text over e (for tests and Load).
-func (e *Effective) Parse(path string, src []byte) error { return e.apply(path, src) }
 
 // ApplyEnv applies the environment overrides, recording their sources.
 func (e *Effective) ApplyEnv(getenv func(string) string) error {

@@ -121,7 +121,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		cfg.Grace = shutdown.DefaultGrace
 	}
 	if cfg.EOFGrace <= 0 {
-		cfg.EOFGrace = 500 * time.Millisecond
+		cfg.EOFGrace = shutdown.DefaultEOFGrace
 	}
 	if cfg.LogLevel == "" {
 		cfg.LogLevel = "info"

@@ -48,7 +48,7 @@ func (d *Daemon) setTunables(s Settings, grace, eofGrace time.Duration) {
 		grace = shutdown.DefaultGrace
 	}
 	if eofGrace <= 0 {
-		eofGrace = 500 * time.Millisecond
+		eofGrace = shutdown.DefaultEOFGrace
 	}
 	d.tun.Store(&tunables{settings: &s, grace: grace, eofGrace: eofGrace})
 	if d.breakers != nil {

@@ -23,10 +23,6 @@ type localReason struct{ why string }
 
 func (l *localReason) Error() string { return "local mode: " + l.why }
 
-// eofGrace is how long a server whose host died gets to exit on stdin EOF
-// before any signal, as in the daemon.
-const eofGrace = 500 * time.Millisecond
-
 // runLocal is local mode (design §2): with no daemon to hand the server to
 // (none can be reached or started, or it lives in other namespaces than
 // this shim), the shim supervises the server itself with the same
@@ -121,7 +117,7 @@ func runLocal(ctx context.Context, o Options, req api.RunRequest, why string, si
 			return st.ExitCode(), nil
 		case <-hostGone:
 			hostGone = nil
-			stop(eofGrace)
+			stop(shutdown.DefaultEOFGrace)
 		case <-sigs:
 			if stopping {
 				select {

@@ -350,7 +350,7 @@ func reattach(ctx context.Context, o Options, req api.RunRequest, st api.Started
 func stopOrphan(o Options, req api.RunRequest, st api.Started) {
 	c := &shutdown.Cascade{Excluded: []int{os.Getpid()}}
 	c.Stop(context.Background(), []shutdown.Target{shimTarget(req, st.ID, st.PID, st.PID, st.Token)},
-		shutdown.Options{Grace: o.Grace, EOFGrace: eofGrace}) // Stop defaults a zero grace
+		shutdown.Options{Grace: o.Grace, EOFGrace: shutdown.DefaultEOFGrace}) // Stop defaults a zero grace
 }
 
 // shimTarget is a server this shim stops itself (local mode, or its daemon

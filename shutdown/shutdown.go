@@ -156,6 +156,10 @@ type Options struct {
 // DefaultGrace is the SIGTERM grace of design §6.
 const DefaultGrace = 5 * time.Second
 
+// DefaultEOFGrace is how long a dead host's servers get to exit on stdin
+// EOF before any signal (design §6).
+const DefaultEOFGrace = 500 * time.Millisecond
+
 // Cascade stops sets of processes. The zero value is usable.
 type Cascade struct {
 	Log hclog.Logger
