@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/proc"
@@ -147,6 +148,12 @@ type Recovery struct {
 	SessionsEnded int     `json:"sessions_ended"`
 	FilesRemoved  int     `json:"files_removed"`
 	DurationMS    float64 `json:"duration_ms"`
+}
+
+// String is the recovery as status and `daemon restart` print it.
+func (r Recovery) String() string {
+	return fmt.Sprintf("%d adopted, %d lost, %d stopped, %d sessions ended, %d files removed in %.1f ms",
+		r.Adopted, r.Lost, r.Stopped, r.SessionsEnded, r.FilesRemoved, r.DurationMS)
 }
 
 // StopSelf asks, on a run connection, to stop that connection's server.

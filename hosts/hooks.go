@@ -60,9 +60,7 @@ func isOurHook(cmd string) bool {
 	if !ok {
 		return false
 	}
-	exe = strings.Trim(strings.TrimSpace(exe), `'"`)
-	base := exe[strings.LastIndexAny(exe, `/\`)+1:]
-	return base == BareName || strings.EqualFold(base, BareName+".exe")
+	return supervisorCommand(strings.Trim(strings.TrimSpace(exe), `'"`))
 }
 
 // eachHookFile runs do for every host of hs that has a hook file, with the

@@ -430,9 +430,7 @@ func runPrefix(name string) []string { return []string{"run", "--name", name, "-
 // isWrapped: the command is a supervisor binary and its arguments start
 // with run.
 func isWrapped(srv Server) bool {
-	base := srv.Command[strings.LastIndexAny(srv.Command, `/\`)+1:]
-	return (base == BareName || strings.EqualFold(base, BareName+".exe")) &&
-		len(srv.Args) > 0 && srv.Args[0] == "run"
+	return supervisorCommand(srv.Command) && len(srv.Args) > 0 && srv.Args[0] == "run"
 }
 
 // isAbs recognizes absolute paths of any OS (a file may come from another).

@@ -65,7 +65,7 @@ func checkPrefix(prefix []string) error {
 // OS's separators, .exe or not).
 func supervisorCommand(cmd string) bool {
 	base := cmd[strings.LastIndexAny(cmd, `/\`)+1:]
-	return base == "supervisor" || strings.EqualFold(base, "supervisor.exe")
+	return base == BareName || strings.EqualFold(base, BareName+".exe")
 }
 
 // wrappedSplit finds the "--" that ends what Wrap put in front of a

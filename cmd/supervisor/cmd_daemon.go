@@ -222,8 +222,7 @@ func newDaemonRestartCommand() *cobra.Command {
 				fmt.Fprintf(w, "daemon restarted: pid %d (version %s) -> pid %d (version %s)\n", old, oldVersion, st.PID, st.Version)
 			}
 			if r := st.Recovery; r != nil {
-				fmt.Fprintf(w, "recovery: %d adopted, %d lost, %d stopped, %d sessions ended, %d files removed in %.1f ms\n",
-					r.Adopted, r.Lost, r.Stopped, r.SessionsEnded, r.FilesRemoved, r.DurationMS)
+				fmt.Fprintf(w, "recovery: %s\n", r)
 			}
 			return nil
 		},

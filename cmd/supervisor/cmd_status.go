@@ -60,8 +60,7 @@ func newStatusCommand() *cobra.Command {
 			}
 			fmt.Fprintf(w, "sessions:  %d active; processes: %d live, %d records\n", st.Sessions, st.Processes, st.Records)
 			if r := st.Recovery; r != nil {
-				fmt.Fprintf(w, "recovery:  at %s: %d adopted, %d lost, %d stopped, %d sessions ended, %d files removed in %.1f ms\n",
-					r.At, r.Adopted, r.Lost, r.Stopped, r.SessionsEnded, r.FilesRemoved, r.DurationMS)
+				fmt.Fprintf(w, "recovery:  at %s: %s\n", r.At, r)
 			}
 			return nil
 		},
