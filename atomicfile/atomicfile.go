@@ -15,7 +15,14 @@ import (
 // directory and a rename, with like's mode and owner (like may be nil: a
 // new private file).
 func Write(path string, data []byte, like fs.FileInfo) (err error) {
-	return WriteIf(path, data, like, nil)
+	return write(path, data, like, 0o600, nil)
+}
+
+// WriteMode is Write where a new file (like nil) gets newMode, set on the
+// temp file before the rename: a file that must be readable by others
+// (a service unit) is never seen private, nor left so by a failed chmod.
+func WriteMode(path string, data []byte, like fs.FileInfo, newMode fs.FileMode) error {
+	return write(path, data, like, newMode, nil)
 }
 
 // ErrChangedMeanwhile is for a WriteIf check to say the file changed
@@ -25,6 +32,10 @@ var ErrChangedMeanwhile = errors.New("the file changed while it was being writte
 // WriteIf is Write that calls still, when not nil, right before
 // the rename: an error from it leaves the file alone.
 func WriteIf(path string, data []byte, like fs.FileInfo, still func() error) (err error) {
+	return write(path, data, like, 0o600, still)
+}
+
+func write(path string, data []byte, like fs.FileInfo, newMode fs.FileMode, still func() error) (err error) {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".supervisor-*")
 	if err != nil {
@@ -39,7 +50,7 @@ func WriteIf(path string, data []byte, like fs.FileInfo, still func() error) (er
 	if _, err = tmp.Write(data); err != nil {
 		return err
 	}
-	mode := fs.FileMode(0o600)
+	mode := newMode
 	if like != nil {
 		mode = like.Mode().Perm()
 		if err = keepOwner(tmp, like); err != nil {

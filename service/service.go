@@ -140,13 +140,8 @@ func (m *Manager) Install(o Options) (Result, error) {
 		if st, err := os.Stat(real); err == nil {
 			like = st
 		}
-		if err := atomicfile.Write(real, r.Unit, like); err != nil {
+		if err := atomicfile.WriteMode(real, r.Unit, like, 0o644); err != nil {
 			return r, err
-		}
-		if like == nil {
-			if err := os.Chmod(real, 0o644); err != nil {
-				return r, err
-			}
 		}
 		r.Changed = true
 	}
@@ -173,8 +168,9 @@ func (m *Manager) Uninstall(o Options) (Result, error) {
 	}
 	r.Changed = true
 	if m.reload != nil {
-		cmds = append(cmds, m.reload()...)
-		if err := runAll(o.run(), m.reload()); r.CommandErr == nil {
+		rc := m.reload()
+		cmds = append(cmds, rc...)
+		if err := runAll(o.run(), rc); r.CommandErr == nil {
 			r.CommandErr = err
 		}
 	}
