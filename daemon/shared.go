@@ -528,9 +528,9 @@ func (d *Daemon) finishShared(s *shared, why string) {
 	defer close(s.stopped)
 	d.log.Info("stopping shared server", "id", s.id, "port", s.port, "why", why)
 	d.reg.Event("shared.stop", sharedSession(s.port), s.id, why)
-	// Why, recorded before the stop, so the final record carries it.
-	d.reg.Update(s.id, func(p *registry.Process) error { p.Error = why; return nil })
 	d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{})
+	// One commit after the stop: the final state if the exit's own commit
+	// has not made it final, and why it stopped.
 	d.reg.Update(s.id, func(p *registry.Process) error {
 		if !p.State.Final() {
 			p.State = registry.StateExited
