@@ -148,7 +148,7 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 		if err != nil {
 			return conn.SendError(1, "stop %s: %v", req.Target, err)
 		}
-		out := d.stopIDs(context.Background(), []string{p.ID}, shutdown.Options{Grace: time.Duration(req.GraceMS) * time.Millisecond})
+		out := d.stopByRequest(context.Background(), p.ID, shutdown.Options{Grace: time.Duration(req.GraceMS) * time.Millisecond})
 		return conn.Send(api.TypeOutcomes, &api.Outcomes{Outcomes: out})
 	case api.TypeEnsure:
 		var req api.EnsureRequest

@@ -326,7 +326,11 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 		p.Health, p.ExitCode, p.Signal, p.ExitedAt = "starting", nil, "", nil
 	})
 	if err != nil {
+		// Final already (stopped for good meanwhile): the stop below still
+		// needs this incarnation's identity.
 		d.log.Error("record shared server", "id", s.id, "err", err)
+		rec, _ = d.reg.Process(s.id)
+		rec.PID, rec.PGID, rec.Token, rec.Cgroup = started.PID, started.PGID, started.Token, cg.Path
 	}
 	l := &live{id: s.id, done: make(chan struct{}), grace: time.Duration(rec.GraceMS) * time.Millisecond,
 		target: d.targetOf(rec), started: time.Now(), shared: s}
@@ -335,8 +339,15 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 	d.mu.Unlock()
 	s.mu.Lock()
 	s.cur = l
+	stopping := s.stopping
 	s.mu.Unlock()
 	go d.monitor(l, started.Exit)
+	if stopping {
+		// Stopped for good while this incarnation was forked: that stop
+		// found no live process, so this one is stopped here.
+		d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{})
+		return errStoppedForGood
+	}
 	d.reg.Event("process.start", sharedSession(s.port), s.id, fmt.Sprintf("pid %d %q port %d", started.PID, s.argv, s.port))
 	d.log.Info("shared server started", "id", s.id, "port", s.port, "pid", started.PID)
 
@@ -426,6 +437,9 @@ func (d *Daemon) superviseShared(s *shared) {
 			}
 			restart = "unhealthy: " + err.Error()
 		}
+		if !s.usable() {
+			return // stopped for good meanwhile: its exit is no crash
+		}
 		if s.adopted {
 			d.finishShared(s, "adopted server "+restart)
 			return
@@ -450,6 +464,9 @@ func (d *Daemon) superviseShared(s *shared) {
 			return
 		}
 		if err := d.spawnShared(context.Background(), s, orDefault(0, st.ReadyTimeout)); err != nil {
+			if errors.Is(err, errStoppedForGood) {
+				return
+			}
 			d.log.Error("restart of shared server failed", "id", s.id, "err", err)
 			d.breakers.result(s.bkey, s.argv, s.cwd, s.name, err.Error())
 			if _, berr := d.breakers.allow(s.argv, s.cwd, s.name); berr != nil {
@@ -517,18 +534,40 @@ func (d *Daemon) lingerOver(s *shared, gen int) {
 
 // finishShared stops s for good through the cascade and frees its port.
 func (d *Daemon) finishShared(s *shared, why string) {
+	d.finishSharedWith(context.Background(), s, why, shutdown.Options{}, false)
+}
+
+// finishSharedWith is finishShared with the stop's options, returning its
+// outcome. With join, a finish already under way is joined (its stop
+// waited for, shortened to opt's grace) instead of left alone: a user's
+// stop must report how the server ended.
+func (d *Daemon) finishSharedWith(ctx context.Context, s *shared, why string, opt shutdown.Options, join bool) shutdown.Outcome {
 	s.mu.Lock()
 	if s.finishing {
 		s.mu.Unlock()
-		return
+		if !join {
+			return shutdown.Outcome{ID: s.id, Result: shutdown.AlreadyGone}
+		}
+		out := d.stopIDs(ctx, []string{s.id}, opt)[0]
+		select {
+		case <-s.stopped:
+		case <-ctx.Done():
+		}
+		return out
 	}
+	// Decided before the stop: the exit it causes is final (monitor), and
+	// the supervision loop, in backoff or mid-restart, starts nothing more.
 	s.finishing, s.stopping = true, true
 	close(s.quit)
+	if s.linger_ != nil {
+		s.linger_.Stop()
+		s.linger_ = nil
+	}
 	s.mu.Unlock()
 	defer close(s.stopped)
 	d.log.Info("stopping shared server", "id", s.id, "port", s.port, "why", why)
 	d.reg.Event("shared.stop", sharedSession(s.port), s.id, why)
-	d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{})
+	out := d.stopIDs(ctx, []string{s.id}, opt)[0]
 	// One commit after the stop: the final state if the exit's own commit
 	// has not made it final, and why it stopped.
 	d.reg.Update(s.id, func(p *registry.Process) error {
@@ -547,6 +586,19 @@ func (d *Daemon) finishShared(s *shared, why string) {
 		slot.srv = nil
 	}
 	slot.mu.Unlock()
+	return out
+}
+
+// sharedByID is the shared server whose record is id, nil if id is none:
+// found by its slot, so one between a crash and its restart (no live
+// process) is found too.
+func (d *Daemon) sharedByID(id string) *shared {
+	for _, s := range d.sharedServers() {
+		if s.id == id {
+			return s
+		}
+	}
+	return nil
 }
 
 // sharedServers are the shared servers of every port.
@@ -668,6 +720,9 @@ func (d *Daemon) setHealth(id, h string) {
 }
 
 var errUnchanged = errors.New("unchanged")
+
+// errStoppedForGood: a restart found its server stopped for good meanwhile.
+var errStoppedForGood = errors.New("stopped for good during its restart")
 
 func sharedSession(port int) string { return fmt.Sprintf("shared-%d", port) }
 
