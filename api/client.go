@@ -96,15 +96,24 @@ func (c *Client) Call(typ string, req any, resp any) error {
 
 // reply reads the reply to a typ request into resp.
 func (c *Client) reply(typ string, resp any) error {
+	m, err := c.recvReply(typ)
+	if err != nil {
+		return err
+	}
+	return DecodeReply(m, resp)
+}
+
+// recvReply reads one frame answering a typ request.
+func (c *Client) recvReply(typ string) (Msg, error) {
 	m, fds, err := c.Recv()
 	CloseFds(fds)
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return fmt.Errorf("the daemon closed the connection before answering %s (did it exit? see supervisor.log in its state directory): %w", typ, err)
+			return Msg{}, fmt.Errorf("the daemon closed the connection before answering %s (did it exit? see supervisor.log in its state directory): %w", typ, err)
 		}
-		return fmt.Errorf("read reply to %s: %w", typ, err)
+		return Msg{}, fmt.Errorf("read reply to %s: %w", typ, err)
 	}
-	return DecodeReply(m, resp)
+	return m, nil
 }
 
 // DecodeReply turns an error message into *Error and decodes anything else
@@ -151,6 +160,27 @@ func (c *Client) Processes(req PsRequest) ([]registry.Process, error) {
 		out = append(out, page.Processes...)
 		if !page.More {
 			return out, nil
+		}
+	}
+}
+
+// CallProgress is Call for a request that asked for progress frames
+// (TypeProgress): each one before the reply goes to progress.
+func (c *Client) CallProgress(typ string, req any, resp any, progress func(Progress)) error {
+	if err := c.Send(typ, req); err != nil {
+		return err
+	}
+	for {
+		m, err := c.recvReply(typ)
+		if err != nil {
+			return err
+		}
+		if m.Type != TypeProgress {
+			return DecodeReply(m, resp)
+		}
+		var p Progress
+		if err := Decode(m, &p); err == nil && progress != nil {
+			progress(p)
 		}
 	}
 }

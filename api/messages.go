@@ -38,6 +38,11 @@ const (
 	// TypeAttach re-attaches a shim to its server after a daemon restart;
 	// answered by started, later exited, like run.
 	TypeAttach = "attach"
+	// TypeProgress precedes the outcomes of a stop, session_end or
+	// daemon_stop that asked for it (Progress set) and waits longer than
+	// a second: zero or more frames, then the reply. A request without
+	// Progress never gets one, so older clients read their reply first.
+	TypeProgress = "progress"
 )
 
 // Msg is one frame: a type and its body.
@@ -137,6 +142,27 @@ type Attach struct {
 // session is stopped first.
 type DaemonStop struct {
 	KeepProcesses bool `json:"keep_processes,omitempty"`
+	// GraceMS is the SIGTERM grace of the sessions' stop, and the most a
+	// stop under way still gets; 0: the daemon's default.
+	GraceMS int64 `json:"grace_ms,omitempty"`
+	// Progress asks for progress frames (TypeProgress).
+	Progress bool `json:"progress,omitempty"`
+}
+
+// Progress is one step of a long stop, for the client to show while it
+// waits.
+type Progress struct {
+	Message string `json:"message"`
+}
+
+// GraceOf is a request's grace, refused when the cascade would not take
+// it (negative, or above shutdown.MaxGrace); 0 means the default.
+func GraceOf(ms int64) (time.Duration, error) {
+	if ms > shutdown.MaxGrace.Milliseconds() {
+		return 0, fmt.Errorf("grace of %d ms is above the maximum of %v: a stop must end in bounded time", ms, shutdown.MaxGrace)
+	}
+	g := time.Duration(ms) * time.Millisecond
+	return g, shutdown.CheckGrace(g)
 }
 
 // Recovery summarizes a daemon's reconcile at start (design §7).
@@ -217,12 +243,16 @@ type SessionList struct {
 type SessionEndRequest struct {
 	ID      string `json:"id"`
 	GraceMS int64  `json:"grace_ms,omitempty"`
+	// Progress asks for progress frames (TypeProgress).
+	Progress bool `json:"progress,omitempty"`
 }
 
 // StopRequest stops one process by id or name.
 type StopRequest struct {
 	Target  string `json:"target"`
 	GraceMS int64  `json:"grace_ms,omitempty"`
+	// Progress asks for progress frames (TypeProgress).
+	Progress bool `json:"progress,omitempty"`
 }
 
 // Outcomes answers session_end and stop.

@@ -263,6 +263,9 @@ func (e *Effective) apply(path string, src []byte) error {
 		if err != nil || d <= 0 {
 			return fail(key, fmt.Sprintf("%q: want a positive duration such as 5s, 30m or 168h (days are not a unit)", *v))
 		}
+		if graceKey(key) && d > shutdown.MaxGrace {
+			return fail(key, fmt.Sprintf("%q is above the maximum grace of %v: a stop must end in bounded time", *v, shutdown.MaxGrace))
+		}
 		*dst = d
 		e.sources[key] = at(key)
 		return nil
@@ -348,6 +351,12 @@ func (e *Effective) apply(path string, src []byte) error {
 		s.Servers[name] = o
 	}
 	return nil
+}
+
+// graceKey says key is a grace, capped at shutdown.MaxGrace: grace,
+// eof_grace and servers.NAME.grace.
+func graceKey(key string) bool {
+	return key == "grace" || key == "eof_grace" || strings.HasPrefix(key, "servers.") && strings.HasSuffix(key, ".grace")
 }
 
 // decodeError turns go-toml's errors into file:line ones.

@@ -189,6 +189,9 @@ func TestConfigBadFile(t *testing.T) {
 		{"bad server grace", "[servers.a]\ngrace = \"soon\"\n", 2, `servers.a.grace: "soon"`},
 		{"ceiling below cooldown", "[breaker]\ncooldown = \"1h\"\nmax_cooldown = \"1m\"\n", 3, "max_cooldown 1m0s is below cooldown 1h0m0s"},
 		{"syntax", "grace = \"1s\"\n[breaker\n", 2, ""},
+		{"grace above the cap", "grace = \"1000000h\"\n", 1, `grace: "1000000h" is above the maximum grace of 5m0s`},
+		{"eof grace above the cap", "\neof_grace = \"301s\"\n", 2, `eof_grace: "301s" is above the maximum grace of 5m0s`},
+		{"server grace above the cap", "[servers.a]\ngrace = \"6m\"\n", 2, `servers.a.grace: "6m" is above the maximum grace`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := write(t, tc.text)

@@ -111,7 +111,8 @@ type Daemon struct {
 type stopRequest struct {
 	reply chan []shutdown.Outcome
 	sent  chan struct{}
-	keep  bool // --keep-processes: leave every server running
+	keep  bool             // --keep-processes: leave every server running
+	opt   shutdown.Options // the stop's grace and progress
 }
 
 // Run runs a daemon until it is stopped (signal or `daemon stop`). It
@@ -278,7 +279,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 				d.reg.Event("daemon.stop", "", "", "keeping processes for the next daemon")
 				outcomes = []shutdown.Outcome{}
 			} else {
-				outcomes = d.stopAll(context.WithoutCancel(ctx))
+				var opt shutdown.Options
+				if req != nil {
+					opt = req.opt
+				}
+				outcomes = d.stopAllWith(context.WithoutCancel(ctx), opt)
 				d.reg.Event("daemon.stop", "", "", fmt.Sprintf("stopped every session (%d processes)", len(outcomes)))
 			}
 			if req != nil {

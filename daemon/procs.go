@@ -95,6 +95,11 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		conn.SendError(125, "run: %v", err)
 		return
 	}
+	if _, err := api.GraceOf(req.GraceMS); err != nil {
+		closeFiles()
+		conn.SendError(125, "run: %v", err)
+		return
+	}
 	d.mu.Lock()
 	stopping := d.stopping
 	d.mu.Unlock()
@@ -588,13 +593,26 @@ func (d *Daemon) stopIDs(ctx context.Context, ids []string, opt shutdown.Options
 		}
 		l.stopMu.Unlock()
 	}
-	// A second request does not wait out the first one's grace when it
-	// asks for a shorter one: after its own grace, it forces the stop.
+	// A later request shortens a stop under way to its own grace, counted
+	// from now (never lengthens it): once that is over, the running
+	// cascade is forced. Without a grace of its own it asks for the
+	// process's, else the daemon's: a stop under way with a long grace
+	// cannot wedge a later stop, a session end or `daemon stop`.
+	longest := time.Duration(0)
 	for _, l := range theirs {
-		if opt.Grace > 0 {
-			t := time.AfterFunc(opt.Grace, l.forceStop)
-			defer t.Stop()
+		g := opt.Grace
+		if g <= 0 {
+			g = l.grace
 		}
+		if g <= 0 {
+			g = d.defaultGrace()
+		}
+		longest = max(longest, g)
+		t := time.AfterFunc(g, l.forceStop)
+		defer t.Stop()
+	}
+	if len(theirs) > 0 && opt.Progress != nil {
+		opt.Progress(shutdown.Progress{Joined: true, Processes: len(theirs), Wait: longest})
 	}
 	if len(mine) > 0 {
 		d.cascadeLive(ctx, mine, opt)
@@ -692,15 +710,16 @@ func (d *Daemon) isLive(id string) bool {
 	return d.live[id] != nil
 }
 
-// endSession stops every process of a session and marks it ended.
-func (d *Daemon) endSession(id, reason string, grace, eofGrace time.Duration) []shutdown.Outcome {
-	return d.endSessions([]string{id}, []string{reason}, grace, eofGrace)
-}
-
 // endSessions ends sessions together: their processes go through one
 // cascade, so one snapshot of /proc serves them all (a cascade per session
 // would scan /proc once per session).
 func (d *Daemon) endSessions(ids, reasons []string, grace, eofGrace time.Duration) []shutdown.Outcome {
+	return d.endSessionsWith(ids, reasons, shutdown.Options{Grace: grace, EOFGrace: eofGrace})
+}
+
+// endSessionsWith is endSessions with the cascade's options (its grace,
+// EOF grace and progress).
+func (d *Daemon) endSessionsWith(ids, reasons []string, opt shutdown.Options) []shutdown.Outcome {
 	each(len(ids), func(i int) {
 		if _, err := d.reg.SetSessionState(ids[i], registry.SessionEnding, reasons[i]); err != nil &&
 			!errors.Is(err, registry.ErrBadTransition) {
@@ -723,7 +742,8 @@ func (d *Daemon) endSessions(ids, reasons []string, grace, eofGrace time.Duratio
 			procs = append(procs, p.ID)
 		}
 	}
-	out := d.stopIDs(context.Background(), procs, shutdown.Options{Grace: grace, EOFGrace: eofGrace, WholeSession: true})
+	opt.WholeSession = true
+	out := d.stopIDs(context.Background(), procs, opt)
 	each(len(ids), func(i int) {
 		d.releaseSession(ids[i])
 		if _, err := d.reg.SetSessionState(ids[i], registry.SessionEnded, reasons[i]); err != nil &&
@@ -741,6 +761,12 @@ func (d *Daemon) endSessions(ids, reasons []string, grace, eofGrace time.Duratio
 // stopAll ends every session (in one cascade: graces overlap) and refuses
 // new runs from here on.
 func (d *Daemon) stopAll(ctx context.Context) []shutdown.Outcome {
+	return d.stopAllWith(ctx, shutdown.Options{})
+}
+
+// stopAllWith is stopAll with the cascade's options: opt.Grace (0: each
+// process's own) is also the most a stop already under way still gets.
+func (d *Daemon) stopAllWith(ctx context.Context, opt shutdown.Options) []shutdown.Outcome {
 	d.mu.Lock()
 	d.stopping = true
 	d.mu.Unlock()
@@ -749,8 +775,8 @@ func (d *Daemon) stopAll(ctx context.Context) []shutdown.Outcome {
 		ids = append(ids, s.ID)
 		reasons = append(reasons, "daemon stopped")
 	}
-	all := d.endSessions(ids, reasons, 0, 0)
-	d.stopShared()
+	all := d.endSessionsWith(ids, reasons, shutdown.Options{Grace: opt.Grace, Progress: opt.Progress})
+	d.stopShared(opt.Grace)
 	return all
 }
 

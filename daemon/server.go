@@ -130,26 +130,9 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 		}
 		return conn.Send(api.TypeSessionList, &api.SessionList{Sessions: d.sessionInfos(req.All)})
 	case api.TypeSessionEnd:
-		var req api.SessionEndRequest
-		if err := api.Decode(m, &req); err != nil {
-			return err
-		}
-		if _, err := d.reg.Session(req.ID); err != nil {
-			return conn.SendError(1, "session end %s: no such session (see `supervisor sessions --all`)", req.ID)
-		}
-		out := d.endSession(req.ID, "ended by request", time.Duration(req.GraceMS)*time.Millisecond, 0)
-		return conn.Send(api.TypeOutcomes, &api.Outcomes{Outcomes: out})
+		return d.serveSessionEnd(conn, m)
 	case api.TypeStop:
-		var req api.StopRequest
-		if err := api.Decode(m, &req); err != nil {
-			return err
-		}
-		p, err := d.reg.Lookup(req.Target)
-		if err != nil {
-			return conn.SendError(1, "stop %s: %v", req.Target, err)
-		}
-		out := d.stopByRequest(context.Background(), p.ID, shutdown.Options{Grace: time.Duration(req.GraceMS) * time.Millisecond})
-		return conn.Send(api.TypeOutcomes, &api.Outcomes{Outcomes: out})
+		return d.serveStop(conn, m)
 	case api.TypeEnsure:
 		var req api.EnsureRequest
 		if err := api.Decode(m, &req); err != nil {
@@ -197,14 +180,22 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 				return err
 			}
 		}
-		req := stopRequest{reply: make(chan []shutdown.Outcome, 1), sent: make(chan struct{}), keep: ds.KeepProcesses}
+		g, err := api.GraceOf(ds.GraceMS)
+		if err != nil {
+			return conn.SendError(1, "daemon stop: %v", err)
+		}
+		pr := relayProgress(conn, ds.Progress)
+		req := stopRequest{reply: make(chan []shutdown.Outcome, 1), sent: make(chan struct{}), keep: ds.KeepProcesses,
+			opt: shutdown.Options{Grace: g, Progress: pr.fn()}}
 		select {
 		case d.stopReq <- req:
 		case <-time.After(time.Second):
+			pr.stop()
 			return conn.SendError(125, "daemon is already stopping")
 		}
 		defer close(req.sent)
 		outcomes := <-req.reply
+		pr.stop()
 		if outcomes == nil {
 			return conn.SendError(1, "daemon stop --keep-processes: this daemon is the init of `supervisor init`, which stops everything when its command ends; its processes cannot be handed to another daemon")
 		}

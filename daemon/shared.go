@@ -78,6 +78,9 @@ func (d *Daemon) ensure(ctx context.Context, req api.EnsureRequest) (api.Ensured
 	if req.Port < 1 || req.Port > 65535 {
 		return api.Ensured{}, fmt.Errorf("port %d: want 1 to 65535", req.Port)
 	}
+	if _, err := api.GraceOf(req.GraceMS); err != nil {
+		return api.Ensured{}, err
+	}
 	if d.isStopping() {
 		return api.Ensured{}, errors.New("the daemon is stopping")
 	}
@@ -635,14 +638,16 @@ func (d *Daemon) detachShared() {
 	}
 }
 
-// stopShared stops every shared server (daemon stop).
-func (d *Daemon) stopShared() {
+// stopShared stops every shared server (daemon stop) with grace (0: each
+// server's own); one already being stopped for good is joined and its stop
+// shortened to grace, so the daemon does not exit halfway through it.
+func (d *Daemon) stopShared(grace time.Duration) {
 	var wg sync.WaitGroup
 	for _, s := range d.sharedServers() {
 		wg.Add(1)
 		go func(s *shared) {
 			defer wg.Done()
-			d.finishShared(s, "daemon stopped")
+			d.finishSharedWith(context.Background(), s, "daemon stopped", shutdown.Options{Grace: grace}, true)
 		}(s)
 	}
 	wg.Wait()

@@ -151,10 +151,69 @@ type Options struct {
 	// Instance, when set, is the SUPERVISOR_INSTANCE marker a process must
 	// carry to be swept through its session marker.
 	Instance string
+	// Progress, when set, is told each step that waits: the EOF grace,
+	// SIGTERM sent, SIGKILL sent. It runs on the cascade's goroutine and
+	// must not block.
+	Progress func(Progress)
+}
+
+// Progress is one waiting step of a cascade.
+type Progress struct {
+	// Step is the phase the processes are waiting in: ExitedOnEOF (no
+	// signal yet), ExitedOnSIGTERM (SIGTERM sent) or Killed (SIGKILL
+	// sent).
+	Step Result `json:"step"`
+	// Processes is how many processes it waits for.
+	Processes int `json:"processes"`
+	// Wait is the longest it waits in this step.
+	Wait time.Duration `json:"wait"`
+	// Joined says the processes are being stopped by an earlier request,
+	// which this one waits for (and shortens to Wait).
+	Joined bool `json:"joined,omitempty"`
+}
+
+// String renders a step for people: "SIGTERM sent to 3 processes,
+// waiting up to 5s…".
+func (p Progress) String() string {
+	n := plural(p.Processes, "process", "processes")
+	switch {
+	case p.Joined:
+		return fmt.Sprintf("%s already being stopped, waiting up to %v…", n, p.Wait)
+	case p.Step == ExitedOnEOF:
+		return fmt.Sprintf("waiting up to %v for %s to exit on EOF…", p.Wait, n)
+	case p.Step == Killed:
+		return fmt.Sprintf("SIGKILL sent to %s, waiting up to %v…", n, p.Wait)
+	default:
+		return fmt.Sprintf("SIGTERM sent to %s, waiting up to %v…", n, p.Wait)
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // DefaultGrace is the SIGTERM grace of design §6.
 const DefaultGrace = 5 * time.Second
+
+// MaxGrace caps every grace (SIGTERM and EOF): a stop must end in bounded
+// time, or it wedges what waits for it (a session's end, `daemon stop`,
+// new runs in that session). Larger values are refused where they enter.
+const MaxGrace = 5 * time.Minute
+
+// CheckGrace refuses a grace the cascade does not take: negative, or
+// above MaxGrace.
+func CheckGrace(g time.Duration) error {
+	switch {
+	case g < 0:
+		return fmt.Errorf("grace %v: must not be negative", g)
+	case g > MaxGrace:
+		return fmt.Errorf("grace %v is above the maximum of %v: a stop must end in bounded time", g, MaxGrace)
+	}
+	return nil
+}
 
 // DefaultEOFGrace is how long a dead host's servers get to exit on stdin
 // EOF before any signal (design §6).

@@ -46,7 +46,7 @@ func (s *state) init(c *Cascade, targets []Target, opt Options, log hclog.Logger
 // grace is target i's graceful-stop grace.
 func (s *state) grace(i int) time.Duration {
 	if g := s.targets[i].Grace; g > 0 {
-		return g
+		return min(g, MaxGrace)
 	}
 	return s.opt.Grace
 }
@@ -88,6 +88,9 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 	if opt.Grace <= 0 {
 		opt.Grace = DefaultGrace
 	}
+	// Callers refuse a longer grace where it enters; one from an older
+	// record still must not wedge what waits for this stop.
+	opt.Grace, opt.EOFGrace = min(opt.Grace, MaxGrace), min(opt.EOFGrace, MaxGrace)
 	if opt.KillWait <= 0 {
 		opt.KillWait = 5 * time.Second
 	}
@@ -123,6 +126,7 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 
 	if opt.EOFGrace > 0 && r.anyAlive() && !r.anyForced() {
 		r.setPhase(ExitedOnEOF)
+		r.report(ExitedOnEOF, time.Until(entered.Add(opt.EOFGrace)))
 		r.wait(graceCtx, entered.Add(opt.EOFGrace))
 		r.finish()
 	}
@@ -133,11 +137,23 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 	if c.AfterSignal != nil {
 		c.AfterSignal()
 	}
+	if graceCtx.Err() == nil {
+		longest := time.Duration(0)
+		for i := range targets {
+			if r.result[i] == "" && !r.forced[i].Load() {
+				longest = max(longest, r.grace(i))
+			}
+		}
+		if longest > 0 {
+			r.report(ExitedOnSIGTERM, longest)
+		}
+	}
 	killedAt := make([]time.Time, len(targets))
 	for {
 		r.finish()
 		pending := 0
 		next := time.Time{}
+		killed := false
 		for i := range targets {
 			if r.result[i] != "" {
 				continue
@@ -149,6 +165,7 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 				}
 				r.escalate(i)
 				killedAt[i] = time.Now()
+				killed = true
 			}
 			var until time.Time
 			if r.tphase[i] == Killed {
@@ -167,6 +184,9 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 		if pending == 0 || ctx.Err() != nil {
 			break
 		}
+		if killed {
+			r.report(Killed, opt.KillWait)
+		}
 		waitCtx := graceCtx
 		if r.anyKilled() {
 			waitCtx = ctx // a force cannot hurry what is already killed
@@ -181,4 +201,22 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 		left = Interrupted
 	}
 	return r.outcomes(left)
+}
+
+// report tells opt.Progress that the cascade waits up to wait for the
+// processes still running in step (pipe holders outside the tree count
+// once they are being killed).
+func (r *run) report(step Result, wait time.Duration) {
+	if r.opt.Progress == nil {
+		return
+	}
+	n := 0
+	for _, m := range r.members {
+		if m.h != nil && (m.role != RoleHolder || step == Killed) {
+			n++
+		}
+	}
+	if n > 0 {
+		r.opt.Progress(Progress{Step: step, Processes: n, Wait: wait})
+	}
 }

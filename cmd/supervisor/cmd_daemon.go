@@ -121,6 +121,7 @@ func logStartError(p api.Paths, err error) {
 
 func newDaemonStopCommand() *cobra.Command {
 	var asJSON, keep bool
+	var grace time.Duration
 	cmd := &cobra.Command{
 		Use:   "stop [--keep-processes]",
 		Short: "Stop every session through the stop cascade, then the daemon",
@@ -130,7 +131,11 @@ func newDaemonStopCommand() *cobra.Command {
 			"re-adopts them, and shims re-attach. `supervisor daemon restart` does both.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pid, outcomes, err := stopDaemon(keep)
+			if err := checkGrace(grace); err != nil {
+				return err
+			}
+			pid, outcomes, err := stopDaemon(api.DaemonStop{KeepProcesses: keep, GraceMS: wireGrace(cmd, grace), Progress: true},
+				progressTo(cmd.ErrOrStderr()))
 			if err != nil {
 				return err
 			}
@@ -150,11 +155,13 @@ func newDaemonStopCommand() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcomes as JSON")
 	cmd.Flags().BoolVar(&keep, "keep-processes", false, "exit without stopping any server (for an upgrade: the next daemon re-adopts them)")
+	cmd.Flags().DurationVar(&grace, "grace", 0, graceUsage)
 	return cmd
 }
 
-// stopDaemon asks the running daemon to exit and waits until it has.
-func stopDaemon(keep bool) (int, []shutdown.Outcome, error) {
+// stopDaemon asks the running daemon to exit and waits until it has;
+// progress, when not nil, is shown the progress of a long stop.
+func stopDaemon(req api.DaemonStop, progress func(api.Progress)) (int, []shutdown.Outcome, error) {
 	c, err := dial()
 	if err != nil {
 		return 0, nil, err
@@ -163,7 +170,7 @@ func stopDaemon(keep bool) (int, []shutdown.Outcome, error) {
 	pid := c.Daemon.PID
 	tok, _ := proc.TokenOf(pid)
 	var resp api.Outcomes
-	if err := c.Call(api.TypeDaemonStop, &api.DaemonStop{KeepProcesses: keep}, &resp); err != nil {
+	if err := c.CallProgress(api.TypeDaemonStop, &req, &resp, progress); err != nil {
 		return 0, nil, err
 	}
 	if !proc.WaitExit(pid, tok, 30*time.Second) {
@@ -194,7 +201,7 @@ func newDaemonRestartCommand() *cobra.Command {
 			if c, err := dial(); err == nil {
 				old, oldVersion = c.Daemon.PID, c.Daemon.Version
 				c.Close()
-				if _, _, err := stopDaemon(true); err != nil {
+				if _, _, err := stopDaemon(api.DaemonStop{KeepProcesses: true}, nil); err != nil {
 					return err
 				}
 			} else if !errors.Is(err, api.ErrNotRunning) {

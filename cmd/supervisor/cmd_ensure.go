@@ -24,6 +24,7 @@ type ensureOptions struct {
 	timeout      time.Duration
 	linger       time.Duration
 	interval     time.Duration
+	grace        time.Duration
 	adoptForeign bool
 	json         bool
 }
@@ -58,6 +59,9 @@ reported, never fought over (unless --adopt-foreign and it is healthy).`,
 					return fmt.Errorf("%s %v: must not be negative", flag, d)
 				}
 			}
+			if err := checkGrace(o.grace); err != nil {
+				return err
+			}
 			if o.interval > 0 && o.interval < 10*time.Millisecond {
 				return fmt.Errorf("--interval %v: at least 10ms (health checks are not free)", o.interval)
 			}
@@ -74,7 +78,7 @@ reported, never fought over (unless --adopt-foreign and it is healthy).`,
 			if err != nil {
 				return fmt.Errorf("find this binary: %w", err)
 			}
-			rr, err := shim.NewRequest(shim.Options{Argv: args, Name: o.name, Session: o.session, Env: os.Environ()})
+			rr, err := shim.NewRequest(shim.Options{Argv: args, Name: o.name, Session: o.session, Grace: o.grace, Env: os.Environ()})
 			if err != nil {
 				return err
 			}
@@ -117,6 +121,7 @@ reported, never fought over (unless --adopt-foreign and it is healthy).`,
 	f.DurationVar(&o.timeout, "timeout", 0, "how long to wait for readiness (default 30s)")
 	f.DurationVar(&o.linger, "linger", 0, "how long the server outlives its last session (default 30s)")
 	f.DurationVar(&o.interval, "interval", 0, "liveness check period (default 10s)")
+	f.DurationVar(&o.grace, "grace", 0, "SIGTERM grace before SIGKILL when the server is stopped (default 5s)")
 	f.BoolVar(&o.adoptForeign, "adopt-foreign", false, "take over a process already listening on the port if its health check passes")
 	f.BoolVar(&o.json, "json", false, "print JSON")
 	return cmd

@@ -46,10 +46,10 @@ session matches: a hook must never break its host.`,
 			if err := session.ValidateID(args[0]); err != nil {
 				return err
 			}
-			return callCascade(cmd, api.TypeSessionEnd, &api.SessionEndRequest{ID: args[0], GraceMS: api.Millis(grace)}, asJSON)
+			return callCascade(cmd, api.TypeSessionEnd, &api.SessionEndRequest{ID: args[0], GraceMS: wireGrace(cmd, grace), Progress: true}, asJSON)
 		},
 	}
-	cmd.Flags().DurationVar(&grace, "grace", 0, "SIGTERM grace before SIGKILL (default 5s)")
+	cmd.Flags().DurationVar(&grace, "grace", 0, graceUsage)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&hook, "hook", false, "read a SessionEnd hook's JSON on stdin and end the session labelled with its session_id")
 	return cmd

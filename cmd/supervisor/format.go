@@ -60,10 +60,16 @@ func printOutcomes(w io.Writer, outs []shutdown.Outcome) {
 	}
 }
 
-// callCascade sends a request answered by stop outcomes and prints them.
+// callCascade sends a request answered by stop outcomes and prints them;
+// the progress of a long stop goes to stderr meanwhile.
 func callCascade(cmd *cobra.Command, typ string, req any, asJSON bool) error {
+	c, err := dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
 	var resp api.Outcomes
-	if err := call(typ, req, &resp); err != nil {
+	if err := c.CallProgress(typ, req, &resp, progressTo(cmd.ErrOrStderr())); err != nil {
 		return err
 	}
 	if asJSON {
@@ -71,4 +77,9 @@ func callCascade(cmd *cobra.Command, typ string, req any, asJSON bool) error {
 	}
 	printOutcomes(cmd.OutOrStdout(), resp.Outcomes)
 	return nil
+}
+
+// progressTo prints a long stop's progress frames to w.
+func progressTo(w io.Writer) func(api.Progress) {
+	return func(p api.Progress) { fmt.Fprintln(w, p.Message) }
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/shutdown"
 )
 
 // exitError carries the exit status a command wants; main prints err.
@@ -136,8 +137,8 @@ func call(typ string, req, resp any) error {
 }
 
 func checkGrace(d time.Duration) error {
-	if d < 0 {
-		return fmt.Errorf("--grace %v: must not be negative", d)
+	if err := shutdown.CheckGrace(d); err != nil {
+		return &hintError{err: fmt.Errorf("--%w", err), hint: fmt.Sprintf("give a --grace from 0s to %v", shutdown.MaxGrace)}
 	}
 	return nil
 }

@@ -3,10 +3,20 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/seed-86a41135/supervisor/api"
 
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
@@ -114,4 +124,244 @@ func TestStopOfSharedServerInBackoffIsFinal(t *testing.T) {
 		t.Errorf("stop outcome %q, want %q: the stop did not land in the backoff", outs[0].Result, shutdown.AlreadyGone)
 	}
 	assertStoppedForGood(t, in, res.ID, pid, port, args...)
+}
+
+// TestGraceAboveTheCapIsRefused: every way in refuses a grace above
+// shutdown.MaxGrace (issue 13, item 4): the CLI's flags, the config file
+// and the daemon's API.
+func TestGraceAboveTheCapIsRefused(t *testing.T) {
+	in := newInstance(t)
+	const huge = "1000000h"
+	for _, args := range [][]string{
+		{"run", "--grace", huge, "--", "true"},
+		{"ensure", "--grace", huge, "--port", "9", "--", "true"},
+		{"stop", "--grace", huge, "x"},
+		{"session", "end", "--grace", huge, "x"},
+		{"daemon", "stop", "--grace", huge},
+		{"init", "--grace", huge, "--", "true"},
+	} {
+		_, errOut, code := in.run(args...)
+		if code == 0 || !strings.Contains(errOut, "above the maximum of "+shutdown.MaxGrace.String()) {
+			t.Errorf("supervisor %s: exit %d, stderr %q; want it refused for the cap", strings.Join(args, " "), code, errOut)
+		}
+	}
+	if pid := in.daemonPID(); pid != 0 {
+		t.Fatalf("a refused command started a daemon (pid %d)", pid)
+	}
+
+	cfg := in.writeConfig("grace = \"" + huge + "\"\n")
+	_, errOut, code := in.run("config", "show")
+	if code == 0 || !strings.Contains(errOut, cfg+":1: grace: \""+huge+"\" is above the maximum grace of 5m0s") {
+		t.Errorf("config show with grace = %s: exit %d, stderr %q; want the file:line refusal", huge, code, errOut)
+	}
+	in.writeConfig("")
+
+	in.mustRun("daemon")
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	ms := int64(1000000 * time.Hour / time.Millisecond)
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	fd := int(null.Fd())
+	for _, tc := range []struct {
+		typ string
+		req any
+		fds []int
+	}{
+		{api.TypeStop, &api.StopRequest{Target: "x", GraceMS: ms}, nil},
+		{api.TypeSessionEnd, &api.SessionEndRequest{ID: "x", GraceMS: ms}, nil},
+		{api.TypeDaemonStop, &api.DaemonStop{GraceMS: ms}, nil},
+		{api.TypeEnsure, &api.EnsureRequest{RunRequest: api.RunRequest{Argv: api.Bytes{"true"}, Session: "g", GraceMS: ms}, Port: 9}, nil},
+		{api.TypeRun, &api.RunRequest{Argv: api.Bytes{"true"}, Session: "g", GraceMS: ms}, []int{fd, fd, fd}},
+		// Past the range of time.Duration in nanoseconds: no overflow to a
+		// negative (default) grace.
+		{api.TypeStop, &api.StopRequest{Target: "x", GraceMS: 1 << 62}, nil},
+	} {
+		c, err := api.Dial(ctx, in.socket())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Send(tc.typ, tc.req, tc.fds...); err != nil {
+			t.Fatal(err)
+		}
+		m, fds, err := c.Recv()
+		api.CloseFds(fds)
+		c.Close()
+		var e *api.Error
+		if err == nil {
+			err = api.DecodeReply(m, nil)
+		}
+		if !errors.As(err, &e) || !strings.Contains(e.Message, "above the maximum of "+shutdown.MaxGrace.String()) {
+			t.Errorf("%s with grace_ms %d: got %v (frame %q); want the cap's refusal", tc.typ, ms, err, m.Type)
+		}
+	}
+	if in.daemonPID() == 0 {
+		t.Fatal("the daemon is gone after the refused requests")
+	}
+}
+
+// bgCLI is a CLI command running in the background, its stderr read line
+// by line.
+type bgCLI struct {
+	cmd    *exec.Cmd
+	stdout bytes.Buffer
+	lines  chan string // stderr, closed at its EOF
+	done   chan struct{}
+}
+
+func (in *instance) startCLI(t *testing.T, args ...string) *bgCLI {
+	t.Helper()
+	b := &bgCLI{cmd: in.command(args...), lines: make(chan string, 100), done: make(chan struct{})}
+	b.cmd.Stdout = &b.stdout
+	stderr, err := b.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			t.Logf("%s: %s", args[0], sc.Text())
+			b.lines <- sc.Text()
+		}
+		close(b.lines)
+		b.cmd.Wait()
+		close(b.done)
+	}()
+	t.Cleanup(func() {
+		b.cmd.Process.Kill()
+		<-b.done
+	})
+	return b
+}
+
+// waitLine waits for a stderr line containing want.
+func (b *bgCLI) waitLine(t *testing.T, want string) string {
+	t.Helper()
+	timeout := time.After(wait)
+	for {
+		select {
+		case l, ok := <-b.lines:
+			if !ok {
+				t.Fatalf("%v ended without printing %q", b.cmd.Args[1:], want)
+			}
+			if strings.Contains(l, want) {
+				return l
+			}
+		case <-timeout:
+			t.Fatalf("%v printed no %q within %v", b.cmd.Args[1:], want, wait)
+		}
+	}
+}
+
+// exit waits for the command (well within the long graces under test)
+// and returns its status.
+func (b *bgCLI) exit(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-b.done:
+	case <-time.After(wait):
+		t.Fatalf("%v still running after %v", b.cmd.Args[1:], wait)
+	}
+	return b.cmd.ProcessState.ExitCode()
+}
+
+// longStop starts a server that ignores SIGTERM in session and a
+// `session end` of it with a 60 s grace, and waits until that shows its
+// progress: SIGTERM sent, the long grace under way.
+func (in *instance) longStop(t *testing.T, session string) (int, proc.Token, *bgCLI) {
+	t.Helper()
+	sh := in.startShim("--session", session, "--", bin, "_fixture", "ignore-term")
+	pid := sh.readyPID(t)
+	tok := mustToken(t, pid)
+	end := in.startCLI(t, "session", "end", session, "--grace", "60s")
+	end.waitLine(t, "SIGTERM sent to 1 process, waiting up to 1m0s…")
+	return pid, tok, end
+}
+
+// A second `session end --grace 0s` shortens a session end waiting out a
+// long grace; both finish long before it is over.
+func TestSecondSessionEndShortensTheGrace(t *testing.T) {
+	in := newInstance(t)
+	pid, tok, first := in.longStop(t, "long")
+	out, errOut, code := in.run("session", "end", "long", "--grace", "0s")
+	if code != 0 {
+		t.Fatalf("second session end: exit %d: %s %s", code, out, errOut)
+	}
+	waitGonePID(t, pid, tok)
+	if code := first.exit(t); code != 0 {
+		t.Fatalf("first session end: exit %d", code)
+	}
+	if !strings.Contains(first.stdout.String(), string(shutdown.Killed)) {
+		t.Errorf("first session end printed %q; want the server %s", first.stdout.String(), shutdown.Killed)
+	}
+	p := findByPID(t, in, pid)
+	if p.State != registry.StateExited {
+		t.Errorf("record %s, want exited", p.State)
+	}
+}
+
+// `daemon stop` shortens a session end waiting out a long grace, and says
+// what it waits for.
+func TestDaemonStopShortensARunningStop(t *testing.T) {
+	in := newInstance(t)
+	pid, tok, first := in.longStop(t, "long")
+	stop := in.startCLI(t, "daemon", "stop", "--grace", "1s")
+	stop.waitLine(t, "1 process already being stopped, waiting up to 1s…")
+	if code := stop.exit(t); code != 0 {
+		t.Fatalf("daemon stop: exit %d: %s", code, stop.stdout.String())
+	}
+	waitGonePID(t, pid, tok)
+	if code := first.exit(t); code != 0 {
+		t.Fatalf("session end: exit %d", code)
+	}
+	if !strings.Contains(first.stdout.String(), string(shutdown.Killed)) {
+		t.Errorf("session end printed %q; want the server %s", first.stdout.String(), shutdown.Killed)
+	}
+}
+
+// A client that goes away mid-stop leaves no stop halfway: the cascade
+// finishes, the record is final and the session ended.
+func TestStopOutlivesItsClient(t *testing.T) {
+	in := newInstance(t)
+	sh := in.startShim("--session", "gone", "--", bin, "_fixture", "ignore-term")
+	pid := sh.readyPID(t)
+	tok := mustToken(t, pid)
+	end := in.startCLI(t, "session", "end", "gone", "--grace", "3s")
+	end.waitLine(t, "SIGTERM sent to 1 process, waiting up to 3s…")
+	end.cmd.Process.Kill()
+	<-end.done
+	waitGonePID(t, pid, tok)
+	if p := findByPID(t, in, pid); p.State != registry.StateExited {
+		t.Errorf("record %s, want exited", p.State)
+	}
+	waitCond(t, func() error {
+		var sessions []api.SessionInfo
+		json.Unmarshal([]byte(in.mustRun("sessions", "--all", "--json")), &sessions)
+		for _, s := range sessions {
+			if s.ID == "gone" && s.State != registry.SessionEnded {
+				return fmt.Errorf("session gone is %s", s.State)
+			}
+		}
+		return nil
+	})
+}
+
+// A run in a session that is being ended does not wedge behind its long
+// stop: it fails, bounded, saying why.
+func TestRunInEndingSessionFailsBounded(t *testing.T) {
+	in := newInstance(t)
+	pid, tok, first := in.longStop(t, "long")
+	_, errOut, code := in.run("run", "--session", "long", "--", bin, "_fixture", "echo")
+	if code != 125 || !strings.Contains(errOut, "session long is being ended") {
+		t.Errorf("run in the ending session: exit %d, stderr %q; want 125 and why", code, errOut)
+	}
+	in.mustRun("session", "end", "long", "--grace", "0s")
+	waitGonePID(t, pid, tok)
+	first.exit(t)
 }
