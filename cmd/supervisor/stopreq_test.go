@@ -289,9 +289,10 @@ func (in *instance) longStop(t *testing.T, session string) (int, proc.Token, *bg
 func TestSecondSessionEndShortensTheGrace(t *testing.T) {
 	in := newInstance(t)
 	pid, tok, first := in.longStop(t, "long")
-	out, errOut, code := in.run("session", "end", "long", "--grace", "0s")
-	if code != 0 {
-		t.Fatalf("second session end: exit %d: %s %s", code, out, errOut)
+	// Bounded by the test's wait (30 s), half the long grace.
+	second := in.startCLI(t, "session", "end", "long", "--grace", "0s")
+	if code := second.exit(t); code != 0 {
+		t.Fatalf("second session end: exit %d: %s", code, second.stdout.String())
 	}
 	waitGonePID(t, pid, tok)
 	if code := first.exit(t); code != 0 {
@@ -361,7 +362,9 @@ func TestRunInEndingSessionFailsBounded(t *testing.T) {
 	if code != 125 || !strings.Contains(errOut, "session long is being ended") {
 		t.Errorf("run in the ending session: exit %d, stderr %q; want 125 and why", code, errOut)
 	}
-	in.mustRun("session", "end", "long", "--grace", "0s")
+	if code := in.startCLI(t, "session", "end", "long", "--grace", "0s").exit(t); code != 0 {
+		t.Errorf("second session end: exit %d", code)
+	}
 	waitGonePID(t, pid, tok)
 	first.exit(t)
 }
