@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -628,7 +629,25 @@ func (d *Daemon) stopIDs(ctx context.Context, ids []string, opt shutdown.Options
 	for _, l := range append(mine, theirs...) {
 		out[idx[l.id]] = l.outcome
 	}
+	for i := range out {
+		d.describe(&out[i])
+	}
 	return out
+}
+
+// describe names an outcome's target and its leader by the record: the
+// cascade knows processes by PID and short name only.
+func (d *Daemon) describe(o *shutdown.Outcome) {
+	p, err := d.reg.Process(o.ID)
+	if err != nil {
+		return
+	}
+	o.Name, o.Command = p.Name, strings.Join(p.Argv, " ")
+	for i := range o.Procs {
+		if o.Procs[i].PID == o.PID {
+			o.Procs[i].Command = o.Command
+		}
+	}
 }
 
 // cascadeLive stops ls through one cascade and publishes the outcomes. An

@@ -118,8 +118,12 @@ func (r *run) outcomes(left Result) []Outcome {
 				o.Left = append(o.Left, m.pid)
 				res = left
 			}
+			po := ProcOutcome{PID: m.pid, Role: m.role, Result: res, Command: m.comm}
+			if !m.gone.IsZero() {
+				po.AfterMS = max(1, m.gone.Sub(r.began).Milliseconds())
+			}
 			o.PIDs = append(o.PIDs, m.pid)
-			o.Procs = append(o.Procs, ProcOutcome{PID: m.pid, Role: m.role, Result: res})
+			o.Procs = append(o.Procs, po)
 		}
 		if len(o.Left) > 0 || r.populated(i) || o.Result == "" {
 			o.Result = left
@@ -215,6 +219,7 @@ func (r *run) wait(ctx context.Context, deadline time.Time) {
 				m.h.Close()
 				m.h = nil
 				m.result = r.tphase[m.target]
+				m.gone = time.Now()
 			}
 		}
 		if pokeIdx >= 0 && fds[pokeIdx].Revents != 0 {

@@ -109,6 +109,13 @@ type ProcOutcome struct {
 	PID    int    `json:"pid"`
 	Role   Role   `json:"role"`
 	Result Result `json:"result"`
+	// Command names the process: its recorded command line for a
+	// target's leader, else its name as the snapshot saw it (no read of
+	// a process's memory, which can hang on one in uninterruptible sleep).
+	Command string `json:"command,omitempty"`
+	// AfterMS is when it was seen gone, in milliseconds from the stop's
+	// start; 0 when not seen (still alive, or not known on this OS).
+	AfterMS int64 `json:"after_ms,omitempty"`
 }
 
 // Outcome is what happened to one target and its tree.
@@ -116,6 +123,10 @@ type Outcome struct {
 	ID     string `json:"id"`
 	PID    int    `json:"pid"`
 	Result Result `json:"result"`
+	// Name and Command are the target's recorded name and command line,
+	// for people (filled by the caller, which keeps the records).
+	Name    string `json:"name,omitempty"`
+	Command string `json:"command,omitempty"`
 	// PIDs lists every process of the target's tree that was stopped.
 	PIDs []int `json:"pids,omitempty"`
 	// Procs says, per process, why it was part of the tree and how it

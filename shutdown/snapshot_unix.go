@@ -5,6 +5,7 @@ package shutdown
 import (
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
@@ -21,6 +22,8 @@ type member struct {
 	role   Role
 	result Result         // the phase in which it exited
 	sent   syscall.Signal // the last signal sent to it
+	comm   string         // its name at the snapshot
+	gone   time.Time      // when its exit was seen
 }
 
 type run struct {
@@ -328,7 +331,7 @@ func (r *run) add(i int, info proc.Info, role Role) bool {
 	if err != nil {
 		return false // exited (or recycled) between scan and open
 	}
-	r.members[info.PID] = &member{pid: info.PID, tok: info.Token, h: h, target: i, role: role}
+	r.members[info.PID] = &member{pid: info.PID, tok: info.Token, h: h, target: i, role: role, comm: info.Comm}
 	return true
 }
 

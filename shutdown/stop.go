@@ -20,8 +20,9 @@ type state struct {
 	opt     Options
 	log     hclog.Logger
 
-	result []Result // per target: how it ended; "" while it runs
-	tphase []Result // per target: the step under way
+	began  time.Time // the call: what outcomes' times count from
+	result []Result  // per target: how it ended; "" while it runs
+	tphase []Result  // per target: the step under way
 	forced []atomic.Bool
 	byID   map[string]int // first target of each id
 
@@ -102,6 +103,7 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 	// snapshot: the host's pipes closed before we were asked.
 	entered := time.Now()
 	r := newRun(c, targets, opt, log)
+	r.began = entered
 	defer r.closeAll()
 
 	r.collect()

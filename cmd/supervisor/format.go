@@ -50,15 +50,45 @@ func shortCommand(argv []string) string {
 	return s
 }
 
+// printOutcomes is a stop's summary: a line per stopped server, then one
+// per process of its tree with its command and how it ended, e.g.
+//
+//	p-1a2b3c4d5e fs: exited on SIGTERM
+//	  4711  node server.js  exited on SIGTERM after 0.3s
 func printOutcomes(w io.Writer, outs []shutdown.Outcome) {
 	if len(outs) == 0 {
 		fmt.Fprintln(w, "no live processes")
 		return
 	}
 	for _, o := range outs {
-		fmt.Fprintln(w, o.String())
+		head := o.ID
+		if o.Name != "" {
+			head += " " + o.Name
+		}
+		fmt.Fprintf(w, "%s: %s\n", head, o.Result)
+		tw := newTable(w)
+		procs := o.Procs
+		if len(procs) == 0 && o.PID > 0 {
+			procs = []shutdown.ProcOutcome{{PID: o.PID, Role: shutdown.RoleLeader, Result: o.Result, Command: o.Command}}
+		}
+		for _, p := range procs {
+			cmd := shortCommand([]string{orDash(p.Command)})
+			if p.Role != shutdown.RoleLeader {
+				cmd += " (" + string(p.Role) + ")"
+			}
+			res := string(p.Result)
+			if p.AfterMS > 0 {
+				res += fmt.Sprintf(" after %.1fs", float64(p.AfterMS)/1000)
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\n", p.PID, cmd, res)
+		}
+		for _, pid := range o.Spared {
+			fmt.Fprintf(tw, "  %d\t-\tspared (SUPERVISOR_KEEP=1)\n", pid)
+		}
+		tw.Flush()
 	}
 }
+
 
 // callCascade sends a request answered by stop outcomes and prints them;
 // the progress of a long stop goes to stderr meanwhile.

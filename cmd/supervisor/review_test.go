@@ -13,11 +13,11 @@ import (
 	"time"
 )
 
-// TestSecondSignalForcesTheStop: a server ignoring SIGTERM under a grace of
-// an hour; the second SIGTERM to the shim must not wait that hour out.
+// TestSecondSignalForcesTheStop: a server ignoring SIGTERM under the
+// longest grace; the second SIGTERM to the shim must not wait it out.
 func TestSecondSignalForcesTheStop(t *testing.T) {
 	in := newInstance(t)
-	s := in.startShim("--grace", "1h", "--", bin, "_fixture", "ignore-term")
+	s := in.startShim("--grace", "5m", "--", bin, "_fixture", "ignore-term")
 	pid := s.readyPID(t)
 	tok := mustToken(t, pid)
 	s.cmd.Process.Signal(syscall.SIGTERM)
@@ -37,7 +37,7 @@ func TestStopResumesAfterDaemonCrash(t *testing.T) {
 	h := in.startHost(t, 1, "--grace", "200ms", "--", bin, "_fixture", "ignore-term")
 	pid, tok := h.servers[0], h.tokens[0]
 	p := findByPIDState(t, in, pid, "running")
-	stop := in.command("stop", p.ID, "--grace", "1h")
+	stop := in.command("stop", p.ID, "--grace", "5m")
 	if err := stop.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -298,9 +299,7 @@ func TestSecondSessionEndShortensTheGrace(t *testing.T) {
 	if code := first.exit(t); code != 0 {
 		t.Fatalf("first session end: exit %d", code)
 	}
-	if !strings.Contains(first.stdout.String(), string(shutdown.Killed)) {
-		t.Errorf("first session end printed %q; want the server %s", first.stdout.String(), shutdown.Killed)
-	}
+	assertSummaryLine(t, first.stdout.String(), pid, bin, shutdown.Killed)
 	p := findByPID(t, in, pid)
 	if p.State != registry.StateExited {
 		t.Errorf("record %s, want exited", p.State)
@@ -321,9 +320,7 @@ func TestDaemonStopShortensARunningStop(t *testing.T) {
 	if code := first.exit(t); code != 0 {
 		t.Fatalf("session end: exit %d", code)
 	}
-	if !strings.Contains(first.stdout.String(), string(shutdown.Killed)) {
-		t.Errorf("session end printed %q; want the server %s", first.stdout.String(), shutdown.Killed)
-	}
+	assertSummaryLine(t, first.stdout.String(), pid, bin, shutdown.Killed)
 }
 
 // A client that goes away mid-stop leaves no stop halfway: the cascade
@@ -367,4 +364,16 @@ func TestRunInEndingSessionFailsBounded(t *testing.T) {
 	}
 	waitGonePID(t, pid, tok)
 	first.exit(t)
+}
+
+// assertSummaryLine checks a stop summary's line for pid: its command
+// (which starts with command) and how it ended, with when
+// ("  4711  node server.js  killed after 5.0s").
+func assertSummaryLine(t *testing.T, out string, pid int, command string, result shutdown.Result) {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^  ` + strconv.Itoa(pid) + ` +` + regexp.QuoteMeta(command) + `.* +` +
+		regexp.QuoteMeta(string(result)) + ` after [0-9]+\.[0-9]s$`)
+	if !re.MatchString(out) {
+		t.Errorf("the stop summary has no line %q for pid %d:\n%s", re, pid, out)
+	}
 }
