@@ -89,7 +89,6 @@ func printOutcomes(w io.Writer, outs []shutdown.Outcome) {
 	}
 }
 
-
 // callCascade sends a request answered by stop outcomes and prints them;
 // the progress of a long stop goes to stderr meanwhile.
 func callCascade(cmd *cobra.Command, typ string, req any, asJSON bool) error {
