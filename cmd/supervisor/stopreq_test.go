@@ -377,3 +377,34 @@ func assertSummaryLine(t *testing.T, out string, pid int, command string, result
 		t.Errorf("the stop summary has no line %q for pid %d:\n%s", re, pid, out)
 	}
 }
+
+// A client that does not ask for progress (an older one) gets its reply
+// as the first frame, however long the stop takes.
+func TestLongStopWithoutProgressAnswersFirst(t *testing.T) {
+	in := newInstance(t)
+	sh := in.startShim("--session", "old", "--", bin, "_fixture", "ignore-term")
+	pid := sh.readyPID(t)
+	tok := mustToken(t, pid)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	c, err := api.Dial(ctx, in.socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The wire form of an older client's request: no progress field.
+	if err := c.Send(api.TypeSessionEnd, json.RawMessage(`{"id":"old","grace_ms":2000}`)); err != nil {
+		t.Fatal(err)
+	}
+	m, fds, err := c.Recv()
+	api.CloseFds(fds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outs api.Outcomes
+	if m.Type != api.TypeOutcomes || api.DecodeReply(m, &outs) != nil || len(outs.Outcomes) != 1 ||
+		outs.Outcomes[0].Result != shutdown.Killed {
+		t.Fatalf("first frame %s %s; want the outcomes, the server killed", m.Type, m.Body)
+	}
+	waitGonePID(t, pid, tok)
+}
