@@ -629,6 +629,7 @@ func (d *Daemon) detachShared() {
 		if !s.finishing {
 			s.finishing, s.stopping = true, true
 			close(s.quit)
+			close(s.stopped) // no stop of ours will come: nothing to wait for
 		}
 		if s.linger_ != nil {
 			s.linger_.Stop()
