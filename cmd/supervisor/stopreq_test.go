@@ -408,3 +408,23 @@ func TestLongStopWithoutProgressAnswersFirst(t *testing.T) {
 	}
 	waitGonePID(t, pid, tok)
 }
+
+// `supervisor stop` of a server that outlasts a second shows progress on
+// stderr and then the summary line of each process.
+func TestStopShowsProgressAndSummary(t *testing.T) {
+	in := newInstance(t)
+	sh := in.startShim("--session", "p", "--name", "stubborn", "--", bin, "_fixture", "ignore-term")
+	pid := sh.readyPID(t)
+	tok := mustToken(t, pid)
+	stop := in.startCLI(t, "stop", "stubborn", "--grace", "2s")
+	stop.waitLine(t, "SIGTERM sent to 1 process, waiting up to 2s…")
+	if code := stop.exit(t); code != 0 {
+		t.Fatalf("stop: exit %d", code)
+	}
+	waitGonePID(t, pid, tok)
+	out := stop.stdout.String()
+	if !strings.HasPrefix(out, "p-") || !strings.Contains(strings.SplitN(out, "\n", 2)[0], "stubborn: killed") {
+		t.Errorf("stop printed %q; want a first line naming the server and its outcome", out)
+	}
+	assertSummaryLine(t, out, pid, bin, shutdown.Killed)
+}
