@@ -49,6 +49,15 @@ func clean(s string) string {
 	return b.String()
 }
 
+// pidOrDash shows a PID, or "-" for none (0: not started, or a record
+// whose process is gone).
+func pidOrDash[T ~int | ~int32 | ~int64](pid T) string {
+	if pid <= 0 {
+		return "-"
+	}
+	return fmt.Sprint(pid)
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "-"
