@@ -26,6 +26,10 @@ func TestCLI13(t *testing.T) {
 		}
 	}
 
+	if st := in.mustRun("status", "--json"); !strings.Contains(st, `"process_handles"`) || strings.Contains(st, `"process handles"`) {
+		t.Errorf("status --json feature keys must have no space:\n%s", st)
+	}
+
 	_, stderr, code := in.run("stop")
 	if code == 0 || !strings.Contains(stderr, "stop needs a process id or name: see `supervisor ps`") {
 		t.Errorf("stop with no argument: code %d, stderr %q", code, stderr)
