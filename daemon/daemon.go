@@ -186,7 +186,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		d.feat["subreaper"] = true
 	}
 	d.instance = paths.Instance()
-	d.feat["process handles"] = proc.HandlesSupported() // pidfd, kqueue or process HANDLE
+	d.feat["process_handles"] = proc.HandlesSupported() // pidfd, kqueue or process HANDLE
 	d.feat["cgroup"] = false
 	if cfg.Cgroups {
 		// One subtree per instance (uid and state directory), so daemons

@@ -32,7 +32,7 @@ func newBreakerCommand() *cobra.Command {
 				if !b.RetryAt.IsZero() {
 					retry = b.RetryAt.Local().Format(time.TimeOnly)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", b.Key, b.Name, b.State, b.Failures, retry,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", clean(b.Key), orDash(b.Name), b.State, b.Failures, retry,
 					orDash(b.LastReason), shortCommand(b.Argv))
 			}
 			return tw.Flush()

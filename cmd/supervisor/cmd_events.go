@@ -123,7 +123,7 @@ func printEvents(w io.Writer, evs []registry.Event, asJSON bool) error {
 			err = enc.Encode(ev)
 		} else {
 			_, err = fmt.Fprintf(w, "%-25s  %-18s  %-14s  %-12s  %s\n", ev.Time.Local().Format(time.RFC3339),
-				ev.Kind, orDash(ev.Session), orDash(ev.Process), ev.Detail)
+				ev.Kind, orDash(ev.Session), orDash(ev.Process), clean(ev.Detail))
 		}
 		if err != nil {
 			return fmt.Errorf("print events: %w", err)

@@ -46,7 +46,7 @@ func newPsCommand() *cobra.Command {
 				if p.Port > 0 {
 					port = fmt.Sprint(p.Port)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", p.ID, p.Session, p.Name, p.PID, p.State,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p.ID, orDash(p.Session), orDash(p.Name), pidOrDash(p.PID), p.State,
 					since(p.StartedAt, p.ExitedAt), orDash(p.Health), p.Restarts, port, shortCommand(p.Argv))
 			}
 			return tw.Flush()

@@ -25,7 +25,7 @@ func newSessionsCommand() *cobra.Command {
 			tw := newTable(cmd.OutOrStdout())
 			fmt.Fprintln(tw, "ID\tHOST PID\tSTATE\tPROCESSES\tSTARTED\tHOST COMMAND")
 			for _, s := range resp.Sessions {
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s ago\t%s\n", s.ID, s.HostPID, s.State, s.Processes,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s ago\t%s\n", s.ID, pidOrDash(s.HostPID), s.State, s.Processes,
 					since(s.StartedAt, nil), shortCommand([]string{s.HostCommand}))
 			}
 			return tw.Flush()

@@ -24,11 +24,45 @@ func newTable(w io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 }
 
+// clean shows a user-controlled string (a server name, argv, a session
+// label) safely on a terminal: control characters are printed escaped
+// (\x1b, \n) so a name cannot move the cursor, recolour or split a row.
+// JSON output needs none of this: its encoder escapes them already.
+func clean(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r >= 0x80 && r < 0xa0:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// pidOrDash shows a PID, or "-" for none (0: not started, or a record
+// whose process is gone).
+func pidOrDash[T ~int | ~int32 | ~int64](pid T) string {
+	if pid <= 0 {
+		return "-"
+	}
+	return fmt.Sprint(pid)
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return clean(s)
 }
 
 func since(t time.Time, end *time.Time) string {
@@ -43,7 +77,7 @@ func since(t time.Time, end *time.Time) string {
 }
 
 func shortCommand(argv []string) string {
-	s := strings.Join(argv, " ")
+	s := clean(strings.Join(argv, " "))
 	if len(s) > 60 {
 		s = s[:57] + "..."
 	}

@@ -58,6 +58,9 @@ func execute(args []string, inherited []int) int {
 			return code
 		}
 	}
+	if cmd != nil {
+		err = friendlierArgs(cmd, err)
+	}
 	fmt.Fprintf(os.Stderr, "supervisor: %v\n", err)
 	var he *hintError
 	switch {
@@ -146,6 +149,28 @@ func checkGrace(d time.Duration) error {
 func writeJSON(w io.Writer, v any) error {
 	enc := newJSONEncoder(w)
 	return enc.Encode(v)
+}
+
+// missingArg names what a command's missing argument is and where to find
+// one, for cobra's "accepts 1 arg(s), received 0", which says neither.
+var missingArg = map[string][2]string{
+	"supervisor stop":          {"a process id or name", "supervisor ps"},
+	"supervisor logs":          {"a process id or name", "supervisor ps"},
+	"supervisor session end":   {"a session id (or --hook)", "supervisor sessions"},
+	"supervisor breaker reset": {"a breaker key or server name", "supervisor breaker list"},
+}
+
+// friendlierArgs turns cobra's missing-argument error into one that says
+// what the command needs and where to look it up.
+func friendlierArgs(cmd *cobra.Command, err error) error {
+	msg := err.Error()
+	if !strings.Contains(msg, "received 0") {
+		return err
+	}
+	if m, ok := missingArg[cmd.CommandPath()]; ok {
+		return &hintError{err: fmt.Errorf("%s needs %s: see `%s`", cmd.Name(), m[0], m[1])}
+	}
+	return &hintError{err: fmt.Errorf("%s needs an argument", cmd.Name()), hint: fmt.Sprintf("see `%s --help`", cmd.CommandPath())}
 }
 
 // isUsageError recognizes cobra's argument and command errors, which carry
