@@ -214,7 +214,7 @@ func TestBadInput(t *testing.T) {
 		{"grace banana", []string{"run", "--grace", "banana", "--", "true"}, nil, "banana"},
 		{"negative grace", []string{"run", "--grace", "-1s", "--", "true"}, nil, "negative"},
 		{"unknown command", []string{"frobnicate"}, nil, "unknown command"},
-		{"stop needs a target", []string{"stop"}, nil, "accepts 1 arg"},
+		{"stop needs a target", []string{"stop"}, nil, "stop needs a process id or name"},
 		{"session end bad id", []string{"session", "end", "../x"}, nil, "invalid session id"},
 		{"ensure without port", []string{"ensure", "--", "true"}, nil, "--port is required"},
 		{"ensure port range", []string{"ensure", "--port", "70000", "--", "true"}, nil, "1 to 65535"},
