@@ -41,6 +41,9 @@ type live struct {
 	stopDone chan struct{} // non-nil while a stop is under way
 	force    chan struct{} // closed to cut the running stop's grace short
 	outcome  shutdown.Outcome
+	// exitedFirst: the process exited on its own before any stop claimed
+	// it, and outcome is its leftovers' cascade, not a stop's.
+	exitedFirst bool
 }
 
 // breakerRef names the breaker a process's start counts for.
@@ -364,6 +367,7 @@ func (d *Daemon) endWithHost(id, reason string) {
 	defer d.mu.Unlock()
 	if d.dying == nil {
 		d.dying = map[string]string{}
+		noticed := time.Now()
 		time.AfterFunc(hostBatchWindow, func() {
 			d.mu.Lock()
 			batch := d.dying
@@ -375,7 +379,7 @@ func (d *Daemon) endWithHost(id, reason string) {
 				ids = append(ids, id)
 				reasons = append(reasons, why)
 			}
-			d.endSessions(ids, reasons, 0, d.eofGrace())
+			d.endSessionsSince(ids, reasons, shutdown.Options{EOFGrace: d.eofGrace()}, noticed)
 		})
 	}
 	d.dying[id] = reason
@@ -524,6 +528,7 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 		l.forceStop() // idempotent: a stop request may have closed it already
 		l.stopMu.Lock()
 		l.outcome = out[0]
+		l.exitedFirst = true
 		close(l.stopDone)
 		l.stopDone, l.force = nil, nil
 		l.stopMu.Unlock()
@@ -541,10 +546,7 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 
 // recordStop keeps a cascade's outcome in the process record.
 func (d *Daemon) recordStop(id string, o shutdown.Outcome) {
-	rec := &registry.StopRecord{Result: string(o.Result), Left: o.Left, Spared: o.Spared}
-	for _, p := range o.Procs {
-		rec.Procs = append(rec.Procs, registry.StoppedProc{PID: p.PID, Role: string(p.Role), Result: string(p.Result)})
-	}
+	rec := stopRecordOf(o)
 	if _, err := d.reg.Update(id, func(p *registry.Process) error { p.Stop = rec; return nil }); err != nil {
 		d.log.Error("record stop outcome", "id", id, "err", err)
 	}
@@ -571,6 +573,13 @@ func (d *Daemon) targetOf(p registry.Process) shutdown.Target {
 // outcome per id. A process already being stopped by another caller is
 // waited for, not stopped twice.
 func (d *Daemon) stopIDs(ctx context.Context, ids []string, opt shutdown.Options) []shutdown.Outcome {
+	return d.stopIDsSince(ctx, ids, opt, time.Now())
+}
+
+// stopIDsSince is stopIDs for a stop whose cause (a host's death) was
+// noticed at since: a process that exited on its own about then exited
+// because of it.
+func (d *Daemon) stopIDsSince(ctx context.Context, ids []string, opt shutdown.Options, since time.Time) []shutdown.Outcome {
 	var mine, theirs []*live
 	out := make([]shutdown.Outcome, len(ids))
 	idx := map[string]int{}
@@ -580,8 +589,7 @@ func (d *Daemon) stopIDs(ctx context.Context, ids []string, opt shutdown.Options
 		l := d.live[id]
 		d.mu.Unlock()
 		if l == nil {
-			p, _ := d.reg.Process(id)
-			out[i] = shutdown.Outcome{ID: id, PID: p.PID, Result: shutdown.AlreadyGone}
+			out[i] = d.settleExited(id, opt, since)
 			continue
 		}
 		l.stopMu.Lock()
@@ -627,7 +635,15 @@ func (d *Daemon) stopIDs(ctx context.Context, ids []string, opt shutdown.Options
 		}
 	}
 	for _, l := range append(mine, theirs...) {
-		out[idx[l.id]] = l.outcome
+		l.stopMu.Lock()
+		o, exitedFirst := l.outcome, l.exitedFirst
+		l.stopMu.Unlock()
+		if exitedFirst {
+			// Joined the cascade of what it left behind: the exit itself
+			// is settled by its record.
+			o = d.settleExited(l.id, opt, since)
+		}
+		out[idx[l.id]] = o
 	}
 	for i := range out {
 		d.describe(&out[i])
@@ -674,6 +690,7 @@ func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Optio
 		l.stopMu.Unlock()
 		targets = append(targets, t)
 	}
+	eofStop := opt.EOFGrace > 0
 	opt.Grace = d.defaultGrace()
 	// Marker holders of processes someone else is stopping are theirs.
 	opt.SkipProc = d.isLive
@@ -681,19 +698,20 @@ func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Optio
 	outs := d.stopCascade(ctx, "stop", targets, opt)
 	each(len(ls), func(i int) {
 		l := ls[i]
-		l.outcome = outs[i]
+		o := outs[i]
 		// The cascade saw the process exit; its status follows from the
-		// reaper (or the pidfd watch) within moments.
+		// reaper (or the pidfd watch) within moments, and says how it
+		// really ended.
 		select {
 		case <-l.done:
+			o = settle(o, l.status, eofStop)
 		case <-time.After(5 * time.Second):
 			d.log.Warn("exit not collected after stop", "id", l.id, "pid", l.target.PID)
 		}
 		p, _ := d.reg.Process(l.id)
-		d.reg.Event("process.stop", p.Session, l.id, outs[i].String())
-		d.recordStop(l.id, outs[i])
-		d.metrics.stopped(outs[i])
+		d.publishStop(p.Session, o)
 		l.stopMu.Lock()
+		l.outcome = o
 		close(l.stopDone)
 		// A stop that left something alive can be asked for again.
 		l.stopDone, l.force = nil, nil
@@ -739,6 +757,12 @@ func (d *Daemon) endSessions(ids, reasons []string, grace, eofGrace time.Duratio
 // endSessionsWith is endSessions with the cascade's options (its grace,
 // EOF grace and progress).
 func (d *Daemon) endSessionsWith(ids, reasons []string, opt shutdown.Options) []shutdown.Outcome {
+	return d.endSessionsSince(ids, reasons, opt, time.Now())
+}
+
+// endSessionsSince is endSessionsWith for sessions whose end was caused at
+// since (their hosts' deaths were noticed then).
+func (d *Daemon) endSessionsSince(ids, reasons []string, opt shutdown.Options, since time.Time) []shutdown.Outcome {
 	each(len(ids), func(i int) {
 		if _, err := d.reg.SetSessionState(ids[i], registry.SessionEnding, reasons[i]); err != nil &&
 			!errors.Is(err, registry.ErrBadTransition) {
@@ -756,13 +780,16 @@ func (d *Daemon) endSessionsWith(ids, reasons []string, opt shutdown.Options) []
 		}
 		d.mu.Unlock()
 	}
-	for _, p := range d.reg.Processes(registry.Filter{}) {
-		if want[p.Session] {
+	for _, p := range d.reg.Processes(registry.Filter{All: true}) {
+		// A server that exited on EOF as its host died, before we got
+		// here, is part of this stop: its outcome is settled with it.
+		justExited := opt.EOFGrace > 0 && p.Stop == nil && p.ExitedAt != nil && !p.ExitedAt.Before(since.Add(-eofLead))
+		if want[p.Session] && (!p.State.Final() || justExited) {
 			procs = append(procs, p.ID)
 		}
 	}
 	opt.WholeSession = true
-	out := d.stopIDs(context.Background(), procs, opt)
+	out := d.stopIDsSince(context.Background(), procs, opt, since)
 	each(len(ids), func(i int) {
 		d.releaseSession(ids[i])
 		if _, err := d.reg.SetSessionState(ids[i], registry.SessionEnded, reasons[i]); err != nil &&

@@ -192,9 +192,14 @@ func (r *run) wait(ctx context.Context, deadline time.Time) {
 		if len(fds) == 0 {
 			return
 		}
+		// Past the deadline (or cancelled), one last look without
+		// blocking: an exit that came just in time is counted in the step
+		// it came in, not in the next (a late EOF exit is no SIGTERM's).
 		remaining := time.Until(deadline)
-		if remaining <= 0 || ctx.Err() != nil {
-			return
+		last := remaining <= 0 || ctx.Err() != nil
+		timeout := 0
+		if !last {
+			timeout = int(remaining.Milliseconds()) + 1
 		}
 		if cancel != nil {
 			fds = append(fds, unix.PollFd{Fd: int32(cancel.fd()), Events: unix.POLLIN})
@@ -204,7 +209,7 @@ func (r *run) wait(ctx context.Context, deadline time.Time) {
 			pokeIdx = len(fds)
 			fds = append(fds, unix.PollFd{Fd: int32(r.poke.fd()), Events: unix.POLLIN})
 		}
-		n, err := unix.Poll(fds, int(remaining.Milliseconds())+1)
+		n, err := unix.Poll(fds, timeout)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -212,6 +217,9 @@ func (r *run) wait(ctx context.Context, deadline time.Time) {
 			return
 		}
 		if n == 0 {
+			if last {
+				return
+			}
 			continue
 		}
 		for i, m := range owners {
@@ -225,6 +233,9 @@ func (r *run) wait(ctx context.Context, deadline time.Time) {
 		if pokeIdx >= 0 && fds[pokeIdx].Revents != 0 {
 			r.poke.drain()
 			return // a target was forced: re-evaluate
+		}
+		if last {
+			return
 		}
 		// A cgroup that emptied ends the wait only together with the
 		// pidfds; its event just re-evaluates the set.
