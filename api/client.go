@@ -30,7 +30,38 @@ type Client struct {
 
 // Dial connects to the daemon at socket and exchanges hellos. A missing
 // socket or a refused connection is reported as ErrNotRunning.
+//
+// A daemon at its connection cap answers with a retryable error: Dial
+// retries with backoff until ctx is done (or for busyWait when ctx has no
+// deadline), so a burst of clients is served, not refused.
 func Dial(ctx context.Context, socket string) (*Client, error) {
+	give := time.Now().Add(busyWait)
+	if dl, ok := ctx.Deadline(); ok {
+		give = dl
+	}
+	delay := 10 * time.Millisecond
+	for {
+		c, err := dialOnce(ctx, socket)
+		var e *Error
+		if err == nil || !errors.As(err, &e) || !e.Retry || time.Now().Add(delay).After(give) {
+			return c, err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		delay = min(2*delay, 500*time.Millisecond)
+	}
+}
+
+// busyWait is how long Dial retries a busy daemon when its context sets
+// no deadline.
+const busyWait = 10 * time.Second
+
+func dialOnce(ctx context.Context, socket string) (*Client, error) {
 	conn, err := dial(ctx, socket)
 	if err != nil {
 		return nil, err

@@ -100,6 +100,13 @@ type Daemon struct {
 	dying    map[string]string  // sessions whose host died, by id: the next batch to end
 
 	stopReq chan stopRequest
+	// life ends when Run returns: what the daemon does in the background
+	// on its own (retrying a failed stop) stops with it.
+	life context.Context
+	// connCap and reqCap bound the open connections, and those that are
+	// not a server's lifeline (conns.go); reqConns counts the latter.
+	connCap, reqCap int
+	reqConns       int
 
 	tun      atomic.Pointer[tunables] // settings and graces: d.settings(), swapped by a reload
 	reloadMu sync.Mutex               // one reload at a time
@@ -218,7 +225,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	d.reaper = spawn.NewReaper(d.log.Named("reaper"))
 	d.cascade = &shutdown.Cascade{Log: d.log.Named("shutdown"), Excluded: []int{os.Getpid()},
-		AfterSignal: func() { fault("cascade.signalled") }}
+		AfterSignal: func() { fault("cascade.signalled") }, ScanFault: scanFault()}
+	life, endLife := context.WithCancel(context.Background())
+	defer endLife()
+	d.life = life
+	d.connCap, d.reqCap = connCaps(d.log)
 	if d.watcher, err = session.NewWatcher(d.log.Named("hosts")); err != nil {
 		return err
 	}
@@ -372,16 +383,18 @@ func (d *Daemon) serve(ln *api.Listener) error {
 		}
 		backoff = 5 * time.Millisecond
 		conn.SetLimits(api.MaxFrame, api.MaxReply)
-		d.mu.Lock()
-		d.conns[conn] = true
-		d.mu.Unlock()
 		wg.Add(1)
+		if !d.admit(conn) {
+			go func() {
+				defer wg.Done()
+				d.refuseBusy(conn)
+			}()
+			continue
+		}
 		go func() {
 			defer wg.Done()
 			defer func() {
-				d.mu.Lock()
-				delete(d.conns, conn)
-				d.mu.Unlock()
+				d.forget(conn)
 				conn.Close()
 			}()
 			d.handle(conn)

@@ -5,3 +5,6 @@ package daemon
 // fault is a crash point for the fault-injection tests; release builds
 // compile it to nothing (see fault_on.go).
 func fault(string) {}
+
+// scanFault is the cascade's scan fault hook: none in release builds.
+func scanFault() func() error { return nil }

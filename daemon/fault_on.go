@@ -3,7 +3,12 @@
 package daemon
 
 import (
+	"fmt"
 	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
 )
 
 // EnvFault names the crash point at which a test build of the daemon
@@ -18,5 +23,27 @@ func fault(point string) {
 			p.Kill() // SIGKILL on unix, TerminateProcess on Windows
 		}
 		select {} // the signal is on its way
+	}
+}
+
+// scanFault fails the cascade's first N scans of the processes with EMFILE
+// when EnvFault is "scan.fail:N", as a daemon out of file descriptors
+// would: the tests see a failed stop retried until it goes through.
+func scanFault() func() error {
+	n, ok := strings.CutPrefix(os.Getenv(EnvFault), "scan.fail:")
+	if !ok {
+		return nil
+	}
+	left, err := strconv.ParseInt(n, 10, 64)
+	if err != nil {
+		return nil
+	}
+	var remaining atomic.Int64
+	remaining.Store(left)
+	return func() error {
+		if remaining.Add(-1) >= 0 {
+			return fmt.Errorf("open /proc: %w (injected)", syscall.EMFILE)
+		}
+		return nil
 	}
 }

@@ -44,6 +44,9 @@ type live struct {
 	// exitedFirst: the process exited on its own before any stop claimed
 	// it, and outcome is its leftovers' cascade, not a stop's.
 	exitedFirst bool
+	// retrying: a stop failed (the tree could not be seen) and is being
+	// retried until the process is gone.
+	retrying bool
 }
 
 // breakerRef names the breaker a process's start counts for.
@@ -702,15 +705,25 @@ func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Optio
 		// The cascade saw the process exit; its status follows from the
 		// reaper (or the pidfd watch) within moments, and says how it
 		// really ended.
-		select {
-		case <-l.done:
-			o = settle(o, l.status, eofStop)
-		case <-time.After(5 * time.Second):
-			d.log.Warn("exit not collected after stop", "id", l.id, "pid", l.target.PID)
+		failed := o.Result == shutdown.Failed
+		if !failed {
+			select {
+			case <-l.done:
+				o = settle(o, l.status, eofStop)
+			case <-time.After(5 * time.Second):
+				d.log.Warn("exit not collected after stop", "id", l.id, "pid", l.target.PID)
+			}
 		}
 		p, _ := d.reg.Process(l.id)
 		d.publishStop(p.Session, o)
 		l.stopMu.Lock()
+		if failed && !l.retrying {
+			// Nothing was signalled: the record stays "stopping" and the
+			// stop is retried until the process is gone.
+			l.retrying = true
+			d.log.Warn("stop failed; retrying until the process is gone", "id", l.id, "pid", l.target.PID, "err", o.Error)
+			go d.retryStop(l, opt)
+		}
 		l.outcome = o
 		close(l.stopDone)
 		// A stop that left something alive can be asked for again.
@@ -875,5 +888,36 @@ func (d *Daemon) enforceCap(req api.RunRequest, newID string) {
 			"cap", limit, "stopping", victims, "newest", newID)
 		d.reg.Event("instance.cap", req.Session, newID, fmt.Sprintf("stopping %v", victims))
 		go d.stopIDs(context.Background(), victims, shutdown.Options{})
+	}
+}
+
+// retryStop retries a stop that failed (out of file descriptors, /proc
+// unreadable: the cascade signalled nothing) with backoff, until it goes
+// through or the process is gone some other way, or the daemon exits. A
+// stop asked for is never abandoned: no record stays "stopping" while its
+// process lives.
+func (d *Daemon) retryStop(l *live, opt shutdown.Options) {
+	defer func() {
+		l.stopMu.Lock()
+		l.retrying = false
+		l.stopMu.Unlock()
+	}()
+	opt.Progress, opt.Force = nil, nil // whoever asked has had its answer
+	delay := 100 * time.Millisecond
+	for {
+		t := time.NewTimer(delay)
+		select {
+		case <-l.done:
+			t.Stop()
+			return
+		case <-d.life.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if d.stopIDs(d.life, []string{l.id}, opt)[0].Result != shutdown.Failed {
+			return
+		}
+		delay = min(2*delay, 5*time.Second)
 	}
 }

@@ -60,15 +60,23 @@ func (d *Daemon) handle(conn *api.Conn) {
 	if err := conn.Send(api.TypeHello, api.NewHello()); err != nil {
 		return
 	}
-	conn.SetDeadline(time.Time{})
-
 	for {
+		// A request connection that goes quiet is closed: idle ones would
+		// hold the fds every stop needs. A lifeline never idles out.
+		conn.SetDeadline(time.Now().Add(d.idleTimeout()))
 		m, fds, err := conn.Recv()
 		if err != nil {
-			if !isEOF(err) {
+			switch {
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				log.Debug("closing an idle connection", "idle", d.idleTimeout())
+			case !isEOF(err):
 				d.refuse(conn, log, err)
 			}
 			return
+		}
+		conn.SetDeadline(time.Time{})
+		if m.Type == api.TypeRun || m.Type == api.TypeAttach {
+			d.becomeLifeline(conn)
 		}
 		if m.Type != api.TypeRun {
 			api.CloseFds(fds)

@@ -32,6 +32,11 @@ type Settings struct {
 	MaxInstances *int
 	// Servers are the config file's per-server overrides, by --name.
 	Servers map[string]ServerOverride
+	// IdleTimeout closes a request connection (not a server's lifeline)
+	// that sends nothing for this long after its hello or its last
+	// request; 2 min. Idle connections would otherwise hold the daemon's
+	// file descriptors.
+	IdleTimeout time.Duration
 }
 
 // ServerOverride is what a run or ensure of one --name gets where its
@@ -88,6 +93,7 @@ func DefaultSettings() Settings {
 		LogMaxMB:         10,
 		LogBackups:       3,
 		Retention:        7 * 24 * time.Hour,
+		IdleTimeout:      2 * time.Minute,
 	}
 }
 
@@ -97,6 +103,7 @@ const (
 	EnvBreakerCooldown = "SUPERVISOR_BREAKER_COOLDOWN"
 	EnvLogMaxMB        = "SUPERVISOR_LOG_MAX_MB"
 	EnvRetention       = "SUPERVISOR_RETENTION"
+	EnvIdleTimeout     = "SUPERVISOR_IDLE_TIMEOUT"
 )
 
 // ApplyEnv overrides settings from the environment, naming the variable of
@@ -122,6 +129,13 @@ func (s *Settings) ApplyEnv(getenv func(string) string) error {
 			return fmt.Errorf("%s=%q: want a positive duration such as 168h (days are not a unit)", EnvRetention, v)
 		}
 		s.Retention = d
+	}
+	if v := getenv(EnvIdleTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%s=%q: want a positive duration such as 2m", EnvIdleTimeout, v)
+		}
+		s.IdleTimeout = d
 	}
 	return nil
 }

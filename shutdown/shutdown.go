@@ -90,6 +90,10 @@ const (
 	// Interrupted means the caller's context ended the cascade early; Left
 	// says what was still running.
 	Interrupted Result = "interrupted"
+	// Failed means the cascade could not see the target's tree (out of
+	// file descriptors, /proc unreadable) and signalled nothing; Error
+	// says why. The caller retries.
+	Failed Result = "stop failed"
 )
 
 // Role says why a process belonged to a target's tree.
@@ -137,6 +141,8 @@ type Outcome struct {
 	Left []int `json:"left,omitempty"`
 	// Spared lists marker holders left alone for SUPERVISOR_KEEP=1.
 	Spared []int `json:"spared,omitempty"`
+	// Error is why a Failed stop failed.
+	Error string `json:"error,omitempty"`
 }
 
 // Options tune one cascade. Zero values take the defaults.
@@ -238,6 +244,10 @@ type Cascade struct {
 	// AfterSignal, when set, runs once SIGTERM has gone to the targets'
 	// trees: the fault-injection tests crash the daemon there, mid-stop.
 	AfterSignal func()
+	// ScanFault, when set, runs before each scan of the processes, and an
+	// error from it fails the scan: the fault-injection tests fail stops
+	// this way (as running out of fds does).
+	ScanFault func() error
 }
 
 // String renders an outcome for people.
@@ -257,6 +267,9 @@ func (o Outcome) String() string {
 	}
 	if len(o.Left) > 0 {
 		s += fmt.Sprintf("; still alive: %v", o.Left)
+	}
+	if o.Error != "" {
+		s += ": " + o.Error
 	}
 	return s
 }

@@ -3,6 +3,8 @@
 package shutdown
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"syscall"
 	"time"
@@ -63,9 +65,13 @@ func newRun(c *Cascade, targets []Target, opt Options, log hclog.Logger) *run {
 // member yet, and returns how many it added. The first call is the
 // snapshot taken before any signal; later calls find what was forked since.
 func (r *run) collect() int {
-	infos, err := proc.Scan()
+	infos, err := r.scan()
 	if err != nil {
+		// Out of fds, or /proc unreadable: the tree cannot be known, and
+		// the first snapshot failing fails the stop (the caller retries);
+		// a later rescan failing only misses what forked meanwhile.
 		r.log.Warn("scan processes", "err", err)
+		r.fail(fmt.Errorf("scan processes: %w", err))
 		return 0
 	}
 	byPID := make(map[int]proc.Info, len(infos))
@@ -88,6 +94,9 @@ func (r *run) collect() int {
 			// one clock tick would pass for the leader.
 			h, err := proc.OpenHandle(t.PID, t.Token)
 			if err != nil {
+				if !gone(err) {
+					r.fail(fmt.Errorf("open a handle on process %d: %w", t.PID, err))
+				}
 				continue
 			}
 			h.Close()
@@ -329,6 +338,9 @@ func (r *run) add(i int, info proc.Info, role Role) bool {
 	}
 	h, err := proc.OpenHandle(info.PID, info.Token)
 	if err != nil {
+		if !gone(err) {
+			r.fail(fmt.Errorf("open a handle on process %d: %w", info.PID, err))
+		}
 		return false // exited (or recycled) between scan and open
 	}
 	r.members[info.PID] = &member{pid: info.PID, tok: info.Token, h: h, target: i, role: role, comm: info.Comm}
@@ -387,4 +399,20 @@ func (r *run) unspare(pid int) {
 			}
 		}
 	}
+}
+
+// gone reports whether err says the process is no longer there (exited, or
+// its PID is someone else's now): anything else is a failure to look.
+func gone(err error) bool {
+	return errors.Is(err, proc.ErrGone) || errors.Is(err, proc.ErrTokenMismatch)
+}
+
+// scan is proc.Scan, through the cascade's fault hook when set.
+func (r *run) scan() ([]proc.Info, error) {
+	if r.c.ScanFault != nil {
+		if err := r.c.ScanFault(); err != nil {
+			return nil, err
+		}
+	}
+	return proc.Scan()
 }

@@ -28,6 +28,17 @@ type state struct {
 
 	goroutines sync.WaitGroup // the force watchers
 	self       int
+	// failure is why the snapshot could not see the trees (out of fds,
+	// /proc unreadable): nothing is signalled, the stop fails and is
+	// for the caller to retry.
+	failure error
+}
+
+// fail records the first reason the snapshot is not to be trusted.
+func (s *state) fail(err error) {
+	if s.failure == nil {
+		s.failure = err
+	}
 }
 
 func (s *state) init(c *Cascade, targets []Target, opt Options, log hclog.Logger, self int) {
@@ -107,6 +118,15 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 	defer r.closeAll()
 
 	r.collect()
+	if r.failure != nil {
+		// A tree half seen is not stopped: a leader missed for want of an
+		// fd would pass for gone. Nothing was signalled yet.
+		out := make([]Outcome, len(targets))
+		for i, t := range targets {
+			out[i] = Outcome{ID: t.ID, PID: t.PID, Result: Failed, Error: r.failure.Error()}
+		}
+		return out
+	}
 	r.finish() // nothing of them was alive at the snapshot: already gone
 
 	// The graces end early when ctx is done or opt.Force is closed; a

@@ -1,0 +1,146 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/registry"
+)
+
+// TestIdleConnectionsCannotStarveStops: a daemon with 256 file descriptors
+// faces 600 same-uid clients that say hello and then idle. It refuses what
+// is over its connection caps (keeping fds for the cascade), closes the
+// idle ones after SUPERVISOR_IDLE_TIMEOUT, and meanwhile a host SIGKILLed
+// still gets its server stopped and recorded; afterwards new requests and
+// runs are served.
+func TestIdleConnectionsCannotStarveStops(t *testing.T) {
+	in := newInstance(t)
+	cmd := exec.Command("/bin/sh", "-c", `ulimit -n 256 && exec "$0" daemon --foreground`, bin)
+	cmd.Env = append(append([]string{}, in.env...), "SUPERVISOR_IDLE_TIMEOUT=3s")
+	cmd.Stderr = &prefixWriter{t: t, prefix: "daemon: "}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			in.run("daemon", "stop")
+			killByPID(cmd.Process.Pid)
+			<-done
+		}
+	})
+	waitCond(t, func() error {
+		if pid := in.daemonPID(); pid != cmd.Process.Pid {
+			return fmt.Errorf("daemon %d does not answer (pid answering: %d)", cmd.Process.Pid, pid)
+		}
+		return nil
+	})
+
+	h := in.startHost(t, 1, "--", bin, "_fixture", "ignore-term")
+
+	// The flood: each client says hello (Dial) and then holds its
+	// connection without a word.
+	var mu sync.Mutex
+	var held []*api.Client
+	refused := 0
+	var wg sync.WaitGroup
+	for i := 0; i < 600; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			c, err := api.Dial(ctx, in.socket())
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				refused++
+				return
+			}
+			held = append(held, c)
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	t.Logf("%d idle clients admitted, %d refused", len(held), refused)
+	if len(held) > 128 || refused == 0 {
+		t.Errorf("the daemon admitted %d of 600 idle clients with 256 fds: want a cap well below its fd limit", len(held))
+	}
+
+	// The host dies while the flood holds its connections: the server
+	// (which ignores SIGTERM) must still be stopped, and its record final.
+	h.cmd.Process.Kill()
+	waitGonePID(t, h.servers[0], h.tokens[0])
+	p := waitRecord(t, in, h.servers[0], func(p registry.Process) bool { return p.State.Final() && p.Stop != nil })
+	if p.Stop.Result != "killed" {
+		t.Errorf("stop of %s: %q, want killed (it ignores SIGTERM)", p.ID, p.Stop.Result)
+	}
+
+	// Requests are served again: the idle clients are closed after 3 s,
+	// and a client refused meanwhile retries.
+	if out, errOut, code := in.run("ps", "--all"); code != 0 || !strings.Contains(out, p.ID) {
+		t.Errorf("ps after the flood: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if out, errOut, code := in.run("run", "--", bin, "_fixture", "exit", "0"); code != 0 {
+		t.Errorf("run after the flood: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// The held connections were closed by the daemon: a read sees EOF.
+	closed := 0
+	for _, c := range held {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, _, err := c.Recv(); err != nil {
+			closed++
+		}
+	}
+	if closed != len(held) {
+		t.Errorf("%d of %d idle connections were closed by the daemon, want all", closed, len(held))
+	}
+}
+
+// TestFailedStopIsRetried: a cascade that cannot scan /proc (the
+// fault-injection build fails the first three scans with EMFILE, as a
+// daemon out of fds sees) signals nothing and reports "stop failed"; the
+// stop is retried until it goes through, so the server does not outlive
+// its host and its record does not stay "stopping".
+func TestFailedStopIsRetried(t *testing.T) {
+	in := newInstance(t)
+	in.startDaemonWith(t, faultBin(t), "SUPERVISOR_FAULT=scan.fail:3")
+	h := in.startHost(t, 1, "--", bin, "_fixture", "sleep")
+	h.cmd.Process.Kill()
+	waitGonePID(t, h.servers[0], h.tokens[0])
+	p := waitRecord(t, in, h.servers[0], func(p registry.Process) bool {
+		return p.State.Final() && p.Stop != nil && p.Stop.Result != "stop failed"
+	})
+	if p.State != registry.StateExited || p.Stop.Result != "exited on SIGTERM" {
+		t.Errorf("record %s: %s, stop %q; want exited, exited on SIGTERM", p.ID, p.State, p.Stop.Result)
+	}
+	var failed, final int
+	for _, ev := range in.eventsJSON("--lines", "0") {
+		if ev.Process != p.ID || ev.Kind != "process.stop" {
+			continue
+		}
+		if strings.Contains(ev.Detail, "stop failed") && strings.Contains(ev.Detail, "too many open files") {
+			failed++
+		} else if strings.Contains(ev.Detail, "exited on SIGTERM") {
+			final++
+		}
+	}
+	if failed == 0 || final != 1 {
+		t.Errorf("stop events of %s: %d failed (want ≥ 1, naming the cause), %d final (want 1)", p.ID, failed, final)
+	}
+}
