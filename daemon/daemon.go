@@ -106,7 +106,7 @@ type Daemon struct {
 	// connCap and reqCap bound the open connections, and those that are
 	// not a server's lifeline (conns.go); reqConns counts the latter.
 	connCap, reqCap int
-	reqConns       int
+	reqConns        int
 
 	tun      atomic.Pointer[tunables] // settings and graces: d.settings(), swapped by a reload
 	reloadMu sync.Mutex               // one reload at a time
