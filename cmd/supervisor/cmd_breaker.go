@@ -26,14 +26,11 @@ func newBreakerCommand() *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), resp.Breakers)
 			}
 			tw := newTable(cmd.OutOrStdout())
-			fmt.Fprintln(tw, "KEY\tNAME\tSTATE\tFAILURES\tRETRY AT\tLAST FAILURE\tCOMMAND")
+			fmt.Fprintln(tw, "KEY\tNAME\tSTATE\tFAILURES\tRETRY\tLAST FAILURE\tCOMMAND")
+			now := time.Now()
 			for _, b := range resp.Breakers {
-				retry := "-"
-				if !b.RetryAt.IsZero() {
-					retry = b.RetryAt.Local().Format(time.TimeOnly)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", clean(b.Key), orDash(b.Name), b.State, b.Failures, retry,
-					orDash(b.LastReason), shortCommand(b.Argv))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", clean(b.Key), nameCell(b.Name, false), b.State, b.Failures,
+					ago(b.RetryAt, now), orDash(b.LastReason), shortCommand(b.Argv, false))
 			}
 			return tw.Flush()
 		},
@@ -50,7 +47,7 @@ func newBreakerCommand() *cobra.Command {
 			}
 			var keys []string
 			for _, b := range resp.Breakers {
-				keys = append(keys, b.Key+" ("+b.Name+")")
+				keys = append(keys, clean(b.Key)+" ("+clean(b.Name)+")")
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "closed %s\n", strings.Join(keys, ", "))
 			return nil

@@ -52,15 +52,15 @@ func newStatusCommand() *cobra.Command {
 			default:
 				fmt.Fprintf(w, "           this binary is older (%s): another supervisor on PATH? see `supervisor doctor`\n", api.Version)
 			}
-			fmt.Fprintf(w, "state dir: %s\n", st.StateDir)
-			fmt.Fprintf(w, "socket:    %s\n", st.Socket)
+			fmt.Fprintf(w, "state dir: %s\n", clean(st.StateDir))
+			fmt.Fprintf(w, "socket:    %s\n", clean(st.Socket))
 			fmt.Fprintf(w, "features:  %s\n", strings.Join(feats, ", "))
 			for _, l := range st.Limits {
-				fmt.Fprintf(w, "limits:    %s\n", l)
+				fmt.Fprintf(w, "limits:    %s\n", clean(l))
 			}
 			fmt.Fprintf(w, "sessions:  %d active; processes: %d live, %d records\n", st.Sessions, st.Processes, st.Records)
 			if r := st.Recovery; r != nil {
-				fmt.Fprintf(w, "recovery:  at %s: %s\n", r.At, r)
+				fmt.Fprintf(w, "recovery:  at %s: %s\n", r.At, clean(r.String()))
 			}
 			return nil
 		},

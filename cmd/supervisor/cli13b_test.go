@@ -1,0 +1,151 @@
+//go:build linux
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/mattn/go-runewidth"
+)
+
+// colAt is the terminal column at which sub starts in line (-1: absent):
+// the display width of what precedes it, wide characters counting two.
+func colAt(line, sub string) int {
+	i := strings.Index(line, sub)
+	if i < 0 {
+		return -1
+	}
+	return runewidth.StringWidth(line[:i])
+}
+
+// lineWith returns the first line of out containing sub.
+func lineWith(t *testing.T, out, sub string) string {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	t.Fatalf("no line with %q in:\n%s", sub, out)
+	return ""
+}
+
+// TestCLI13Tables covers issue 13 item 11: tables are aligned by display
+// width (CJK and emoji take two cells) with user strings escaped, long
+// commands and names are cut unless --wide/--no-trunc, and times are
+// relative ("3s ago").
+func TestCLI13Tables(t *testing.T) {
+	in := newInstance(t)
+	const wideName = "名前😀\x1b[31mx"
+	const shown = `名前😀\x1b[31mx`
+	wpid := in.startShim("--name", wideName, "--", bin, "_fixture", "sleep").readyPID(t)
+	longName := "n" + strings.Repeat("-long", 10)
+	pad := strings.Repeat("p", 80)
+	lpid := in.startShim("--name", longName, "--", bin, "_fixture", "sleep", pad).readyPID(t)
+
+	t.Run("ps", func(t *testing.T) {
+		out := in.mustRun("ps")
+		if strings.Contains(out, "\x1b") || !strings.Contains(out, shown) {
+			t.Fatalf("ps must show the name escaped:\n%q", out)
+		}
+		head := lineWith(t, out, "COMMAND")
+		for _, pid := range []int{wpid, lpid} {
+			row := lineWith(t, out, " "+strconv.Itoa(pid)+" ")
+			for _, col := range []struct{ head, cell string }{{"PID", " " + strconv.Itoa(pid) + " "}, {"STATE", "running"}, {"COMMAND", bin}} {
+				off := 0
+				if col.head == "PID" {
+					off = 1
+				}
+				if got, want := colAt(row, col.cell)+off, colAt(head, col.head); got != want {
+					t.Errorf("ps: %s of pid %d starts at column %d, its header at %d:\n%s", col.head, pid, got, want, out)
+				}
+			}
+			if !strings.Contains(row, "s ago") {
+				t.Errorf("ps: STARTED of pid %d is not relative (\"Ns ago\"):\n%s", pid, out)
+			}
+		}
+		if strings.Contains(out, pad) || strings.Contains(out, longName) || !strings.Contains(out, "...") {
+			t.Errorf("ps: the long command and name are not cut:\n%s", out)
+		}
+		for _, flag := range []string{"--wide", "--no-trunc"} {
+			out := in.mustRun("ps", flag)
+			if !strings.Contains(out, pad) || !strings.Contains(out, longName) {
+				t.Errorf("ps %s cut the long command or name:\n%s", flag, out)
+			}
+		}
+	})
+
+	t.Run("events", func(t *testing.T) {
+		out := in.mustRun("events")
+		head := lineWith(t, out, "DETAIL")
+		row := lineWith(t, out, "process.start")
+		if colAt(row, "process.start") != colAt(head, "KIND") {
+			t.Errorf("events: KIND is not aligned:\n%s", out)
+		}
+		if !strings.Contains(row, "s ago") {
+			t.Errorf("events: TIME is not relative:\n%s", out)
+		}
+		if strings.Contains(out, "\x1b") {
+			t.Errorf("events printed an escape:\n%q", out)
+		}
+		if wide := in.mustRun("events", "--wide"); !strings.Contains(lineWith(t, wide, "process.start"), "T") {
+			t.Errorf("events --wide shows no absolute time:\n%s", wide)
+		}
+	})
+
+	t.Run("sessions", func(t *testing.T) {
+		out := in.mustRun("sessions", "--no-trunc")
+		if !strings.Contains(out, "ago") {
+			t.Errorf("sessions: STARTED is not relative:\n%s", out)
+		}
+	})
+
+	t.Run("stop", func(t *testing.T) {
+		out := in.mustRun("stop", wideName)
+		if strings.Contains(out, "\x1b") || !strings.Contains(out, shown+": ") {
+			t.Errorf("stop's summary must show the name escaped:\n%q", out)
+		}
+	})
+}
+
+// TestCLI13CleanPaths covers item 8c beyond the tables: a state directory
+// whose name holds an escape sequence and a newline is printed escaped by
+// status, doctor and logs, and a host config path by hosts.
+func TestCLI13CleanPaths(t *testing.T) {
+	in := newInstance(t)
+	evil := filepath.Join(in.state, "e\x1b[31m\nd")
+	if err := os.MkdirAll(evil, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	shownEvil := filepath.Join(in.state, `e\x1b[31m\nd`)
+	in.env = append(in.env, "SUPERVISOR_STATE_DIR="+evil)
+	check := func(what, out string) {
+		t.Helper()
+		if strings.Contains(out, "\x1b") || !strings.Contains(out, shownEvil) {
+			t.Errorf("%s must show the path escaped:\n%q", what, out)
+		}
+	}
+
+	// A lock file nobody holds is a doctor finding that names its path.
+	writeFile(t, filepath.Join(evil, "daemon.lock"), "")
+	out, _, _ := in.run("doctor", "--only-pid", strconv.Itoa(os.Getpid()))
+	check("doctor", out)
+	os.Remove(filepath.Join(evil, "daemon.lock"))
+
+	in.mustRun("daemon")
+	check("status", in.mustRun("status"))
+	_, errOut, _ := in.run("logs", "nosuch")
+	check("logs", errOut)
+
+	_, env := in.homeEnv(t)
+	project := filepath.Join(t.TempDir(), "p\x1b[2J")
+	writeFile(t, filepath.Join(project, ".mcp.json"), `{"mcpServers": {"x": {"command": "/bin/true"}}}`)
+	out, errOut, code := runEnv(t, env, "", "hosts", "--project", project)
+	if code != 0 || strings.Contains(out, "\x1b") || !strings.Contains(out, `p\x1b[2J`) {
+		t.Errorf("hosts: exit %d, must show the file's path escaped:\n%q\n%s", code, out, errOut)
+	}
+}
