@@ -5,6 +5,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -147,5 +148,52 @@ func TestCLI13CleanPaths(t *testing.T) {
 	out, errOut, code := runEnv(t, env, "", "hosts", "--project", project)
 	if code != 0 || strings.Contains(out, "\x1b") || !strings.Contains(out, `p\x1b[2J`) {
 		t.Errorf("hosts: exit %d, must show the file's path escaped:\n%q\n%s", code, out, errOut)
+	}
+}
+
+// TestCLI13Help walks every command from `supervisor --help` down: each
+// --help shows examples, and its usage line names every flag it lists.
+func TestCLI13Help(t *testing.T) {
+	in := newInstance(t)
+	flagLine := regexp.MustCompile(`^\s+(?:-([a-zA-Z]), )?--([a-z0-9-]+)`)
+	seen := 0
+	var walk func(path []string)
+	walk = func(path []string) {
+		out := in.mustRun(append(append([]string{}, path...), "--help")...)
+		seen++
+		name := strings.Join(append([]string{"supervisor"}, path...), " ")
+		if !strings.Contains(out, "\nExamples:\n") {
+			t.Errorf("%s --help has no examples:\n%s", name, out)
+		}
+		usage := ""
+		section := ""
+		for _, l := range strings.Split(out, "\n") {
+			switch {
+			case strings.HasSuffix(l, ":") && !strings.HasPrefix(l, " "):
+				section = l
+				continue
+			case section == "Usage:" && usage == "":
+				usage = strings.TrimSpace(l)
+			case section == "Available Commands:" && strings.TrimSpace(l) != "":
+				walk(append(append([]string{}, path...), strings.Fields(l)[0]))
+			case section == "Flags:":
+				m := flagLine.FindStringSubmatch(l)
+				// A group without a command of its own (the root and
+				// its --version) has no usage line of its own to name them.
+				if m == nil || m[2] == "help" || strings.HasSuffix(usage, " [command]") {
+					continue
+				}
+				if !strings.Contains(usage, "--"+m[2]) && (m[1] == "" || !strings.Contains(usage, "-"+m[1])) {
+					t.Errorf("%s: the usage line %q does not name --%s", name, usage, m[2])
+				}
+			}
+		}
+		if strings.Contains(usage, "[flags]") {
+			t.Errorf("%s: usage line %q says [flags] instead of naming them", name, usage)
+		}
+	}
+	walk(nil)
+	if seen < 30 {
+		t.Errorf("walked %d commands, want every command (30 or more)", seen)
 	}
 }
