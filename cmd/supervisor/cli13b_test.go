@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -195,5 +196,36 @@ func TestCLI13Help(t *testing.T) {
 	walk(nil)
 	if seen < 30 {
 		t.Errorf("walked %d commands, want every command (30 or more)", seen)
+	}
+}
+
+// TestCLI13StatusDefaultRuns: status names the default instance when it
+// runs but the one SUPERVISOR_STATE_DIR/SUPERVISOR_SOCKET select does not.
+func TestCLI13StatusDefaultRuns(t *testing.T) {
+	in := newInstance(t)
+	home, env := in.homeEnv(t)
+	// The default instance of this HOME: no selection variables.
+	defEnv := append(append([]string{}, env...), "SUPERVISOR_STATE_DIR=", "SUPERVISOR_SOCKET=")
+	if out, errOut, code := runEnv(t, defEnv, "", "daemon"); code != 0 {
+		t.Fatalf("start the default daemon: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Cleanup(func() {
+		out, _, _ := runEnv(t, defEnv, "", "status", "--json")
+		var st struct{ PID int }
+		json.Unmarshal([]byte(out), &st)
+		runEnv(t, defEnv, "", "daemon", "stop")
+		if st.PID > 0 {
+			killByPID(st.PID)
+		}
+	})
+	out, _, _ := runEnv(t, defEnv, "", "status")
+	if !strings.Contains(out, filepath.Join(home, ".local", "state", "supervisor")) {
+		t.Fatalf("the default daemon is not HOME's:\n%s", out)
+	}
+
+	_, errOut, code := runEnv(t, env, "", "status")
+	if code != 3 || !strings.Contains(errOut, "the default instance does run (pid ") ||
+		!strings.Contains(errOut, "SUPERVISOR_STATE_DIR and SUPERVISOR_SOCKET select") || !strings.Contains(errOut, "hint: unset") {
+		t.Errorf("status of a stopped selected instance: exit %d, stderr %q; want 3 and the default instance named", code, errOut)
 	}
 }
