@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/mattn/go-runewidth"
+
+	"github.com/seed-86a41135/supervisor/spawn"
 )
 
 // colAt is the terminal column at which sub starts in line (-1: absent):
@@ -228,4 +230,34 @@ func TestCLI13StatusDefaultRuns(t *testing.T) {
 		!strings.Contains(errOut, "SUPERVISOR_STATE_DIR and SUPERVISOR_SOCKET select") || !strings.Contains(errOut, "hint: unset") {
 		t.Errorf("status of a stopped selected instance: exit %d, stderr %q; want 3 and the default instance named", code, errOut)
 	}
+}
+
+// TestCLI13JSON: a start refused by an open breaker says how to reset it,
+// and `breaker reset` and `daemon restart` answer --json.
+func TestCLI13JSON(t *testing.T) {
+	in := newInstance(t)
+	failing := []string{"run", "--name", "crashy", "--", "/bin/sh", "-c", "exit 3"}
+	for i := 1; i <= 3; i++ {
+		if _, errOut, code := in.run(failing...); code != 3 {
+			t.Fatalf("call %d: exit %d, want the server's 3: %s", i, code, errOut)
+		}
+	}
+	_, errOut, code := in.run(failing...)
+	if code != 125 || !strings.Contains(errOut, "retry in ") || !strings.Contains(errOut, "supervisor breaker reset crashy") {
+		t.Fatalf("refused start: exit %d, stderr %q; want 125, the retry time and the reset command", code, errOut)
+	}
+
+	var closed []spawn.Breaker
+	out := in.mustRun("breaker", "reset", "crashy", "--json")
+	if err := json.Unmarshal([]byte(out), &closed); err != nil || len(closed) != 1 || closed[0].State != spawn.BreakerClosed || closed[0].Name != "crashy" {
+		t.Errorf("breaker reset --json: %v, %+v:\n%s", err, closed, out)
+	}
+
+	old := in.daemonPID()
+	var res restartResult
+	out = in.mustRun("daemon", "restart", "--json")
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.OldPID != old || res.PID <= 0 || res.PID == old || res.Version == "" {
+		t.Errorf("daemon restart --json: %v, %+v (old pid %d):\n%s", err, res, old, out)
+	}
+	killByPID(old)
 }

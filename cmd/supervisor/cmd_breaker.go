@@ -36,14 +36,18 @@ func newBreakerCommand() *cobra.Command {
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	var resetJSON bool
 	reset := &cobra.Command{
-		Use:   "reset KEY|NAME",
+		Use:   "reset KEY|NAME [--json]",
 		Short: "Close a circuit breaker by hand",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var resp api.BreakerList
 			if err := call(api.TypeBreakerReset, &api.BreakerResetRequest{Target: args[0]}, &resp); err != nil {
 				return err
+			}
+			if resetJSON {
+				return writeJSON(cmd.OutOrStdout(), resp.Breakers)
 			}
 			var keys []string
 			for _, b := range resp.Breakers {
@@ -53,6 +57,7 @@ func newBreakerCommand() *cobra.Command {
 			return nil
 		},
 	}
+	reset.Flags().BoolVar(&resetJSON, "json", false, "print the closed breakers as JSON")
 	cmd.AddCommand(list, reset)
 	return cmd
 }
