@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/mattn/go-runewidth"
 
@@ -47,8 +48,9 @@ func TestCLI13Tables(t *testing.T) {
 	const wideName = "名前😀\x1b[31mx"
 	const shown = `名前😀\x1b[31mx`
 	wpid := in.startShim("--name", wideName, "--", bin, "_fixture", "sleep").readyPID(t)
-	longName := "n" + strings.Repeat("-long", 10)
-	pad := strings.Repeat("p", 80)
+	// Both cut past 32 and 60 columns: a cut in bytes would split a character.
+	longName := "n" + strings.Repeat("長", 20)
+	pad := strings.Repeat("日", 40)
 	lpid := in.startShim("--name", longName, "--", bin, "_fixture", "sleep", pad).readyPID(t)
 
 	t.Run("ps", func(t *testing.T) {
@@ -72,8 +74,8 @@ func TestCLI13Tables(t *testing.T) {
 				t.Errorf("ps: STARTED of pid %d is not relative (\"Ns ago\"):\n%s", pid, out)
 			}
 		}
-		if strings.Contains(out, pad) || strings.Contains(out, longName) || !strings.Contains(out, "...") {
-			t.Errorf("ps: the long command and name are not cut:\n%s", out)
+		if strings.Contains(out, pad) || strings.Contains(out, longName) || !strings.Contains(out, "...") || !utf8.ValidString(out) {
+			t.Errorf("ps: the long command and name are not cut on a character:\n%q", out)
 		}
 		for _, flag := range []string{"--wide", "--no-trunc"} {
 			out := in.mustRun("ps", flag)
