@@ -4,12 +4,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/mattn/go-runewidth"
@@ -262,4 +264,50 @@ func TestCLI13JSON(t *testing.T) {
 		t.Errorf("daemon restart --json: %v, %+v (old pid %d):\n%s", err, res, old, out)
 	}
 	killByPID(old)
+}
+
+// TestCLI13Format pins the helpers behind the tables: relative times, cuts
+// on cells, and columns padded by display width.
+func TestCLI13Format(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		t    time.Time
+		want string
+	}{
+		{time.Time{}, "-"},
+		{now, "0s ago"},
+		{now.Add(-3 * time.Second), "3s ago"},
+		{now.Add(-90 * time.Second), "1m ago"},
+		{now.Add(-2 * time.Hour), "2h ago"},
+		{now.Add(-47 * time.Hour), "47h ago"},
+		{now.Add(-72 * time.Hour), "3d ago"},
+		{now.Add(25 * time.Second), "in 25s"},
+	} {
+		if got := ago(tc.t, now); got != tc.want {
+			t.Errorf("ago(%v) = %q, want %q", now.Sub(tc.t), got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		s    string
+		n    int
+		wide bool
+		want string
+	}{
+		{"short", 10, false, "short"},
+		{"日本語テキスト", 7, false, "日本..."},
+		{"日本語テキスト", 7, true, "日本語テキスト"},
+		{"ab😀cd", 5, false, "ab..."},
+	} {
+		if got := fit(tc.s, tc.n, tc.wide); got != tc.want || runewidth.StringWidth(got) > tc.n && !tc.wide {
+			t.Errorf("fit(%q, %d, %v) = %q, want %q", tc.s, tc.n, tc.wide, got, tc.want)
+		}
+	}
+	var b strings.Builder
+	tw := newTable(&b)
+	fmt.Fprint(tw, "A\tB\tC\n日本\tx\tlast\nz😀z\ty\t\n")
+	tw.Flush()
+	want := "A     B  C\n日本  x  last\nz😀z  y\n"
+	if b.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
 }
