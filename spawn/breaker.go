@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -62,15 +63,43 @@ func BreakerKey(argv []string, cwd string) string {
 }
 
 // OpenError is the fast refusal of an open breaker.
-type OpenError struct{ B Breaker }
+type OpenError struct {
+	B   Breaker
+	Now time.Time // when the start was refused: the retry time is told from it
+}
 
 func (e *OpenError) Error() string {
+	reset := fmt.Sprintf("`supervisor breaker reset %s` closes it now", e.B.resetTarget())
 	if e.B.State == BreakerHalfOpen {
-		return fmt.Sprintf("circuit half-open for %s: %d failures in a row, last: %s; one trial start is under way",
-			e.B.Name, e.B.Failures, e.B.LastReason)
+		return fmt.Sprintf("circuit half-open for %s: %d failures in a row, last: %s; one trial start is under way; %s",
+			e.B.Name, e.B.Failures, e.B.LastReason, reset)
 	}
-	return fmt.Sprintf("circuit open for %s: %d failures in a row, last: %s; retrying after %s",
-		e.B.Name, e.B.Failures, e.B.LastReason, e.B.RetryAt.Local().Format(time.TimeOnly))
+	return fmt.Sprintf("circuit open for %s: %d failures in a row, last: %s; retry in %s (at %s), or %s",
+		e.B.Name, e.B.Failures, e.B.LastReason, untilRetry(e.B.RetryAt.Sub(e.Now)), e.B.RetryAt.Local().Format(time.TimeOnly), reset)
+}
+
+// safeName is a name a user can paste into a shell as it is.
+var safeName = regexp.MustCompile(`^[A-Za-z0-9._@+-]+$`)
+
+// resetTarget is what `breaker reset` is told to close b: its name, or
+// its key when the name is empty or would need quoting.
+func (b *Breaker) resetTarget() string {
+	if safeName.MatchString(b.Name) {
+		return b.Name
+	}
+	return b.Key
+}
+
+// untilRetry says d coarsely, in its largest unit (25s, 4m, 2h); seconds
+// are rounded up, so a retry still to come is never "in 0s".
+func untilRetry(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int((d+time.Second-1)/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	}
+	return fmt.Sprintf("%dh", int(d/time.Hour))
 }
 
 // Allow says whether a start may go ahead now. An open breaker whose
@@ -79,7 +108,7 @@ func (b *Breaker) Allow(now time.Time) error {
 	switch b.State {
 	case BreakerOpen:
 		if now.Before(b.RetryAt) {
-			return &OpenError{B: *b}
+			return &OpenError{B: *b, Now: now}
 		}
 		b.State, b.Trial = BreakerHalfOpen, true
 		return nil
@@ -88,7 +117,7 @@ func (b *Breaker) Allow(now time.Time) error {
 		// is given up after a further cooldown, so the breaker cannot stick.
 		lease := b.RetryAt.Add(time.Duration(b.CooldownMS) * time.Millisecond)
 		if b.Trial && now.Before(lease) {
-			return &OpenError{B: *b}
+			return &OpenError{B: *b, Now: now}
 		}
 		b.Trial = true
 	}

@@ -26,21 +26,19 @@ func newBreakerCommand() *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), resp.Breakers)
 			}
 			tw := newTable(cmd.OutOrStdout())
-			fmt.Fprintln(tw, "KEY\tNAME\tSTATE\tFAILURES\tRETRY AT\tLAST FAILURE\tCOMMAND")
+			fmt.Fprintln(tw, "KEY\tNAME\tSTATE\tFAILURES\tRETRY\tLAST FAILURE\tCOMMAND")
+			now := time.Now()
 			for _, b := range resp.Breakers {
-				retry := "-"
-				if !b.RetryAt.IsZero() {
-					retry = b.RetryAt.Local().Format(time.TimeOnly)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", clean(b.Key), orDash(b.Name), b.State, b.Failures, retry,
-					orDash(b.LastReason), shortCommand(b.Argv))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", clean(b.Key), nameCell(b.Name, false), b.State, b.Failures,
+					ago(b.RetryAt, now), orDash(b.LastReason), shortCommand(b.Argv, false))
 			}
 			return tw.Flush()
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	var resetJSON bool
 	reset := &cobra.Command{
-		Use:   "reset KEY|NAME",
+		Use:   "reset KEY|NAME [--json]",
 		Short: "Close a circuit breaker by hand",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -48,14 +46,18 @@ func newBreakerCommand() *cobra.Command {
 			if err := call(api.TypeBreakerReset, &api.BreakerResetRequest{Target: args[0]}, &resp); err != nil {
 				return err
 			}
+			if resetJSON {
+				return writeJSON(cmd.OutOrStdout(), resp.Breakers)
+			}
 			var keys []string
 			for _, b := range resp.Breakers {
-				keys = append(keys, b.Key+" ("+b.Name+")")
+				keys = append(keys, clean(b.Key)+" ("+clean(b.Name)+")")
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "closed %s\n", strings.Join(keys, ", "))
 			return nil
 		},
 	}
+	reset.Flags().BoolVar(&resetJSON, "json", false, "print the closed breakers as JSON")
 	cmd.AddCommand(list, reset)
 	return cmd
 }

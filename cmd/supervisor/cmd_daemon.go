@@ -179,9 +179,20 @@ func stopDaemon(req api.DaemonStop, progress func(api.Progress)) (int, []shutdow
 	return pid, resp.Outcomes, nil
 }
 
+// restartResult is `daemon restart --json`: the daemon replaced (none:
+// 0 and "") and the one now running.
+type restartResult struct {
+	OldPID     int           `json:"old_pid"`
+	OldVersion string        `json:"old_version"`
+	PID        int           `json:"pid"`
+	Version    string        `json:"version"`
+	Recovery   *api.Recovery `json:"recovery,omitempty"`
+}
+
 func newDaemonRestartCommand() *cobra.Command {
+	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "restart",
+		Use:   "restart [--json]",
 		Short: "Replace the running daemon with this binary, keeping every server running",
 		Long: "Stop the running daemon with --keep-processes and start this binary's daemon,\n" +
 			"which re-adopts every server; shims re-attach and hosts notice nothing. This is\n" +
@@ -223,16 +234,20 @@ func newDaemonRestartCommand() *cobra.Command {
 				return err
 			}
 			w := cmd.OutOrStdout()
+			if asJSON {
+				return writeJSON(w, restartResult{OldPID: old, OldVersion: oldVersion, PID: st.PID, Version: st.Version, Recovery: st.Recovery})
+			}
 			if old == 0 {
 				fmt.Fprintf(w, "no daemon was running; started pid %d (version %s)\n", st.PID, st.Version)
 			} else {
 				fmt.Fprintf(w, "daemon restarted: pid %d (version %s) -> pid %d (version %s)\n", old, oldVersion, st.PID, st.Version)
 			}
 			if r := st.Recovery; r != nil {
-				fmt.Fprintf(w, "recovery: %s\n", r)
+				fmt.Fprintf(w, "recovery: %s\n", clean(r.String()))
 			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the old and the new daemon as JSON")
 	return cmd
 }

@@ -81,7 +81,7 @@ func newDoctorCommand() *cobra.Command {
 // remains.
 func printFindings(w io.Writer, findings []doctor.Finding, did []string) {
 	for _, line := range did {
-		fmt.Fprintln(w, line)
+		fmt.Fprintln(w, clean(line))
 	}
 	left := 0
 	for _, f := range findings {
@@ -99,9 +99,11 @@ func printFindings(w io.Writer, findings []doctor.Finding, did []string) {
 		if f.Path != "" {
 			head += " " + f.Path
 		}
-		fmt.Fprintln(w, head)
-		fmt.Fprintf(w, "  evidence: %s\n", f.Evidence)
-		fmt.Fprintf(w, "  fix:      %s\n", f.Fix)
+		// Evidence quotes command lines and paths of processes anyone
+		// may have started: escaped, they cannot move the cursor.
+		fmt.Fprintln(w, clean(head))
+		fmt.Fprintf(w, "  evidence: %s\n", clean(f.Evidence))
+		fmt.Fprintf(w, "  fix:      %s\n", clean(f.Fix))
 	}
 	switch {
 	case len(findings) == 0:

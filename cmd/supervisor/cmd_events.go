@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ type eventsOptions struct {
 	json    bool
 	session string
 	lines   int
+	wide    bool
 }
 
 // eventsPoll is how often -f asks for new events: the daemon answers
@@ -55,34 +57,30 @@ func newEventsCommand() *cobra.Command {
 				return fmt.Errorf("read events: %w", err)
 			}
 			out := cmd.OutOrStdout()
-			if !o.follow {
-				if o.json {
-					return writeJSON(out, resp.Events)
-				}
-				printEventHeader(out)
-				return printEvents(out, resp.Events, false)
+			if !o.follow && o.json {
+				return writeJSON(out, resp.Events)
 			}
-			if !o.json {
-				printEventHeader(out)
-			}
-			if err := printEvents(out, resp.Events, o.json); err != nil {
+			pr := &eventPrinter{w: out, asJSON: o.json, wide: o.wide, header: !o.json}
+			if err := pr.print(resp.Events); err != nil || !o.follow {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return followEvents(ctx, c, out, o, resp.Last)
+			return followEvents(ctx, c, pr, o.session, resp.Last)
 		},
 	}
 	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "keep printing new events until interrupted (with --json: one object per line)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	cmd.Flags().StringVar(&o.session, "session", "", "only this session's events")
 	cmd.Flags().IntVar(&o.lines, "lines", 100, "how many of the newest events to print first (0: all the log keeps)")
+	addWideFlags(cmd, &o.wide)
+	cmd.Flags().Lookup("wide").Usage = "print names in full, and each event's time as well as how long ago it was"
 	return cmd
 }
 
 // followEvents asks for the events after last every eventsPoll until ctx is
 // done (an interrupt: a normal end) or the daemon goes away (an error).
-func followEvents(ctx context.Context, c *api.Client, out io.Writer, o eventsOptions, last uint64) error {
+func followEvents(ctx context.Context, c *api.Client, pr *eventPrinter, session string, last uint64) error {
 	tick := time.NewTicker(eventsPoll)
 	defer tick.Stop()
 	for {
@@ -92,7 +90,7 @@ func followEvents(ctx context.Context, c *api.Client, out io.Writer, o eventsOpt
 		case <-tick.C:
 		}
 		var resp api.EventList
-		if err := c.Call(api.TypeEvents, &api.EventsRequest{Session: o.session, After: last}, &resp); err != nil {
+		if err := c.Call(api.TypeEvents, &api.EventsRequest{Session: session, After: last}, &resp); err != nil {
 			var refused *api.Error
 			switch {
 			case ctx.Err() != nil:
@@ -102,32 +100,63 @@ func followEvents(ctx context.Context, c *api.Client, out io.Writer, o eventsOpt
 			}
 			return fmt.Errorf("follow events: the daemon went away: %w", err)
 		}
-		if err := printEvents(out, resp.Events, o.json); err != nil {
+		if err := pr.print(resp.Events); err != nil {
 			return err
 		}
 		last = resp.Last
 	}
 }
 
-func printEventHeader(w io.Writer) {
-	fmt.Fprintf(w, "%-25s  %-18s  %-14s  %-12s  %s\n", "TIME", "KIND", "SESSION", "PROCESS", "DETAIL")
+// eventPrinter prints events as aligned lines, or as JSON lines. Its
+// columns are as wide as the widest cell printed so far: -f prints events
+// as they come, so a wider cell later widens its column from there on.
+type eventPrinter struct {
+	w      io.Writer
+	asJSON bool
+	wide   bool
+	header bool // the header line is still to be printed
+	widths [4]int
 }
 
-// printEvents prints one line per event: a fixed-width line, or with
-// asJSON one JSON object (JSON lines, for -f --json).
-func printEvents(w io.Writer, evs []registry.Event, asJSON bool) error {
-	enc := json.NewEncoder(w)
+func (p *eventPrinter) print(evs []registry.Event) error {
+	if p.asJSON {
+		enc := json.NewEncoder(p.w)
+		for _, ev := range evs {
+			if err := enc.Encode(ev); err != nil {
+				return fmt.Errorf("print events: %w", err)
+			}
+		}
+		return nil
+	}
+	rows := make([][5]string, 0, len(evs)+1)
+	if p.header {
+		rows = append(rows, [5]string{"TIME", "KIND", "SESSION", "PROCESS", "DETAIL"})
+		p.header = false
+	}
+	now := time.Now()
 	for _, ev := range evs {
-		var err error
-		if asJSON {
-			err = enc.Encode(ev)
-		} else {
-			_, err = fmt.Fprintf(w, "%-25s  %-18s  %-14s  %-12s  %s\n", ev.Time.Local().Format(time.RFC3339),
-				ev.Kind, orDash(ev.Session), orDash(ev.Process), clean(ev.Detail))
+		when := ago(ev.Time, now)
+		if p.wide {
+			when = ev.Time.Local().Format(time.RFC3339) + " (" + when + ")"
 		}
-		if err != nil {
-			return fmt.Errorf("print events: %w", err)
+		rows = append(rows, [5]string{when, clean(ev.Kind), nameCell(ev.Session, p.wide), nameCell(ev.Process, p.wide), clean(ev.Detail)})
+	}
+	for _, r := range rows {
+		for i := range p.widths {
+			p.widths[i] = max(p.widths[i], cellWidth(r[i]))
 		}
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		for i, wd := range p.widths {
+			b.WriteString(r[i])
+			b.WriteString(strings.Repeat(" ", wd-cellWidth(r[i])+2))
+		}
+		b.WriteString(r[4])
+		b.WriteByte('\n')
+	}
+	if _, err := io.WriteString(p.w, b.String()); err != nil {
+		return fmt.Errorf("print events: %w", err)
 	}
 	return nil
 }

@@ -73,10 +73,10 @@ func newHostsCommand() *cobra.Command {
 			fmt.Fprintln(tw, "HOST\tWRAPPED\tUNWRAPPED\tREMOTE\tFILE")
 			for _, f := range out {
 				if f.Error != "" {
-					fmt.Fprintf(tw, "%s\t-\t-\t-\t%s\n", f.Host, f.Error)
+					fmt.Fprintf(tw, "%s\t-\t-\t-\t%s\n", f.Host, clean(f.Error))
 					continue
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", f.Host, f.Wrapped, f.Unwrapped, f.Remote, f.File)
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", f.Host, f.Wrapped, f.Unwrapped, f.Remote, clean(f.File))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

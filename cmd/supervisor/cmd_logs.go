@@ -52,17 +52,17 @@ func newLogsCommand() *cobra.Command {
 			}
 			switch {
 			case len(paths) == 0:
-				return &hintError{err: fmt.Errorf("no captured output for %q in %s", args[0], filepath.Join(p.StateDir, "logs")),
+				return &hintError{err: fmt.Errorf("no captured output for %q in %s", args[0], clean(filepath.Join(p.StateDir, "logs"))),
 					hint: "only shared servers started with `supervisor ensure` have logs; stdio servers write to their host"}
 			case len(paths) > 1:
 				return fmt.Errorf("%q names logs of several servers (%s); use a process id from `supervisor ps --all`",
-					args[0], strings.Join(paths, ", "))
+					args[0], clean(strings.Join(paths, ", ")))
 			}
 			path := paths[0]
 			f, err := os.Open(path)
 			if err != nil {
 				if errors.Is(err, os.ErrNotExist) {
-					return fmt.Errorf("no captured output yet for %q (%s)", args[0], path)
+					return fmt.Errorf("no captured output yet for %q (%s)", args[0], clean(path))
 				}
 				return err
 			}

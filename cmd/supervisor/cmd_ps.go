@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,6 +14,7 @@ type psOptions struct {
 	all     bool
 	session string
 	json    bool
+	wide    bool
 }
 
 func newPsCommand() *cobra.Command {
@@ -40,14 +42,15 @@ func newPsCommand() *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), resp.Processes)
 			}
 			tw := newTable(cmd.OutOrStdout())
-			fmt.Fprintln(tw, "ID\tSESSION\tNAME\tPID\tSTATE\tUPTIME\tHEALTH\tRESTARTS\tPORT\tCOMMAND")
+			fmt.Fprintln(tw, "ID\tSESSION\tNAME\tPID\tSTATE\tSTARTED\tHEALTH\tRESTARTS\tPORT\tCOMMAND")
+			now := time.Now()
 			for _, p := range resp.Processes {
 				port := "-"
 				if p.Port > 0 {
 					port = fmt.Sprint(p.Port)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p.ID, orDash(p.Session), orDash(p.Name), pidOrDash(p.PID), p.State,
-					since(p.StartedAt, p.ExitedAt), orDash(p.Health), p.Restarts, port, shortCommand(p.Argv))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p.ID, orDash(p.Session), nameCell(p.Name, o.wide),
+					pidOrDash(p.PID), p.State, ago(p.StartedAt, now), orDash(p.Health), p.Restarts, port, shortCommand(p.Argv, o.wide))
 			}
 			return tw.Flush()
 		},
@@ -55,5 +58,6 @@ func newPsCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&o.all, "all", false, "include exited, failed and lost processes")
 	cmd.Flags().StringVar(&o.session, "session", "", "only this session's processes")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	addWideFlags(cmd, &o.wide)
 	return cmd
 }

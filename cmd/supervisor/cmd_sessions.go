@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -9,7 +10,7 @@ import (
 )
 
 func newSessionsCommand() *cobra.Command {
-	var all, asJSON bool
+	var all, asJSON, wide bool
 	cmd := &cobra.Command{
 		Use:   "sessions [--all] [--json]",
 		Short: "List sessions (one per running agent host)",
@@ -24,14 +25,16 @@ func newSessionsCommand() *cobra.Command {
 			}
 			tw := newTable(cmd.OutOrStdout())
 			fmt.Fprintln(tw, "ID\tHOST PID\tSTATE\tPROCESSES\tSTARTED\tHOST COMMAND")
+			now := time.Now()
 			for _, s := range resp.Sessions {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s ago\t%s\n", s.ID, pidOrDash(s.HostPID), s.State, s.Processes,
-					since(s.StartedAt, nil), shortCommand([]string{s.HostCommand}))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, pidOrDash(s.HostPID), s.State, s.Processes,
+					ago(s.StartedAt, now), shortCommand([]string{s.HostCommand}, wide))
 			}
 			return tw.Flush()
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "include ended sessions")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	addWideFlags(cmd, &wide)
 	return cmd
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,7 +28,7 @@ func newStatusCommand() *cobra.Command {
 			var st api.Status
 			if err := call(api.TypeStatus, nil, &st); err != nil {
 				if errors.Is(err, api.ErrNotRunning) {
-					return &exitError{code: codeNotRunning, err: err}
+					return &exitError{code: codeNotRunning, err: defaultRunsInstead(err)}
 				}
 				return err
 			}
@@ -52,19 +55,58 @@ func newStatusCommand() *cobra.Command {
 			default:
 				fmt.Fprintf(w, "           this binary is older (%s): another supervisor on PATH? see `supervisor doctor`\n", api.Version)
 			}
-			fmt.Fprintf(w, "state dir: %s\n", st.StateDir)
-			fmt.Fprintf(w, "socket:    %s\n", st.Socket)
+			fmt.Fprintf(w, "state dir: %s\n", clean(st.StateDir))
+			fmt.Fprintf(w, "socket:    %s\n", clean(st.Socket))
 			fmt.Fprintf(w, "features:  %s\n", strings.Join(feats, ", "))
 			for _, l := range st.Limits {
-				fmt.Fprintf(w, "limits:    %s\n", l)
+				fmt.Fprintf(w, "limits:    %s\n", clean(l))
 			}
 			fmt.Fprintf(w, "sessions:  %d active; processes: %d live, %d records\n", st.Sessions, st.Processes, st.Records)
 			if r := st.Recovery; r != nil {
-				fmt.Fprintf(w, "recovery:  at %s: %s\n", r.At, r)
+				fmt.Fprintf(w, "recovery:  at %s: %s\n", r.At, clean(r.String()))
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// defaultRunsInstead adds to a "not running" error that the default
+// instance does run, when SUPERVISOR_STATE_DIR or SUPERVISOR_SOCKET
+// selected another one: a shell left with a test's or a container's
+// variables otherwise reports a daemon the user can see running as gone.
+func defaultRunsInstead(err error) error {
+	var vars []string
+	for _, v := range []string{api.EnvStateDir, api.EnvSocket} {
+		if os.Getenv(v) != "" {
+			vars = append(vars, v)
+		}
+	}
+	if len(vars) == 0 {
+		return err
+	}
+	sel, serr := paths()
+	def, derr := api.ResolvePaths(func(k string) string {
+		if k == api.EnvStateDir || k == api.EnvSocket {
+			return ""
+		}
+		return os.Getenv(k)
+	})
+	if serr != nil || derr != nil || def.Socket == sel.Socket {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, cerr := api.Dial(ctx, def.Socket)
+	if cerr != nil {
+		return err
+	}
+	pid := c.Daemon.PID
+	c.Close()
+	return &hintError{
+		err: fmt.Errorf("%w; the default instance does run (pid %d, socket %s), but %s selects this one",
+			err, pid, clean(def.Socket), strings.Join(vars, " and ")),
+		hint: fmt.Sprintf("unset %s to talk to the default daemon, or start this one with `supervisor daemon`", strings.Join(vars, " ")),
+	}
 }

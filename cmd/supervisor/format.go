@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
+	"github.com/mattn/go-runewidth"
 	"github.com/spf13/cobra"
 
 	"github.com/seed-86a41135/supervisor/api"
@@ -20,8 +20,113 @@ func newJSONEncoder(w io.Writer) *json.Encoder {
 	return enc
 }
 
-func newTable(w io.Writer) *tabwriter.Writer {
-	return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+// table aligns tab-separated cells into columns as wide as their widest
+// cell on a terminal: text/tabwriter counts a rune as one column, so a CJK
+// name or an emoji (two cells each) pushes the rest of its row out of line.
+// Cells are separated by at least two spaces; the last cell of a line is
+// not padded. Lines are buffered until Flush.
+type table struct {
+	w   io.Writer
+	buf []byte
+}
+
+func newTable(w io.Writer) *table { return &table{w: w} }
+
+func (t *table) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	return len(p), nil
+}
+
+// Flush writes the buffered lines aligned.
+func (t *table) Flush() error {
+	text := string(t.buf)
+	t.buf = t.buf[:0]
+	if text == "" {
+		return nil
+	}
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	rows := make([][]string, len(lines))
+	var widths []int
+	for i, l := range lines {
+		rows[i] = strings.Split(l, "\t")
+		for j, c := range rows[i][:len(rows[i])-1] {
+			if j == len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[j] = max(widths[j], cellWidth(c))
+		}
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		var line strings.Builder
+		for j, c := range r {
+			line.WriteString(c)
+			if j < len(r)-1 {
+				line.WriteString(strings.Repeat(" ", widths[j]-cellWidth(c)+2))
+			}
+		}
+		b.WriteString(strings.TrimRight(line.String(), " "))
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(t.w, b.String())
+	return err
+}
+
+// cellWidth is how many terminal cells s takes: two for a wide (East
+// Asian, emoji) character, none for a combining mark.
+func cellWidth(s string) int { return runewidth.StringWidth(s) }
+
+// Widths past which table cells are cut (unless --wide): a command is
+// the longest thing on a row, a name the next.
+const (
+	maxCommandCells = 60
+	maxNameCells    = 32
+)
+
+// fit cuts s to at most n terminal cells, ending it with "..."; never in
+// the middle of a character. wide (--wide, --no-trunc) leaves s whole.
+func fit(s string, n int, wide bool) string {
+	if wide || cellWidth(s) <= n {
+		return s
+	}
+	return runewidth.Truncate(s, n, "...")
+}
+
+// nameCell shows a user-chosen name in a table: escaped, "-" for none,
+// cut to maxNameCells unless wide.
+func nameCell(s string, wide bool) string { return fit(orDash(s), maxNameCells, wide) }
+
+// ago says how long before now t was, coarsely ("3s ago", "2h ago"), or
+// how long after ("in 25s") for a time still to come; "-" for none.
+// --json keeps the exact time.
+func ago(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	if d := now.Sub(t); d >= 0 {
+		return roughDuration(d) + " ago"
+	}
+	return "in " + roughDuration(t.Sub(now))
+}
+
+// roughDuration is d in its largest whole unit: 45s, 12m, 5h, 3d. Up to
+// two days count in hours, where a day would round too much away.
+func roughDuration(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d/time.Hour))
+	}
+	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+}
+
+// addWideFlags adds --wide and its alias --no-trunc (docker's name).
+func addWideFlags(cmd *cobra.Command, wide *bool) {
+	cmd.Flags().BoolVar(wide, "wide", false, "print commands and names in full, however long")
+	cmd.Flags().BoolVar(wide, "no-trunc", false, "the same as --wide")
 }
 
 // clean shows a user-controlled string (a server name, argv, a session
@@ -65,23 +170,10 @@ func orDash(s string) string {
 	return clean(s)
 }
 
-func since(t time.Time, end *time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	stop := time.Now()
-	if end != nil {
-		stop = *end
-	}
-	return stop.Sub(t).Round(time.Second).String()
-}
-
-func shortCommand(argv []string) string {
-	s := clean(strings.Join(argv, " "))
-	if len(s) > 60 {
-		s = s[:57] + "..."
-	}
-	return s
+// shortCommand shows argv on one table cell, cut to maxCommandCells
+// unless wide.
+func shortCommand(argv []string, wide bool) string {
+	return fit(clean(strings.Join(argv, " ")), maxCommandCells, wide)
 }
 
 // printOutcomes is a stop's summary: a line per stopped server, then one
@@ -97,16 +189,16 @@ func printOutcomes(w io.Writer, outs []shutdown.Outcome) {
 	for _, o := range outs {
 		head := o.ID
 		if o.Name != "" {
-			head += " " + o.Name
+			head += " " + clean(o.Name)
 		}
-		fmt.Fprintf(w, "%s: %s\n", head, o.Result)
+		fmt.Fprintf(w, "%s: %s\n", head, clean(string(o.Result)))
 		tw := newTable(w)
 		procs := o.Procs
 		if len(procs) == 0 && o.PID > 0 {
 			procs = []shutdown.ProcOutcome{{PID: o.PID, Role: shutdown.RoleLeader, Result: o.Result, Command: o.Command}}
 		}
 		for _, p := range procs {
-			cmd := shortCommand([]string{orDash(p.Command)})
+			cmd := shortCommand([]string{orDash(p.Command)}, false)
 			if p.Role != shutdown.RoleLeader {
 				cmd += " (" + string(p.Role) + ")"
 			}

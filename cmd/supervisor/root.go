@@ -107,7 +107,9 @@ func newRootCommand(inherited []int) *cobra.Command {
 		newConfigCommand(),
 		newMetricsCommand(),
 	)
-	return withCompletion(root)
+	withCompletion(root)
+	finishHelp(root)
+	return root
 }
 
 func paths() (api.Paths, error) { return api.ResolvePaths(os.Getenv) }

@@ -158,7 +158,7 @@ func TestCircuitBreaker(t *testing.T) {
 	}
 	_, errOut, code := in.run(failing...)
 	if code != 125 || !strings.HasPrefix(errOut, "supervisor: circuit open for crashy: 3 failures in a row, last: exited with code 3") ||
-		!strings.Contains(errOut, "retrying after") {
+		!strings.Contains(errOut, "; retry in ") || !strings.Contains(errOut, "`supervisor breaker reset crashy` closes it now") {
 		t.Fatalf("fourth call: exit %d, stderr %q; want 125 and the circuit-open message", code, errOut)
 	}
 	// The state survives a daemon restart.
