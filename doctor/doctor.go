@@ -8,9 +8,10 @@
 // starts a daemon, never kills by name, and never touches anything it did
 // not first report.
 //
-// Host configs whose stdio servers are not wrapped by `supervisor run` are
-// read through the hosts package (reported, never fixed here: `supervisor
-// install` does that).
+// Host configs whose stdio servers are not wrapped by `supervisor run`, or
+// whose wrapped servers run a supervisor command that does not resolve
+// (not on PATH, gone), are read through the hosts package (reported, never
+// fixed here: `supervisor install` does that).
 //
 // # What counts as an orphan
 //
