@@ -8,9 +8,10 @@
 // starts a daemon, never kills by name, and never touches anything it did
 // not first report.
 //
-// Host configs whose stdio servers are not wrapped by `supervisor run` are
-// read through the hosts package (reported, never fixed here: `supervisor
-// install` does that).
+// Host configs whose stdio servers are not wrapped by `supervisor run`, or
+// whose wrapped servers run a supervisor command that does not resolve
+// (not on PATH, gone), are read through the hosts package (reported, never
+// fixed here: `supervisor install` does that).
 //
 // # What counts as an orphan
 //
@@ -19,6 +20,14 @@
 // not a launcher or shell (session.IsLauncher: sh, bash, env, npx, uv, node
 // running npm, ...) is PID 1 or an init-like reaper (systemd, init, tini,
 // dumb-init, docker-init, catatonit): its host died and it was re-parented.
+//
+// Fix stops an orphan only when it is provably an MCP server: its argv, or
+// the argv of a launcher between it and the reaper, names a known MCP
+// package or binary (ProvablyMCP, one documented list). One that looks
+// like MCP by name only (`minecraft-mcpe-backup.py`) is reported with
+// Stoppable false and left to the user. Processes that are provably ours
+// (a supervisor marker, hence a possible record) are never orphans: they
+// are the daemon's to adopt or stop.
 // A process with a `supervisor daemon` or `supervisor init` among its
 // ancestors is tracked, not orphaned; so is one whose SUPERVISOR_PROC_ID the
 // running daemon knows. Of a leaked chain (npm exec → sh → node) only the
@@ -92,6 +101,10 @@ type Finding struct {
 	// Fix says what repairs it, whether or not Fix can do it.
 	Fix   string `json:"fix"`
 	Fixed bool   `json:"fixed"`
+	// Stoppable says Fix may stop the process: an orphan whose argv, or a
+	// launcher's above it, names a known MCP server (ProvablyMCP). An
+	// orphan that looks like MCP by name only is reported, never stopped.
+	Stoppable bool `json:"stoppable"`
 
 	token  proc.Token // an orphan's creation token at the audit
 	remove bool       // a stale file Fix may remove
@@ -214,15 +227,22 @@ func (d *Doctor) Check(ctx context.Context) ([]Finding, error) {
 }
 
 // Fix repairs the findings it can prove safe to repair, marks them Fixed
-// and returns one line per action, in order. It stops orphans (each
-// re-verified by token and ancestry right before the cascade) and removes
-// stale files (only while it holds the daemon's singleton lock itself).
+// and returns one line per action, in order. It stops stoppable orphans
+// (each re-verified by token, argv and ancestry right before the cascade),
+// says why it left the others alone, and removes stale files (only while
+// it holds the daemon's singleton lock itself).
 // Everything else it leaves to the user, as the findings' Fix says.
 func (d *Doctor) Fix(ctx context.Context, findings []Finding) []string {
 	var did []string
 	var fresh *table // one snapshot, taken for the first orphan, judges them all
 	for i := range findings {
-		if findings[i].Kind != KindOrphan {
+		f := &findings[i]
+		if f.Kind != KindOrphan {
+			continue
+		}
+		if !f.Stoppable {
+			did = append(did, fmt.Sprintf("left pid %d (%s) alone: it looks like MCP by name only (no known MCP package or binary in its argv or its launchers'); not stopped: kill %d yourself if it is yours",
+				f.PID, f.what, f.PID))
 			continue
 		}
 		if fresh == nil {
@@ -233,7 +253,7 @@ func (d *Doctor) Fix(ctx context.Context, findings []Finding) []string {
 			}
 			fresh = t
 		}
-		did = append(did, d.stopOrphan(ctx, fresh, &findings[i]))
+		did = append(did, d.stopOrphan(ctx, fresh, f))
 	}
 	return append(did, d.removeStale(findings)...)
 }

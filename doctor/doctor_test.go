@@ -495,3 +495,34 @@ func TestDoctorCleanIsEmpty(t *testing.T) {
 		t.Fatalf("findings %#v, want an empty, non-nil list (JSON [])", fs)
 	}
 }
+
+// TestDoctorProvableThroughLaunchers: a server whose own argv names no
+// known package is still provable when a launcher above it does.
+func TestDoctorProvableThroughLaunchers(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		procs []string
+		want  bool
+	}{
+		{"npm exec of an official server above node",
+			[]string{"1 0 init /sbin/init", "8 1 npm_exec npm exec @modelcontextprotocol/server-x",
+				"9 8 sh sh -c server-x", "10 9 node node /x/mcp/index.js"}, true},
+		{"a known binary itself",
+			[]string{"1 0 init /sbin/init", "10 1 mcp-server-x mcp-server-x"}, true},
+		{"a name-only lookalike straight under init",
+			[]string{"1 0 init /sbin/init", "10 1 sleep minecraft-mcpe-backup.py 600"}, false},
+		{"a name-only lookalike under a shell naming nothing known",
+			[]string{"1 0 init /sbin/init", "9 1 sh sh -c ./mcpe-tool", "10 9 node node /x/mcp/index.js"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tab := fake(tc.procs, nil)
+			lin := tab.lineage(10)
+			if lin.verdict != verdictOrphan {
+				t.Fatalf("verdict %d (%s), want orphan", lin.verdict, lin.why)
+			}
+			if got := provable(tab, tab.byPID[10], lin); got != tc.want {
+				t.Errorf("provable = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

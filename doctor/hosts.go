@@ -13,9 +13,18 @@ import (
 // they leak when it dies.
 const KindUnwrappedHost Kind = "unwrapped-host"
 
+// KindUnresolvableCommand is an agent host config file whose wrapped
+// servers run a supervisor command the host cannot start: the bare name
+// not on PATH, or an absolute path that is gone. The host fails to start
+// every one of them.
+const KindUnresolvableCommand Kind = "unresolvable-command"
+
 // checkHosts reports the host config files (per-user ones, found from
 // HOME and the hosts' variables read through Getenv) that hold unwrapped
-// stdio servers. Without a home directory there is nothing to read.
+// stdio servers, and those whose wrapped servers run a supervisor command
+// that does not resolve on PATH (Getenv's: a host started from a desktop
+// may have a shorter one). Without a home directory there is nothing to
+// read.
 func (d *Doctor) checkHosts() []Finding {
 	home := d.getenv("HOME")
 	if home == "" {
@@ -31,6 +40,17 @@ func (d *Doctor) checkHosts() []Finding {
 	}
 	var out []Finding
 	for _, r := range rs {
+		if r.Exists && r.Err == nil {
+			for _, c := range hosts.Unresolvable(r, d.getenv("PATH")) {
+				out = append(out, Finding{
+					Kind: KindUnresolvableCommand,
+					Path: r.File.Path,
+					Evidence: fmt.Sprintf("%s runs %d wrapped server(s) through %q, which it cannot start: %s; affected: %s",
+						r.File.Host, len(c.Servers), c.Command, c.Problem, strings.Join(c.Servers, ", ")),
+					Fix: c.Fix(r.File.Host),
+				})
+			}
+		}
 		var names []string
 		for _, e := range r.Entries {
 			if e.Action == hosts.IsUnwrapped {

@@ -29,7 +29,8 @@ var notServers = map[string]bool{
 // naming "mcp" or "modelcontextprotocol", case-insensitively, which covers
 // `npx -y @modelcontextprotocol/server-filesystem`, `uvx mcp-server-git`,
 // `node .../mcp/index.js`, `python -m some_mcp` and `supervisor _fixture
-// mcp`, unless the program is one of notServers.
+// mcp`, unless the program is one of notServers. It decides what the
+// audit reports; what Fix may stop is the stricter ProvablyMCP's.
 func LooksLikeMCP(argv []string) bool {
 	if len(argv) == 0 || notServers[filepath.Base(argv[0])] {
 		return false
@@ -274,16 +275,37 @@ func (d *Doctor) checkProcesses(dm daemonState) ([]Finding, error) {
 		if err != nil || !tok.Matches(n.info.Token) {
 			continue // gone since the scan
 		}
-		out = append(out, Finding{
+		f := Finding{
 			Kind: KindOrphan, PID: pid,
-			Evidence: orphanEvidence(t, n, lin),
-			Fix:      fmt.Sprintf("stop pid %d and its tree through the stop cascade (`supervisor doctor --fix` does)", pid),
-			token:    tok, what: shortArgv(n.argv),
-		})
+			Evidence:  orphanEvidence(t, n, lin),
+			Fix:       fmt.Sprintf("stop pid %d and its tree through the stop cascade (`supervisor doctor --fix` does)", pid),
+			Stoppable: true,
+			token:     tok, what: shortArgv(n.argv),
+		}
+		if !provable(t, n, lin) {
+			f.Stoppable = false
+			f.Evidence += "; it looks like MCP by name only: neither its argv nor a launcher's names a known MCP package or binary"
+			f.Fix = fmt.Sprintf("not stopped by `supervisor doctor --fix`: if it is yours, `kill %d`", pid)
+		}
+		out = append(out, f)
 	}
 
 	sortFindings(out)
 	return append(out, d.checkMarkers(t, dm, excluded)...), nil
+}
+
+// provable reports whether n, or a launcher of its chain, is provably an
+// MCP server: what Fix needs before it stops anything.
+func provable(t *table, n *node, lin lineage) bool {
+	if ProvablyMCP(n.argv) {
+		return true
+	}
+	for _, p := range lin.chain {
+		if a := t.byPID[p]; a != nil && ProvablyMCP(a.argv) {
+			return true
+		}
+	}
+	return false
 }
 
 func orphanEvidence(t *table, n *node, lin lineage) string {
@@ -371,12 +393,17 @@ func (d *Doctor) stopOrphan(ctx context.Context, t *table, f *Finding) string {
 	// process is only ever re-parented towards a reaper), and the cascade
 	// verifies the token once more through the pidfd it signals.
 	excluded := t.ancestors(d.self())
-	if lin, ok := d.isOrphan(t, n, daemonState{}, excluded); !ok {
+	lin, ok := d.isOrphan(t, n, daemonState{}, excluded)
+	if !ok {
 		why := "it is no longer provably orphaned"
 		if lin.why != "" {
 			why += " (" + lin.why + ")"
 		}
 		return fmt.Sprintf("left pid %d (%s) alone: %s", f.PID, f.what, why)
+	}
+	if !provable(t, n, lin) {
+		// Its argv changed since the audit (setproctitle).
+		return fmt.Sprintf("left pid %d (%s) alone: it no longer names a known MCP package or binary; kill %d yourself if it is yours", f.PID, f.what, f.PID)
 	}
 	target := shutdown.Target{ID: fmt.Sprintf("orphan-%d", f.PID), PID: f.PID, Token: tok}
 	// Only a group the orphan leads is its own; one it merely sits in

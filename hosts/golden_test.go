@@ -22,7 +22,9 @@ func testEnv(t *testing.T) (Env, string) {
 }
 
 func testOptions(e Env, project string) Options {
-	return Options{Env: &e, Exe: testExe, TempDirs: []string{}, Project: project}
+	// Force: testExe is no file, so the bare name of project files never
+	// resolves to it; TestBareCommandChecked is about that.
+	return Options{Env: &e, Exe: testExe, TempDirs: []string{}, Project: project, Force: true}
 }
 
 // placeFile puts src where host keeps its user file (or its project file,

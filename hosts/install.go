@@ -40,6 +40,12 @@ type Options struct {
 	TempDirs []string
 	// Out receives notes and diffs; default io.Discard.
 	Out io.Writer
+	// Warn receives warnings (what Force overrode); default Out.
+	Warn io.Writer
+	// Force makes Install write the bare name BareName even when PATH
+	// (Env's) would not find this binary under it; it warns instead of
+	// refusing.
+	Force bool
 
 	// beforeWrite runs between the edit and the re-read that precedes the
 	// write: tests use it to change the file under our feet.
@@ -72,6 +78,8 @@ const (
 type Entry struct {
 	Name   string `json:"name"`
 	Action Action `json:"action"`
+	// Command is a wrapped server's wrapper command (Status only).
+	Command string `json:"command,omitempty"`
 }
 
 // Result is what happened to one file.
@@ -79,6 +87,9 @@ type Result struct {
 	File    File
 	Exists  bool
 	Changed bool // written (with DryRun: would be)
+	// Command is what Install wraps this file's servers in: this binary's
+	// absolute path, or BareName.
+	Command string
 	Entries []Entry
 	Err     error
 }
@@ -99,6 +110,13 @@ func (o *Options) out() io.Writer {
 		return io.Discard
 	}
 	return o.Out
+}
+
+func (o *Options) warn() io.Writer {
+	if o.Warn == nil {
+		return o.out()
+	}
+	return o.Warn
 }
 
 func (o *Options) env() (Env, error) {
@@ -188,11 +206,27 @@ func (o *Options) files(hs []Host) ([]File, error) {
 
 // Install wraps every stdio server of hs's files (and, with Hooks, adds
 // their SessionEnd hooks). Each file has its own Result; the error is for
-// what stops everything.
+// what stops everything. When it would write the bare name BareName
+// anywhere and PATH does not find this binary under that name, it writes
+// nothing and returns a *BareCommandError: the hosts could not start the
+// servers it wraps. Force writes anyway, with a warning.
 func Install(hs []Host, o Options) ([]Result, error) {
 	files, err := o.files(hs)
 	if err != nil {
 		return nil, err
+	}
+	bare, err := o.writesBare(hs, files)
+	if err != nil {
+		return nil, err
+	}
+	if bare {
+		if err := o.checkBare(); err != nil {
+			var be *BareCommandError
+			if !o.Force || !errors.As(err, &be) {
+				return nil, err
+			}
+			fmt.Fprintf(o.warn(), "warning: %v; writing it anyway (--force): until `supervisor` on PATH is this binary the hosts cannot start the wrapped servers\n", err)
+		}
 	}
 	var out []Result
 	noted := false
@@ -202,6 +236,9 @@ func Install(hs []Host, o Options) ([]Result, error) {
 			return nil, err
 		}
 		r := o.apply(f, func(src []byte) ([]byte, []Entry, error) { return wrapAll(f, src, cmd) })
+		if r.Exists {
+			r.Command = cmd
+		}
 		if r.Changed && why != "" && !noted {
 			fmt.Fprintf(o.out(), "note: %s\n", why)
 			noted = true
@@ -287,7 +324,11 @@ func Status(hs []Host, o Options) ([]Result, error) {
 			case isWrapped(srv):
 				a = IsWrapped
 			}
-			r.Entries = append(r.Entries, Entry{srv.Name, a})
+			e := Entry{Name: srv.Name, Action: a}
+			if a == IsWrapped {
+				e.Command = srv.Command
+			}
+			r.Entries = append(r.Entries, e)
 			return nil
 		})
 		r.Err = fileError(f.Path, err)
@@ -375,7 +416,7 @@ func wrapAll(f File, src []byte, cmd string) ([]byte, []Entry, error) {
 		if err != nil {
 			return err
 		}
-		entries = append(entries, Entry{srv.Name, a})
+		entries = append(entries, Entry{Name: srv.Name, Action: a})
 		return nil
 	})
 	return out, entries, err
@@ -403,7 +444,7 @@ func unwrapAll(f File, src []byte) ([]byte, []Entry, error) {
 			}
 			a = Unwrapped
 		}
-		entries = append(entries, Entry{srv.Name, a})
+		entries = append(entries, Entry{Name: srv.Name, Action: a})
 		return nil
 	})
 	return out, entries, err

@@ -2,8 +2,10 @@ package hosts
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -157,17 +159,127 @@ func TestDryRunWritesNothing(t *testing.T) {
 	}
 }
 
+// TestTemporaryExe: a binary in a temporary place writes the bare name,
+// and says why, when PATH finds that very binary under it.
 func TestTemporaryExe(t *testing.T) {
 	o, path := placeFile(t, "cursor", false, []byte(cursorSrc))
 	tmp := t.TempDir()
 	var out bytes.Buffer
 	o.Exe, o.TempDirs, o.Out = filepath.Join(tmp, "go-build123", "exe", "supervisor"), []string{tmp}, &out
+	writeExe(t, o.Exe)
+	withPath(&o, filepath.Dir(o.Exe))
 	mustInstall(t, cursor, o)
 	if got := mustRead(t, path); !bytes.Contains(got, []byte(`"command": "supervisor"`)) {
 		t.Fatalf("got:\n%s\nwant the bare name", got)
 	}
 	if !strings.Contains(out.String(), "temporary location") {
 		t.Fatalf("no note saying why: %q", out.String())
+	}
+}
+
+func writeExe(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// withPath gives o's environment PATH=path.
+func withPath(o *Options, path string) {
+	e := *o.Env
+	get := e.Getenv
+	e.Getenv = func(k string) string {
+		if k == "PATH" {
+			return path
+		}
+		return get(k)
+	}
+	o.Env = &e
+}
+
+// TestBareCommandChecked: Install refuses to write the bare name when PATH
+// would not find this binary under it, writes nothing, and says so; Force
+// writes with a warning.
+func TestBareCommandChecked(t *testing.T) {
+	other := filepath.Join(t.TempDir(), "supervisor")
+	writeExe(t, other)
+	for _, tc := range []struct {
+		name    string
+		path    func(exeDir string) string
+		force   bool
+		wantErr string // "" : written
+		warn    bool
+	}{
+		{"not on PATH", func(string) string { return "/nonexistent" }, false, `no "supervisor" is on PATH`, false},
+		{"empty PATH", func(string) string { return "" }, false, `no "supervisor" is on PATH`, false},
+		{"another supervisor first", func(d string) string { return filepath.Dir(other) + string(os.PathListSeparator) + d }, false,
+			`"supervisor" on PATH is ` + other + `, not this binary`, false},
+		{"not on PATH, forced", func(string) string { return "/nonexistent" }, true, "", true},
+		{"this binary on PATH", func(d string) string { return "/nonexistent" + string(os.PathListSeparator) + d }, false, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, path := placeFile(t, "cursor", false, []byte(cursorSrc))
+			tmp := t.TempDir()
+			var out, warn bytes.Buffer
+			o.Exe, o.TempDirs, o.Out, o.Warn, o.Force = filepath.Join(tmp, "exe", "supervisor"), []string{tmp}, &out, &warn, tc.force
+			writeExe(t, o.Exe)
+			withPath(&o, tc.path(filepath.Dir(o.Exe)))
+			rs, err := Install(cursor, o)
+			if tc.wantErr != "" {
+				var be *BareCommandError
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, ErrBareNotThisBinary) || !errors.As(err, &be) ||
+					!strings.Contains(be.Fix(), "go install ./cmd/supervisor") || !strings.Contains(be.Fix(), "--force") {
+					t.Fatalf("err %v, want a *BareCommandError saying %q", err, tc.wantErr)
+				}
+				if got := mustRead(t, path); string(got) != cursorSrc {
+					t.Fatalf("the refused install changed the file:\n%s", got)
+				}
+				if _, err := os.Stat(path + BackupSuffix); !os.IsNotExist(err) {
+					t.Fatal("the refused install wrote a backup")
+				}
+				return
+			}
+			if err != nil || len(rs) == 0 || !rs[0].Changed || rs[0].Command != BareName {
+				t.Fatalf("install: %v, %+v; want the file wrapped in the bare name", err, rs)
+			}
+			if got := strings.Contains(warn.String(), "warning: ") && strings.Contains(warn.String(), "--force"); got != tc.warn {
+				t.Fatalf("warning %q, want one: %v", warn.String(), tc.warn)
+			}
+		})
+	}
+}
+
+// TestUnresolvable: Status's wrapped entries whose wrapper command a host
+// could not start.
+func TestUnresolvable(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "bin", "supervisor")
+	writeExe(t, good)
+	plain := filepath.Join(dir, "plain")
+	os.WriteFile(plain, nil, 0o644)
+	r := Result{Entries: []Entry{
+		{Name: "a", Action: IsWrapped, Command: "supervisor"},
+		{Name: "b", Action: IsWrapped, Command: "supervisor"},
+		{Name: "c", Action: IsWrapped, Command: good},
+		{Name: "d", Action: IsWrapped, Command: filepath.Join(dir, "gone", "supervisor")},
+		{Name: "e", Action: IsWrapped, Command: plain},
+		{Name: "f", Action: IsWrapped, Command: "./supervisor"},
+		{Name: "g", Action: IsUnwrapped},
+	}}
+	got := Unresolvable(r, "/nonexistent")
+	want := []CommandIssue{
+		{Command: filepath.Join(dir, "gone", "supervisor"), Problem: filepath.Join(dir, "gone", "supervisor") + " does not exist", Servers: []string{"d"}},
+		{Command: plain, Problem: plain + " is not executable", Servers: []string{"e"}},
+		{Command: "supervisor", Problem: `"supervisor" is not on PATH`, Servers: []string{"a", "b"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	if got := Unresolvable(r, filepath.Dir(good)); len(got) != 2 {
+		t.Fatalf("with the binary on PATH: %+v, want only d and e", got)
 	}
 }
 

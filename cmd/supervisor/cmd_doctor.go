@@ -27,8 +27,9 @@ func newDoctorCommand() *cobra.Command {
 		Long: "Audit this machine for untracked MCP-looking processes whose host is gone, processes\n" +
 			"carrying this instance's markers that the daemon has no record of, lock, socket and\n" +
 			"pid files nobody owns, open circuit breakers, a daemon of another version, and more\n" +
-			"than one `supervisor` on PATH. --fix stops provable orphans through the stop cascade\n" +
-			"and removes stale files while no daemon runs; it touches nothing else. With --json\n" +
+			"than one `supervisor` on PATH. --fix stops orphans that name a known MCP package or\n" +
+			"binary (a name that merely contains \"mcp\" is reported, never stopped) through the\n" +
+			"stop cascade and removes stale files while no daemon runs; it touches nothing else. With --json\n" +
 			"the findings are a JSON array on stdout and what --fix did goes to stderr.\n" +
 			"Exit status 0: no problems left; 1: some remain.",
 		Args: cobra.NoArgs,

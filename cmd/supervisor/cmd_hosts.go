@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -20,7 +22,15 @@ type hostFile struct {
 	Remote    int           `json:"remote"`
 	NoCommand int           `json:"no_command"`
 	Servers   []hosts.Entry `json:"servers"`
-	Error     string        `json:"error,omitempty"`
+	// Problems are wrapper commands the host cannot start (see
+	// hosts.Unresolvable), each with its fix.
+	Problems []hostProblem `json:"problems,omitempty"`
+	Error    string        `json:"error,omitempty"`
+}
+
+type hostProblem struct {
+	hosts.CommandIssue
+	Fix string `json:"fix"`
 }
 
 func newHostsCommand() *cobra.Command {
@@ -60,6 +70,9 @@ func newHostsCommand() *cobra.Command {
 				if r.Err != nil {
 					f.Error = r.Err.Error()
 				}
+				for _, c := range hosts.Unresolvable(r, os.Getenv("PATH")) {
+					f.Problems = append(f.Problems, hostProblem{CommandIssue: c, Fix: c.Fix(r.File.Host)})
+				}
 				out = append(out, f)
 			}
 			if asJSON {
@@ -80,6 +93,12 @@ func newHostsCommand() *cobra.Command {
 			}
 			if err := tw.Flush(); err != nil {
 				return err
+			}
+			for _, f := range out {
+				for _, p := range f.Problems {
+					fmt.Fprintf(cmd.OutOrStdout(), "\nproblem: %s %s: wrapped server(s) %s run %q, which the host cannot start: %s\n  fix: %s\n",
+						f.Host, f.File, strings.Join(p.Servers, ", "), p.Command, p.Problem, p.Fix)
+				}
 			}
 			for _, f := range out {
 				if f.Unwrapped > 0 {

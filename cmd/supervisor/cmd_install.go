@@ -14,8 +14,8 @@ import (
 
 // installOptions are the flags install and uninstall share.
 type installOptions struct {
-	all, dryRun, hooks bool
-	project            string
+	all, dryRun, hooks, asJSON, force bool
+	project                           string
 }
 
 func (o *installOptions) addFlags(cmd *cobra.Command, verb string) {
@@ -23,6 +23,7 @@ func (o *installOptions) addFlags(cmd *cobra.Command, verb string) {
 	cmd.Flags().StringVar(&o.project, "project", "", "also the project files in `DIR` (.mcp.json, .vscode/mcp.json, ...)")
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print a unified diff of each change and write nothing")
 	cmd.Flags().BoolVar(&o.hooks, "hooks", false, "also the SessionEnd hooks of Claude Code and Gemini CLI")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print what was done to each file as JSON (notes, warnings and diffs go to stderr)")
 }
 
 // resolve turns the arguments into hosts and hosts.Options.
@@ -42,7 +43,10 @@ func (o *installOptions) resolve(cmd *cobra.Command, args []string) ([]hosts.Hos
 			return nil, hosts.Options{}, &hintError{err: err, hint: "`supervisor hosts` shows what is on this machine"}
 		}
 	}
-	opts := hosts.Options{DryRun: o.dryRun, Hooks: o.hooks, Out: cmd.OutOrStdout()}
+	opts := hosts.Options{DryRun: o.dryRun, Hooks: o.hooks, Force: o.force, Out: cmd.OutOrStdout(), Warn: cmd.ErrOrStderr()}
+	if o.asJSON {
+		opts.Out = cmd.ErrOrStderr() // stdout stays one JSON document
+	}
 	if o.project != "" {
 		if opts.Project, err = projectDir(o.project); err != nil {
 			return nil, hosts.Options{}, err
@@ -69,13 +73,16 @@ func projectDir(dir string) (string, error) {
 func newInstallCommand() *cobra.Command {
 	var o installOptions
 	cmd := &cobra.Command{
-		Use:   "install [HOST...|--all] [--project DIR] [--dry-run] [--hooks]",
+		Use:   "install [HOST...|--all] [--project DIR] [--dry-run] [--hooks] [--force] [--json]",
 		Short: "Wrap the stdio MCP servers in agent host configs in `supervisor run`",
 		Long: `Wrap every stdio MCP server in the named agent hosts' config files:
 {command: C, args: A} becomes {command: S, args: ["run", "--name", NAME, "--", C, A...]},
 every other field untouched; remote servers are left alone. S is this binary's
 absolute path in per-user files and the bare name "supervisor" in project files
-meant to be committed. Each changed file gets a backup beside it
+meant to be committed (and when this binary runs from a temporary place).
+The bare name must run this binary: when ` + "`supervisor`" + ` on PATH is missing or
+another file, install refuses and writes nothing (--force writes anyway,
+with a warning). Each changed file gets a backup beside it
 (<file>.supervisor-backup); ` + "`supervisor uninstall`" + ` puts everything back.
 
 Hosts: ` + strings.Join(hosts.Names(), ", "),
@@ -85,6 +92,10 @@ Hosts: ` + strings.Join(hosts.Names(), ", "),
 				return err
 			}
 			rs, err := hosts.Install(hs, opts)
+			var be *hosts.BareCommandError
+			if errors.As(err, &be) {
+				return &hintError{err: err, hint: be.Fix()}
+			}
 			if err != nil {
 				return err
 			}
@@ -92,13 +103,14 @@ Hosts: ` + strings.Join(hosts.Names(), ", "),
 		},
 	}
 	o.addFlags(cmd, "wrap the servers of")
+	cmd.Flags().BoolVar(&o.force, "force", false, "write the bare name `supervisor` even when PATH would not find this binary under it")
 	return cmd
 }
 
 func newUninstallCommand() *cobra.Command {
 	var o installOptions
 	cmd := &cobra.Command{
-		Use:   "uninstall [HOST...|--all] [--project DIR] [--dry-run] [--hooks]",
+		Use:   "uninstall [HOST...|--all] [--project DIR] [--dry-run] [--hooks] [--json]",
 		Short: "Put agent host configs back the way they were before install",
 		Long: `Unwrap every server that install wrapped; a file that is exactly what install
 made of its backup gets the backup back, byte for byte.
@@ -124,6 +136,9 @@ Hosts: ` + strings.Join(hosts.Names(), ", "),
 // command line, says when none of their files does); file errors go to
 // stderr and make the exit status 1.
 func report(cmd *cobra.Command, rs []hosts.Result, o installOptions, named, install bool) error {
+	if o.asJSON {
+		return reportJSON(cmd, rs, o)
+	}
 	w := cmd.OutOrStdout()
 	found := map[string]bool{}
 	failed := 0
@@ -151,6 +166,54 @@ func report(cmd *cobra.Command, rs []hosts.Result, o installOptions, named, inst
 		fmt.Fprintln(w, "no agent host config files found (see `supervisor hosts`)")
 	}
 	if failed > 0 {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+// installFile is one file of `install --json` and `uninstall --json`.
+type installFile struct {
+	Host    string `json:"host"`
+	Path    string `json:"path"`
+	Project bool   `json:"project"`
+	Hook    bool   `json:"hook"`
+	Exists  bool   `json:"exists"`
+	// Changed: written; with --dry-run, would be.
+	Changed bool `json:"changed"`
+	// Command is what install wraps the servers in ("" for uninstall).
+	Command string        `json:"command,omitempty"`
+	Servers []hosts.Entry `json:"servers"`
+	Error   string        `json:"error,omitempty"`
+}
+
+// installReport is the document `install --json` and `uninstall --json`
+// print: every file looked at, whether or not it exists.
+type installReport struct {
+	DryRun bool          `json:"dry_run"`
+	Files  []installFile `json:"files"`
+}
+
+// reportJSON prints rs as one JSON document; a file's error is in it and
+// makes the exit status 1.
+func reportJSON(cmd *cobra.Command, rs []hosts.Result, o installOptions) error {
+	rep := installReport{DryRun: o.dryRun, Files: []installFile{}}
+	failed := false
+	for _, r := range rs {
+		f := installFile{Host: r.File.Host, Path: r.File.Path, Project: r.File.Project, Hook: r.File.Hook,
+			Exists: r.Exists, Changed: r.Changed, Command: r.Command, Servers: r.Entries}
+		if f.Servers == nil {
+			f.Servers = []hosts.Entry{}
+		}
+		if r.Err != nil {
+			f.Error = r.Err.Error()
+			failed = true
+		}
+		rep.Files = append(rep.Files, f)
+	}
+	if err := writeJSON(cmd.OutOrStdout(), rep); err != nil {
+		return err
+	}
+	if failed {
 		return &exitError{code: 1}
 	}
 	return nil

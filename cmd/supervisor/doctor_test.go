@@ -28,12 +28,13 @@ import (
 
 // doctorFinding mirrors one object of `doctor --json` (a contract).
 type doctorFinding struct {
-	Kind     string `json:"kind"`
-	PID      int    `json:"pid"`
-	Path     string `json:"path"`
-	Evidence string `json:"evidence"`
-	Fix      string `json:"fix"`
-	Fixed    bool   `json:"fixed"`
+	Kind      string `json:"kind"`
+	PID       int    `json:"pid"`
+	Path      string `json:"path"`
+	Evidence  string `json:"evidence"`
+	Fix       string `json:"fix"`
+	Fixed     bool   `json:"fixed"`
+	Stoppable bool   `json:"stoppable"`
 }
 
 // doctorJSON runs doctor with --json and decodes its findings; it checks
@@ -50,8 +51,8 @@ func (in *instance) doctorJSON(t *testing.T, args ...string) (fs []doctorFinding
 		for k := range obj {
 			keys = append(keys, k)
 		}
-		if len(keys) != 6 {
-			t.Errorf("finding has fields %v, want kind, pid, path, evidence, fix, fixed", keys)
+		if len(keys) != 7 {
+			t.Errorf("finding has fields %v, want kind, pid, path, evidence, fix, fixed, stoppable", keys)
 		}
 	}
 	json.Unmarshal([]byte(out), &fs)
@@ -391,5 +392,102 @@ func TestDoctorDaemonOlder(t *testing.T) {
 	}
 	if len(fs) != 1 {
 		t.Errorf("findings %+v, want only daemon-older", fs)
+	}
+}
+
+// plantNamed starts `sleep 600` under the argv[0] name from a bash that
+// exits at once, so the kernel re-parents it to init (the test is skipped
+// where a subreaper the doctor does not know inherits it instead). The
+// test kills it by PID and token when it ends.
+func plantNamed(t *testing.T, in *instance, name string) (int, proc.Token) {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", `bash -c 'exec -a "$0" sleep 600' "$0" </dev/null >/dev/null 2>&1 & echo $!`, name)
+	cmd.Env = in.env
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("plant %s: %v", name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("plant %s: bash printed %q, want a pid", name, out)
+	}
+	tok := mustToken(t, pid)
+	t.Cleanup(func() { killByToken(pid, tok) })
+	// $! is known before the inner bash has exec'd sleep.
+	for deadline := time.Now().Add(wait); ; {
+		if argv, _ := proc.Cmdline(pid); len(argv) == 2 && argv[0] == name && argv[1] == "600" {
+			break
+		}
+		if time.Now().After(deadline) {
+			argv, _ := proc.Cmdline(pid)
+			t.Fatalf("pid %d runs %q, want %s 600", pid, argv, name)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	info, err := proc.Stat(pid)
+	if err != nil {
+		t.Fatalf("planted %s died: %v", name, err)
+	}
+	parent, _ := proc.Stat(info.PPID)
+	switch parent.Comm {
+	case "systemd", "init", "tini", "dumb-init", "docker-init", "catatonit":
+	default:
+		if info.PPID != 1 {
+			t.Skipf("this machine re-parents orphans to pid %d (%s), a subreaper that is not init-like", info.PPID, parent.Comm)
+		}
+	}
+	return pid, tok
+}
+
+// TestDoctorFixStopsOnlyProvableMCP: an orphan whose argv merely contains
+// "mcp" (minecraft-mcpe-backup.py) is reported but never stopped; one
+// naming a known MCP binary is stopped.
+func TestDoctorFixStopsOnlyProvableMCP(t *testing.T) {
+	in := newInstance(t)
+	in.env = append(in.env, "PATH=/usr/bin:/bin")
+	stranger, strangerTok := plantNamed(t, in, "minecraft-mcpe-backup.py")
+	server, serverTok := plantNamed(t, in, "mcp-server-foo")
+	scope := pidArgs(stranger, server)
+
+	fs, errOut, code := in.doctorJSON(t, scope...)
+	if code != 1 {
+		t.Fatalf("doctor: exit %d, want 1; stderr %s", code, errOut)
+	}
+	if f, ok := findingFor(fs, "orphan", func(f doctorFinding) bool { return f.PID == stranger }); !ok || f.Stoppable ||
+		!strings.Contains(f.Evidence, "by name only") || !strings.Contains(f.Fix, "kill "+strconv.Itoa(stranger)) {
+		t.Errorf("no unstoppable orphan finding for the stranger %d: %+v", stranger, fs)
+	}
+	if f, ok := findingFor(fs, "orphan", func(f doctorFinding) bool { return f.PID == server }); !ok || !f.Stoppable {
+		t.Errorf("no stoppable orphan finding for mcp-server-foo %d: %+v", server, fs)
+	}
+
+	fs, errOut, code = in.doctorJSON(t, append([]string{"--fix"}, scope...)...)
+	if code != 1 {
+		t.Fatalf("doctor --fix: exit %d, want 1 (the stranger remains); stderr %s", code, errOut)
+	}
+	waitGonePID(t, server, serverTok)
+	if !alive(stranger, strangerTok) {
+		t.Fatalf("doctor --fix killed pid %d (minecraft-mcpe-backup.py), which only looks like MCP by name", stranger)
+	}
+	if !strings.Contains(errOut, "stopped orphan pid "+strconv.Itoa(server)) ||
+		!strings.Contains(errOut, "left pid "+strconv.Itoa(stranger)+" (minecraft-mcpe-backup.py 600) alone: it looks like MCP by name only") ||
+		!strings.Contains(errOut, "kill "+strconv.Itoa(stranger)+" yourself if it is yours") {
+		t.Errorf("--fix did not say what it did and did not do; stderr:\n%s", errOut)
+	}
+	if f, ok := findingFor(fs, "orphan", func(f doctorFinding) bool { return f.PID == stranger }); !ok || f.Fixed {
+		t.Errorf("the stranger's finding is missing or marked fixed: %+v", fs)
+	}
+	if f, ok := findingFor(fs, "orphan", func(f doctorFinding) bool { return f.PID == server }); !ok || !f.Fixed {
+		t.Errorf("the server's finding is missing or not fixed: %+v", fs)
+	}
+
+	// The human report still lists the stranger, with what to do.
+	out, _, code := in.run(append([]string{"doctor", "--fix"}, pidArgs(stranger)...)...)
+	if code != 1 || !strings.Contains(out, "orphan pid "+strconv.Itoa(stranger)+"\n") ||
+		!strings.Contains(out, "kill "+strconv.Itoa(stranger)) {
+		t.Errorf("doctor --fix: exit %d, output:\n%s\nwant the stranger listed with `kill %d`", code, out, stranger)
+	}
+	if !alive(stranger, strangerTok) {
+		t.Fatal("the second --fix killed the stranger")
 	}
 }

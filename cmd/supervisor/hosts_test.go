@@ -17,12 +17,14 @@ import (
 )
 
 // homeEnv is in's environment with HOME and the XDG directories in a temp
-// dir: host tests never touch the real home.
+// dir: host tests never touch the real home. The test binary's directory
+// comes first on PATH: it lives in a temp dir, so install writes the bare
+// name, and refuses unless PATH finds this very binary under it.
 func (in *instance) homeEnv(t *testing.T) (string, []string) {
 	t.Helper()
 	home := t.TempDir()
 	env := append([]string{}, in.env...)
-	for _, kv := range []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
+	for _, kv := range []string{"HOME=" + home, "PATH=" + filepath.Dir(bin) + string(os.PathListSeparator) + os.Getenv("PATH"), "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
 		"XDG_DATA_HOME=" + filepath.Join(home, ".local/share"), "XDG_STATE_HOME=" + filepath.Join(home, ".local/state"),
 		"CLAUDE_CONFIG_DIR=", "CODEX_HOME=", "OPENCODE_CONFIG=", "CLINE_DIR=", "CLINE_DATA_DIR=", "CLINE_MCP_SETTINGS_PATH="} {
 		env = append(env, kv)

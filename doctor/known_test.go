@@ -1,0 +1,51 @@
+package doctor
+
+import "testing"
+
+func TestDoctorProvablyMCP(t *testing.T) {
+	for _, tc := range []struct {
+		argv []string
+		want bool
+	}{
+		// Known packages and binaries, as launched for real.
+		{[]string{"npx", "-y", "@modelcontextprotocol/server-filesystem", "/tmp"}, true},
+		{[]string{"npx", "-y", "@modelcontextprotocol/server-everything@2025.1.0"}, true},
+		{[]string{"node", "/usr/lib/node_modules/@modelcontextprotocol/server-github/dist/index.js"}, true},
+		{[]string{"node", "/home/u/.npm/_npx/1a2b/node_modules/github-mcp/dist/index.js"}, true},
+		{[]string{"uvx", "mcp-server-fetch"}, true},
+		{[]string{"uvx", "mcp-server-fetch@latest"}, true},
+		{[]string{"mcp-server-git", "--repository", "."}, true},
+		{[]string{"/home/u/.local/bin/mcp-server-x", "--stdio"}, true},
+		{[]string{"python3", "-m", "mcp_server_fetch"}, true},
+		{[]string{"python3", "-m", "my_mcp_server"}, true},
+		{[]string{"python3", "-m", "weather_mcp.server"}, true},
+		{[]string{"python3", "/opt/github-mcp.py"}, true},
+		{[]string{"bun", "x", "chroma-mcp"}, true},
+		{[]string{"docker-mcp-server"}, true},
+		{[]string{"mcp-proxy", "--sse-port", "8080"}, true},
+		{[]string{"/usr/bin/supervisor", "_fixture", "mcp"}, true},
+		{[]string{"sh", "-c", "npx -y @modelcontextprotocol/server-memory"}, true},
+		// "mcp" inside a word, a directory or a flag: a stranger's, maybe.
+		{[]string{"minecraft-mcpe-backup.py", "600"}, false},
+		{[]string{"python3", "/home/u/minecraft-mcpe-backup.py"}, false},
+		{[]string{"mcpe"}, false},
+		{[]string{"smcp", "--serve"}, false},
+		{[]string{"node", "/x/mcp/index.js"}, false},
+		{[]string{"deno", "run", "-A", "jsr:@x/McpServer"}, false},
+		{[]string{"python3", "-m", "my_MCP_thing"}, false},
+		{[]string{"app", "--enable-mcp"}, false},
+		{[]string{"mcp-server-"}, false},
+		{[]string{"-mcp"}, false},
+		{[]string{"npx", "-y", "@modelcontextprotocol/server-"}, false},
+		{[]string{"npx", "-y", "@modelcontextprotocol/inspector"}, false},
+		{[]string{"/usr/bin/supervisor", "_fixture", "sleep", "mcp"}, false},
+		{[]string{"node", "server.js"}, false},
+		{[]string{"vim", "mcp-server-git.go"}, false},
+		{[]string{"tail", "-f", "/var/log/github-mcp.log"}, false},
+		{nil, false},
+	} {
+		if got := ProvablyMCP(tc.argv); got != tc.want {
+			t.Errorf("ProvablyMCP(%q) = %v, want %v", tc.argv, got, tc.want)
+		}
+	}
+}
