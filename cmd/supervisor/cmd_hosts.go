@@ -97,7 +97,7 @@ func newHostsCommand() *cobra.Command {
 			for _, f := range out {
 				for _, p := range f.Problems {
 					fmt.Fprintf(cmd.OutOrStdout(), "\nproblem: %s %s: wrapped server(s) %s run %q, which the host cannot start: %s\n  fix: %s\n",
-						f.Host, f.File, strings.Join(p.Servers, ", "), p.Command, p.Problem, p.Fix)
+						f.Host, clean(f.File), clean(strings.Join(p.Servers, ", ")), p.Command, clean(p.Problem), clean(p.Fix))
 				}
 			}
 			for _, f := range out {
