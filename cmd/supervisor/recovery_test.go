@@ -634,6 +634,18 @@ func TestLocalModeShimKilled(t *testing.T) {
 func TestShimStopsServerWhenHostDiesWithoutDaemon(t *testing.T) {
 	in := newInstance(t)
 	h := in.startHost(t, 1, "--grace", "300ms", "--", bin, "_fixture", "ignore-term")
+	// The server says ready before the daemon has told the shim it
+	// started: a daemon killed in between leaves a shim that never knew
+	// its server (a new daemon recovers that one; none can start here).
+	// The process.start event follows that message.
+	waitCond(t, func() error {
+		for _, ev := range in.eventsJSON("--lines", "0") {
+			if ev.Kind == "process.start" && strings.HasPrefix(ev.Detail, fmt.Sprintf("pid %d ", h.servers[0])) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no process.start event for pid %d", h.servers[0])
+	})
 	in.killDaemon(t)
 	// No new daemon can start: its lock is held.
 	lock, err := os.OpenFile(filepath.Join(in.state, "daemon.lock"), os.O_RDWR|os.O_CREATE, 0o600)
