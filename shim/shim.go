@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -199,7 +200,11 @@ func NewRequest(o Options) (api.RunRequest, error) {
 func workDir(dir string) (string, error) {
 	if dir == "" {
 		cwd, err := os.Getwd()
-		if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrPermission):
+			// getwd stats ".", which needs search permission on it.
+			return "", fmt.Errorf("the current directory is not searchable: %w; chmod u+x it, or cd to another directory, or pass --cwd", err)
+		case err != nil:
 			// getwd fails with ENOENT once the directory was removed.
 			return "", fmt.Errorf("the current directory cannot be found (was it removed?): %w; cd to a directory that exists, or pass --cwd", err)
 		}
