@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -18,7 +19,14 @@ type Listener struct{ ln *net.UnixListener }
 // directory). The caller holds the daemon's singleton lock, so a socket
 // already at path is a dead daemon's and is replaced; anything else there
 // is refused.
+//
+// The socket's directory must be safe (checkSafePath): one that another
+// user can write lets them swap the socket for their own, and every client
+// would then hand its environment to them.
 func Listen(path string) (*Listener, error) {
+	if err := checkSafePath(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
 	if err := removeStaleSocket(path); err != nil {
 		return nil, err
 	}
@@ -55,7 +63,17 @@ func (l *Listener) Accept() (*Conn, error) {
 func (l *Listener) Close() error { return l.ln.Close() }
 
 // dial connects to the daemon's socket.
+// A socket in a directory another user controls, or owned by another uid,
+// is refused before connecting (the daemon refuses to listen there too,
+// so it is not one of ours). The state directory is not checked here:
+// the daemon checked it at start, and CheckPeer proves it is of this uid.
 func dial(ctx context.Context, socket string) (*Conn, error) {
+	if err := checkSafePath(filepath.Dir(socket)); err != nil && !isMissingDir(err) {
+		return nil, fmt.Errorf("connect %s: %w", socket, err)
+	}
+	if err := checkSocketOwner(socket); err != nil {
+		return nil, fmt.Errorf("connect %s: %w", socket, err)
+	}
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "unix", socket)
 	if err != nil {

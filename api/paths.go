@@ -70,7 +70,9 @@ func FallbackSocket(stateDir string) string {
 }
 
 // EnsurePrivateDir creates dir with mode 0700 if missing and checks that an
-// existing one is a real directory owned by this uid and not open to others.
+// existing one is a real directory owned by this uid and not open to others
+// (it is restricted to 0700 if it is), and that no directory above it lets
+// another user replace it (checkSafePath).
 func EnsurePrivateDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
@@ -80,17 +82,22 @@ func EnsurePrivateDir(dir string) error {
 		return fmt.Errorf("check %s: %w", dir, err)
 	}
 	if !st.IsDir() {
-		return fmt.Errorf("%s is not a directory (a symlink?): %w", dir, errUnsafeDir)
+		return fmt.Errorf("%w: %s is not a directory (a symlink?); use a directory you own (set %s or %s)", errUnsafeDir, dir, EnvStateDir, EnvSocket)
 	}
 	if uid, ok := ownerUID(st); ok && uid != os.Getuid() {
-		return fmt.Errorf("%s is owned by uid %d, not %d: %w", dir, uid, os.Getuid(), errUnsafeDir)
+		return fmt.Errorf("%w: %s is owned by uid %d, not by you (uid %d): that user could replace the daemon's socket or state; use a directory you own (set %s or %s)",
+			errUnsafeDir, dir, uid, os.Getuid(), EnvStateDir, EnvSocket)
 	}
-	if st.Mode().Perm()&0o077 != 0 {
+	if st.Mode().Perm()&0o077 != 0 || st.Mode()&os.ModeSticky != 0 {
 		if err := os.Chmod(dir, 0o700); err != nil {
 			return fmt.Errorf("restrict %s to 0700: %w", dir, err)
 		}
 	}
-	return nil
+	return checkSafePath(dir)
 }
 
-var errUnsafeDir = errors.New("refusing an unsafe directory for the daemon's socket or state")
+var errUnsafeDir = errors.New("refusing an unsafe directory")
+
+// CheckSocketDir refuses a socket directory, or one above it, that lets
+// another user replace the socket (see checkSafePath).
+func CheckSocketDir(socket string) error { return checkSafePath(filepath.Dir(socket)) }

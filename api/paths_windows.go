@@ -13,6 +13,11 @@ import (
 // user's profile, whose ACL already keeps other users out.
 func ownerUID(fs.FileInfo) (int, bool) { return 0, false }
 
+// checkSafePath has nothing to check on Windows: there are no uids or
+// mode bits, the state directory is under the user's profile (whose ACL
+// keeps other users out), and the daemon's named pipe carries its own DACL.
+func checkSafePath(string) error { return nil }
+
 // pipePrefix is the local named-pipe namespace.
 const pipePrefix = `\\.\pipe\`
 

@@ -405,7 +405,8 @@ func (d *Daemon) serve(ln *api.Listener) error {
 // socketDir prepares the socket's directory. The state directory and the
 // /tmp fallback are ours to create and restrict; a directory the user chose
 // through SUPERVISOR_SOCKET is created if missing but never re-moded (it may
-// be their home): the socket's own 0600 mode guards access.
+// be their home). Either is refused when another user could replace the
+// socket in it, before anything else is done: Listen would refuse later.
 func socketDir(p api.Paths) error {
 	dir := filepath.Dir(p.Socket)
 	if dir == p.StateDir || dir == api.FallbackDir() {
@@ -413,6 +414,9 @@ func socketDir(p api.Paths) error {
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create socket directory %s: %w", dir, err)
+	}
+	if err := api.CheckSocketDir(p.Socket); err != nil {
+		return fmt.Errorf("socket %s: %w", p.Socket, err)
 	}
 	return nil
 }

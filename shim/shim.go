@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/session"
 	"github.com/seed-86a41135/supervisor/shutdown"
+	"github.com/seed-86a41135/supervisor/spawn"
 )
 
 // CodeSupervisorError is the exit status for any failure of the supervisor
@@ -28,8 +31,10 @@ const CodeSupervisorError = 125
 
 // Options is one `supervisor run`.
 type Options struct {
-	Argv    []string
-	Name    string
+	Argv []string
+	Name string
+	// Dir is the server's working directory; empty: this process's.
+	Dir     string
 	Session string        // explicit session id; empty derives it from the host
 	Grace   time.Duration // SIGTERM grace for this server; 0 = daemon default
 	// MaxInstances caps live instances of Name in the session (nil: 1).
@@ -172,9 +177,9 @@ func NewRequest(o Options) (api.RunRequest, error) {
 	if err != nil {
 		return api.RunRequest{}, err
 	}
-	cwd, err := os.Getwd()
+	cwd, err := workDir(o.Dir)
 	if err != nil {
-		return api.RunRequest{}, fmt.Errorf("current directory: %w", err)
+		return api.RunRequest{}, err
 	}
 	selfTok, err := proc.TokenOf(os.Getpid())
 	if err != nil {
@@ -187,6 +192,34 @@ func NewRequest(o Options) (api.RunRequest, error) {
 		GraceMS: api.Millis(o.Grace), ShimPID: os.Getpid(), ShimToken: selfTok,
 		MaxInstances: o.MaxInstances,
 	}, nil
+}
+
+// workDir is the server's working directory as an absolute path (the
+// daemon runs in /), checked here so that a bad one is reported before a
+// daemon is started or reached. The daemon checks again when it spawns.
+func workDir(dir string) (string, error) {
+	if dir == "" {
+		cwd, err := os.Getwd()
+		switch {
+		case errors.Is(err, fs.ErrPermission):
+			// getwd stats ".", which needs search permission on it.
+			return "", fmt.Errorf("the current directory is not searchable: %w; chmod u+x it, or cd to another directory, or pass --cwd", err)
+		case err != nil:
+			// getwd fails with ENOENT once the directory was removed.
+			return "", fmt.Errorf("the current directory cannot be found (was it removed?): %w; cd to a directory that exists, or pass --cwd", err)
+		}
+		dir = cwd
+	} else {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return "", fmt.Errorf("--cwd %q: %w", dir, err)
+		}
+		dir = abs
+	}
+	if err := spawn.CheckDir(dir); err != nil {
+		return "", err
+	}
+	return dir, nil
 }
 
 type recv struct {

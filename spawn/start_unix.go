@@ -23,6 +23,11 @@ func Start(r *Reaper, req Request) (Started, error) {
 	if len(req.Argv) == 0 {
 		return Started{}, &StartError{Code: 125, Err: errors.New("empty argv")}
 	}
+	// Before Resolve: a relative command in a missing directory would
+	// otherwise read as "command not found".
+	if err := CheckDir(req.Dir); err != nil {
+		return Started{}, &StartError{Name: req.Argv[0], Code: 125, Err: err}
+	}
 	pathEnv, ok := proc.EnvValue(req.Env, "PATH")
 	if !ok {
 		pathEnv = defaultPath // what execvp uses when PATH is unset
@@ -64,7 +69,7 @@ func Start(r *Reaper, req Request) (Started, error) {
 		}
 	})
 	if err != nil {
-		return Started{}, execError(req.Argv[0], err)
+		return Started{}, execError(req.Argv[0], req.Dir, err)
 	}
 	if tokErr != nil {
 		return Started{}, &StartError{Name: req.Argv[0], Code: 125, Err: fmt.Errorf("read creation token of %d: %w", pid, tokErr)}
@@ -72,9 +77,18 @@ func Start(r *Reaper, req Request) (Started, error) {
 	return Started{PID: pid, PGID: pid, Token: tok, Path: path, Exit: exit}, nil
 }
 
-func execError(name string, err error) error {
+// execError classifies a ForkExec failure. The child's chdir and execve
+// report through one errno, so a directory that vanished (or lost its x
+// bit) after CheckDir gives the ENOENT or EACCES of a broken command: the
+// directory is checked again before the errno is read as the command's.
+func execError(name, dir string, err error) error {
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
+		if errno == syscall.ENOENT || errno == syscall.EACCES || errno == syscall.ENOTDIR || errno == syscall.ELOOP {
+			if derr := CheckDir(dir); derr != nil {
+				return &StartError{Name: name, Code: 125, Err: derr}
+			}
+		}
 		switch errno {
 		case syscall.ENOENT:
 			// The file was found (Resolve checked), so what is missing is

@@ -72,6 +72,9 @@ func Start(r *Reaper, req Request) (Started, error) {
 	if !ok || strings.TrimSpace(pathExt) == "" {
 		pathExt = defaultPathExt
 	}
+	if err := CheckDir(req.Dir); err != nil {
+		return Started{}, &StartError{Name: name, Code: 125, Err: err}
+	}
 	path, err := resolveWindows(name, pathEnv, pathExt, req.Dir)
 	if err != nil {
 		return Started{}, err

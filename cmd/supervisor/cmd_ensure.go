@@ -20,6 +20,7 @@ type ensureOptions struct {
 	port         int
 	health       string
 	name         string
+	cwd          string
 	session      string
 	timeout      time.Duration
 	linger       time.Duration
@@ -32,7 +33,7 @@ type ensureOptions struct {
 func newEnsureCommand() *cobra.Command {
 	var o ensureOptions
 	cmd := &cobra.Command{
-		Use:   "ensure --port P [--health none|tcp|http://...] [--name N] [--timeout D] [--linger D] -- CMD [ARG...]",
+		Use:   "ensure --port P [--health none|tcp|http://...] [--name N] [--cwd DIR] [--timeout D] [--linger D] -- CMD [ARG...]",
 		Short: "Start a shared port-bound server unless a healthy one runs; return once it is healthy",
 		Long: `ensure returns 0 once a healthy server owns the port, starting CMD only if none
 does. Concurrent calls for one port start one server and all wait for its
@@ -78,7 +79,7 @@ reported, never fought over (unless --adopt-foreign and it is healthy).`,
 			if err != nil {
 				return fmt.Errorf("find this binary: %w", err)
 			}
-			rr, err := shim.NewRequest(shim.Options{Argv: args, Name: o.name, Session: o.session, Grace: o.grace, Env: os.Environ()})
+			rr, err := shim.NewRequest(shim.Options{Argv: args, Name: o.name, Dir: o.cwd, Session: o.session, Grace: o.grace, Env: os.Environ()})
 			if err != nil {
 				return err
 			}
@@ -117,6 +118,7 @@ reported, never fought over (unless --adopt-foreign and it is healthy).`,
 	f.IntVar(&o.port, "port", 0, "TCP port the server listens on (required)")
 	f.StringVar(&o.health, "health", "tcp", "none, tcp (connect to the port) or an http:// URL answering 2xx")
 	f.StringVar(&o.name, "name", "", "server name, also its log's name (default: the command's base name)")
+	f.StringVar(&o.cwd, "cwd", "", "the server's working directory (default: the current one)")
 	f.StringVar(&o.session, "session", "", "the session taking a reference (default: the caller's host)")
 	f.DurationVar(&o.timeout, "timeout", 0, "how long to wait for readiness (default 30s)")
 	f.DurationVar(&o.linger, "linger", 0, "how long the server outlives its last session (default 30s)")

@@ -14,6 +14,7 @@ import (
 
 type runOptions struct {
 	name         string
+	cwd          string
 	session      string
 	grace        time.Duration
 	maxInstances int
@@ -22,7 +23,7 @@ type runOptions struct {
 func newRunCommand() *cobra.Command {
 	var o runOptions
 	cmd := &cobra.Command{
-		Use:   "run [--name N] [--session ID] [--grace D] -- CMD [ARG...]",
+		Use:   "run [--name N] [--cwd DIR] [--session ID] [--grace D] -- CMD [ARG...]",
 		Short: "Run an MCP server under the daemon on this process's stdio (the shim)",
 		Long: `run hands this process's stdin, stdout and stderr to the per-user daemon,
 which starts CMD on them directly, tracks it in the session of the host that
@@ -61,7 +62,7 @@ executable, 125 for a supervisor error.`,
 				maxInst = &o.maxInstances
 			}
 			code, err := shim.Run(context.Background(), shim.Options{
-				Argv: args, Name: o.name, Session: o.session, Grace: o.grace, MaxInstances: maxInst,
+				Argv: args, Name: o.name, Dir: o.cwd, Session: o.session, Grace: o.grace, MaxInstances: maxInst,
 				Exe: exe, Paths: p, Env: os.Environ(),
 			})
 			if err != nil {
@@ -74,6 +75,7 @@ executable, 125 for a supervisor error.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.name, "name", "", "server name (default: the command's base name)")
+	cmd.Flags().StringVar(&o.cwd, "cwd", "", "the server's working directory (default: the current one)")
 	cmd.Flags().StringVar(&o.session, "session", "", "session id instead of the host-derived one ([A-Za-z0-9._-]{1,128}; also $SUPERVISOR_SESSION)")
 	cmd.Flags().DurationVar(&o.grace, "grace", 0, "SIGTERM grace before SIGKILL when stopping (default 5s)")
 	cmd.Flags().IntVar(&o.maxInstances, "max-instances", 1, "live instances of --name per session; the newest wins, older ones are stopped (0: no cap)")
