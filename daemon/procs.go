@@ -228,7 +228,13 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 
 	// A session that began ending while we spawned must not keep it.
 	if s, err := d.reg.Session(req.Session); err == nil && s.State != registry.SessionActive {
-		d.stopIDs(context.Background(), []string{id}, shutdown.Options{})
+		var opt shutdown.Options
+		if proc.Verify(s.HostPID, s.HostToken) != nil {
+			// Its host is dead: the pipes are closed, and the server
+			// gets the EOF grace its session's other servers got.
+			opt.EOFGrace = d.eofGrace()
+		}
+		d.stopIDs(context.Background(), []string{id}, opt)
 	}
 	if err := conn.Send(api.TypeStarted, &api.Started{ID: id, PID: started.PID, Token: started.Token, Session: req.Session}); err != nil {
 		log.Info("shim gone before start was confirmed", "id", id, "err", err)
