@@ -97,6 +97,9 @@ type RunRequest struct {
 	MaxInstances *int       `json:"max_instances,omitempty"`
 	ShimPID      int        `json:"shim_pid"`
 	ShimToken    proc.Token `json:"shim_token"`
+	// Share asks for the server to be shared (design §11): the client is
+	// attached to the one upstream of its server key, through a broker.
+	Share bool `json:"share,omitempty"`
 }
 
 // Started answers a run request once the server runs.

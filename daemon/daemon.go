@@ -91,13 +91,14 @@ type Daemon struct {
 	metrics     *metrics // Prometheus metrics (metrics.go)
 
 	mu       sync.Mutex
-	live     map[string]*live   // by process id
-	hosts    map[string]func()  // session id → cancel of its host watch
-	ports    map[int]*portSlot  // shared servers by port
-	conns    map[*api.Conn]bool // open connections, closed on exit
-	stopping bool               // refusing new runs
-	recovery *api.Recovery      // the reconcile at start
-	dying    map[string]string  // sessions whose host died, by id: the next batch to end
+	live     map[string]*live      // by process id
+	hosts    map[string]func()     // session id → cancel of its host watch
+	ports    map[int]*portSlot     // shared servers by port
+	brokers  map[string]*brokerRef // brokers of shared servers (run --share) by server key
+	conns    map[*api.Conn]bool    // open connections, closed on exit
+	stopping bool                  // refusing new runs
+	recovery *api.Recovery         // the reconcile at start
+	dying    map[string]string     // sessions whose host died, by id: the next batch to end
 
 	stopReq chan stopRequest
 	// life ends when Run returns: what the daemon does in the background
@@ -145,6 +146,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	d := &Daemon{
 		cfg: cfg, started: time.Now(),
 		live: map[string]*live{}, hosts: map[string]func(){}, conns: map[*api.Conn]bool{}, ports: map[int]*portSlot{},
+		brokers: map[string]*brokerRef{},
 		stopReq: make(chan stopRequest),
 		feat:    map[string]bool{},
 	}

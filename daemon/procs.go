@@ -127,6 +127,10 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		name = baseName(req.Argv[0])
 	}
 	d.settings().ApplyRun(name, &req) // the config file's [servers.NAME]
+	if req.Share {
+		d.serveShare(conn, req, files, name)
+		return
+	}
 	// A server that keeps dying on start is refused fast: this is what
 	// stops a host's retry storm.
 	bkey, err := d.breakers.allow(req.Argv, string(req.Cwd), name)
@@ -842,6 +846,7 @@ func (d *Daemon) stopAllWith(ctx context.Context, opt shutdown.Options) []shutdo
 	}
 	all := d.endSessionsWith(ids, reasons, shutdown.Options{Grace: opt.Grace, Progress: opt.Progress})
 	d.stopShared(opt.Grace)
+	d.stopBrokers(opt.Grace)
 	return all
 }
 

@@ -518,6 +518,9 @@ func clip(s string, n int) string {
 func cloneProc(p Process) Process {
 	p.Argv = append([]string(nil), p.Argv...)
 	p.Stdio = append([]StdioInode(nil), p.Stdio...)
+	if p.Clients != nil {
+		p.Clients = append([]Client(nil), p.Clients...)
+	}
 	if p.ExitCode != nil {
 		c := *p.ExitCode
 		p.ExitCode = &c

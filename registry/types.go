@@ -120,6 +120,18 @@ type Process struct {
 	// Stdio holds the inodes of the host stdio channels the process was
 	// given, so the stop cascade can find every holder of them.
 	Stdio []StdioInode `json:"stdio,omitempty"`
+	// Broker marks a shared server's broker (design §11): the process
+	// relays for Clients, and its upstream runs as its child.
+	Broker bool `json:"broker,omitempty"`
+	// Clients are the clients attached to a broker now.
+	Clients []Client `json:"clients,omitempty"`
+}
+
+// Client is one client attached to a broker: a host's session.
+type Client struct {
+	ID      string    `json:"id"`
+	Session string    `json:"session"`
+	Since   time.Time `json:"since"`
 }
 
 // StdioInode identifies one host stdio channel handed to a server.

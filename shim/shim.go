@@ -39,10 +39,12 @@ type Options struct {
 	Grace   time.Duration // SIGTERM grace for this server; 0 = daemon default
 	// MaxInstances caps live instances of Name in the session (nil: 1).
 	MaxInstances *int
-	Exe          string // this binary, to start the daemon
-	Paths        api.Paths
-	Env          []string
-	Stderr       io.Writer
+	// Share attaches to the shared upstream of this server (run --share).
+	Share  bool
+	Exe    string // this binary, to start the daemon
+	Paths  api.Paths
+	Env    []string
+	Stderr io.Writer
 	// StartTimeout bounds starting the server while the daemon asks to
 	// retry (it is stopping, or the session is being ended). Default 10 s.
 	StartTimeout time.Duration
@@ -190,7 +192,7 @@ func NewRequest(o Options) (api.RunRequest, error) {
 		Session: ident.ID, Label: ident.Label,
 		HostPID: ident.HostPID, HostToken: ident.HostToken, HostCommand: ident.HostCommand,
 		GraceMS: api.Millis(o.Grace), ShimPID: os.Getpid(), ShimToken: selfTok,
-		MaxInstances: o.MaxInstances,
+		MaxInstances: o.MaxInstances, Share: o.Share,
 	}, nil
 }
 

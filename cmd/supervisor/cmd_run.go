@@ -18,6 +18,7 @@ type runOptions struct {
 	session      string
 	grace        time.Duration
 	maxInstances int
+	share        bool
 }
 
 func newRunCommand() *cobra.Command {
@@ -63,7 +64,7 @@ executable, 125 for a supervisor error.`,
 			}
 			code, err := shim.Run(context.Background(), shim.Options{
 				Argv: args, Name: o.name, Dir: o.cwd, Session: o.session, Grace: o.grace, MaxInstances: maxInst,
-				Exe: exe, Paths: p, Env: os.Environ(),
+				Share: o.share, Exe: exe, Paths: p, Env: os.Environ(),
 			})
 			if err != nil {
 				return &exitError{code: code, err: err}
@@ -78,6 +79,7 @@ executable, 125 for a supervisor error.`,
 	cmd.Flags().StringVar(&o.cwd, "cwd", "", "the server's working directory (default: the current one)")
 	cmd.Flags().StringVar(&o.session, "session", "", "session id instead of the host-derived one ([A-Za-z0-9._-]{1,128}; also $SUPERVISOR_SESSION)")
 	cmd.Flags().DurationVar(&o.grace, "grace", 0, "SIGTERM grace before SIGKILL when stopping (default 5s)")
+	cmd.Flags().BoolVar(&o.share, "share", false, "share one server process with every client whose command, directory and environment match (design §11: the broker)")
 	cmd.Flags().IntVar(&o.maxInstances, "max-instances", 1, "live instances of --name per session; the newest wins, older ones are stopped (0: no cap)")
 	return cmd
 }

@@ -95,6 +95,7 @@ func newRootCommand(inherited []int) *cobra.Command {
 		newVersionCommand(),
 		newDemoCommand(),
 		newFixtureCommand(),
+		newBrokerCommand(),
 		newInitCommand(),
 		newEnsureCommand(),
 		newBreakerCommand(),

@@ -1,0 +1,237 @@
+//go:build unix
+
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/seed-86a41135/supervisor/api"
+)
+
+// The broker process (`supervisor _broker`) is a server like any other to
+// the daemon: spawned with markers, in its own cgroup, stopped by the
+// cascade. It listens on a private unix socket; the daemon hands it each
+// client's stdin and stdout there (SCM_RIGHTS) and the relay reads and
+// writes them itself, so the daemon is off the data path and a daemon
+// crash or restart drops no client. Only an explicit detach, or the
+// client's own EOF, ends a client; a closed daemon connection does not.
+
+// Messages on the broker's socket.
+const (
+	MsgAttach   = "attach"   // daemon → broker: AttachRequest, fds stdin and stdout of the client
+	MsgAttached = "attached" // broker → daemon: the client is relayed
+	MsgDetach   = "detach"   // daemon → broker: end this client
+	MsgDetached = "detached" // broker → daemon: the client is gone (EOF or detach)
+	MsgStats    = "stats"    // daemon → broker, answered with Stats
+)
+
+// AttachRequest names the client whose fds come with it.
+type AttachRequest struct {
+	ID      string `json:"id"`
+	Session string `json:"session"`
+}
+
+// ServeConfig configures the broker process.
+type ServeConfig struct {
+	Socket string
+	// Linger is how long the broker outlives its last client (and, at
+	// start, waits for its first) before it stops its upstream and exits.
+	Linger time.Duration
+	Broker Config
+	// Ready is told "ready\n" once the socket accepts clients.
+	Ready io.Writer
+}
+
+// Serve runs the broker process until ctx is done or the linger after the
+// last client is over; the upstream is stopped before it returns.
+func Serve(ctx context.Context, cfg ServeConfig) error {
+	b, err := New(cfg.Broker)
+	if err != nil {
+		return err
+	}
+	ln, err := api.Listen(cfg.Socket)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s := &server{b: b, cfg: cfg, cancel: cancel}
+	s.idle() // no client yet: the linger runs until the first
+
+	runErr := make(chan error, 1)
+	go func() { runErr <- b.Run(ctx) }()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.accept(ln)
+	}()
+	if cfg.Ready != nil {
+		fmt.Fprintln(cfg.Ready, "ready")
+	}
+	err = <-runErr
+	ln.Close()
+	s.closeConns()
+	wg.Wait()
+	b.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+type server struct {
+	b      *Broker
+	cfg    ServeConfig
+	cancel func()
+
+	mu      sync.Mutex
+	clients int
+	linger  *time.Timer
+	conns   map[*api.Conn]bool
+	wg      sync.WaitGroup
+}
+
+func (s *server) accept(ln *api.Listener) {
+	defer s.wg.Wait()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // out of fds: a passing state
+			continue
+		}
+		s.mu.Lock()
+		if s.conns == nil {
+			s.conns = map[*api.Conn]bool{}
+		}
+		s.conns[conn] = true
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, conn)
+				s.mu.Unlock()
+				conn.Close()
+			}()
+			s.serve(conn)
+		}()
+	}
+}
+
+func (s *server) closeConns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.Close()
+	}
+}
+
+// serve is one daemon connection: an attach makes it that client's
+// connection until the client is detached; a stats request is answered.
+func (s *server) serve(conn *api.Conn) {
+	if _, err := conn.CheckPeer(); err != nil {
+		return // another uid: the socket's mode should have kept it out
+	}
+	m, fds, err := conn.Recv()
+	if err != nil {
+		api.CloseFds(fds)
+		return
+	}
+	switch m.Type {
+	case MsgStats:
+		api.CloseFds(fds)
+		conn.Send(MsgStats, s.b.Stats())
+	case MsgAttach:
+		var req AttachRequest
+		if err := api.Decode(m, &req); err != nil || req.ID == "" || len(fds) != 2 {
+			api.CloseFds(fds)
+			conn.SendError(125, "attach: want a client id and 2 fds (stdin, stdout), got %d fds (%v)", len(fds), err)
+			return
+		}
+		s.attach(conn, req, fds)
+	default:
+		api.CloseFds(fds)
+		conn.SendError(125, "broker: unknown request %q", m.Type)
+	}
+}
+
+func (s *server) attach(conn *api.Conn, req AttachRequest, fds []int) {
+	gone := make(chan struct{})
+	var once sync.Once
+	done := func() { once.Do(func() { close(gone) }) }
+	in := &closeNotify{File: os.NewFile(uintptr(fds[0]), "client-stdin"), done: done}
+	out := &closeNotify{File: os.NewFile(uintptr(fds[1]), "client-stdout"), done: done}
+	if err := s.b.Attach(req.ID, in, out); err != nil {
+		in.Close()
+		out.Close()
+		conn.SendError(125, "attach %s: %v", req.ID, err)
+		return
+	}
+	s.busy()
+	defer s.idle()
+	if err := conn.Send(MsgAttached, nil); err != nil {
+		// The daemon went away: the client stays, as it would after.
+	}
+	// A detach request, or the daemon's connection closing (which
+	// detaches nothing: a new daemon finds the client through stats).
+	go func() {
+		for {
+			m, fds, err := conn.Recv()
+			api.CloseFds(fds)
+			if err != nil {
+				return
+			}
+			if m.Type == MsgDetach {
+				s.b.Detach(req.ID)
+			}
+		}
+	}()
+	<-gone
+	conn.Send(MsgDetached, nil)
+}
+
+// busy and idle count clients; the linger runs while there are none.
+func (s *server) busy() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clients++
+	if s.linger != nil {
+		s.linger.Stop()
+		s.linger = nil
+	}
+}
+
+func (s *server) idle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.clients > 0 {
+		s.clients--
+	}
+	if s.clients == 0 && s.linger == nil {
+		s.linger = time.AfterFunc(s.cfg.Linger, s.cancel)
+	}
+}
+
+// closeNotify tells when the relay lets go of a client's fd: the broker
+// closes both of a client's fds when it detaches it.
+type closeNotify struct {
+	*os.File
+	done func()
+}
+
+func (c *closeNotify) Close() error {
+	c.done()
+	return c.File.Close()
+}

@@ -1,0 +1,361 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/broker"
+	"github.com/seed-86a41135/supervisor/cgroup"
+	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/shutdown"
+	"github.com/seed-86a41135/supervisor/spawn"
+)
+
+// A shared server (run --share, design §11) is one broker process per
+// server key, which runs the upstream as its child and relays for every
+// client. The daemon starts brokers, hands them clients' fds, keeps the
+// clients' lifelines (a host's death or stop request detaches its client
+// only) and stops brokers through the cascade like any server.
+
+// brokerRef is one broker process, by server key.
+type brokerRef struct {
+	key, name, socket string
+	id                string // its process record
+	ready             chan struct{}
+	err               error // why it did not start (after ready is closed)
+	l                 *live
+}
+
+// brokerSession is the pseudo session a broker's record lives in: it
+// belongs to no host.
+func brokerSession(key string) string { return "broker-" + key[:12] }
+
+// serveShare attaches a run --share client to the broker of its server
+// key, starting the broker if none runs, and keeps the client's lifeline.
+func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.File, name string) {
+	closeFiles := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	defer closeFiles()
+	cwd := string(req.Cwd)
+	if err := spawn.CheckDir(cwd); err != nil {
+		conn.SendError(125, "run --share: %v", err)
+		return
+	}
+	pathEnv, ok := proc.EnvValue(req.Env, "PATH")
+	if !ok {
+		pathEnv = "/usr/local/bin:/usr/bin:/bin"
+	}
+	resolved, err := spawn.Resolve(req.Argv[0], pathEnv, cwd)
+	if err != nil {
+		code := 125
+		var se *spawn.StartError
+		if errors.As(err, &se) {
+			code = se.Code
+		}
+		conn.SendError(code, "%v", err)
+		return
+	}
+	key := broker.Key(resolved, req.Argv, cwd, req.Env, nil)
+	br, err := d.brokerFor(req, key, name)
+	if err != nil {
+		conn.SendError(125, "run --share: start the shared server %s: %v", name, err)
+		return
+	}
+	bc, err := dialBroker(br.socket)
+	if err != nil {
+		conn.SendError(125, "run --share: reach the broker of %s: %v", name, err)
+		return
+	}
+	defer bc.Close()
+	clientID := "c-" + newID()[2:]
+	if err := bc.Send(broker.MsgAttach, &broker.AttachRequest{ID: clientID, Session: req.Session},
+		int(files[0].Fd()), int(files[1].Fd())); err != nil {
+		conn.SendError(125, "run --share: hand the client to the broker of %s: %v", name, err)
+		return
+	}
+	m, fds, err := bc.Recv()
+	api.CloseFds(fds)
+	if err != nil || m.Type != broker.MsgAttached {
+		why := fmt.Sprint(err)
+		if err == nil {
+			var e api.Error
+			api.Decode(m, &e)
+			why = e.Message
+		}
+		conn.SendError(125, "run --share: the broker of %s did not take the client: %s", name, why)
+		return
+	}
+	// The broker holds the client's fds now; ours must go, or the host
+	// would never see EOF from a detached client.
+	closeFiles()
+	d.clientAttached(br, clientID, req.Session)
+	defer d.clientDetached(br, clientID, req.Session)
+	p, _ := d.reg.Process(br.id)
+	if err := conn.Send(api.TypeStarted, &api.Started{ID: clientID, PID: p.PID, Token: p.Token, Session: req.Session}); err != nil {
+		d.log.Info("shim gone before the attach was confirmed", "client", clientID, "err", err)
+	}
+
+	detached := make(chan struct{})
+	go func() { // ends when the broker closes our connection (deferred above)
+		defer close(detached)
+		for {
+			m, fds, err := bc.Recv()
+			api.CloseFds(fds)
+			if err != nil || m.Type == broker.MsgDetached {
+				return
+			}
+		}
+	}()
+	shimGone := make(chan struct{})
+	stopReq := make(chan struct{}, 1)
+	go func() { // ends when the shim's connection closes
+		defer close(shimGone)
+		for {
+			m, fds, err := conn.Recv()
+			api.CloseFds(fds)
+			if err != nil {
+				return
+			}
+			if m.Type == api.TypeStopSelf {
+				select {
+				case stopReq <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	detach := func() {
+		bc.Send(broker.MsgDetach, &broker.AttachRequest{ID: clientID, Session: req.Session})
+		select {
+		case <-detached:
+		case <-br.l.done:
+		case <-time.After(5 * time.Second):
+			d.log.Warn("broker did not confirm a detach", "client", clientID, "broker", br.id)
+		}
+	}
+	code := 0
+	select {
+	case <-detached:
+	case <-stopReq:
+		detach()
+	case <-shimGone:
+		detach()
+		return
+	case <-br.l.done:
+		// The broker (and with it the upstream) is gone for good: to the
+		// host, its server exited.
+		code = 1
+	}
+	conn.Send(api.TypeExited, &api.Exited{ExitCode: code, Code: code})
+}
+
+// clientAttached and clientDetached keep a broker's record and events
+// current.
+func (d *Daemon) clientAttached(br *brokerRef, id, session string) {
+	d.reg.Update(br.id, func(p *registry.Process) error {
+		p.Clients = append(p.Clients, registry.Client{ID: id, Session: session, Since: d.reg.Now().UTC()})
+		return nil
+	})
+	d.reg.Event("client.attach", session, br.id, fmt.Sprintf("client %s of %s", id, br.name))
+}
+
+func (d *Daemon) clientDetached(br *brokerRef, id, session string) {
+	d.reg.Update(br.id, func(p *registry.Process) error {
+		kept := p.Clients[:0]
+		for _, c := range p.Clients {
+			if c.ID != id {
+				kept = append(kept, c)
+			}
+		}
+		p.Clients = kept
+		return nil
+	})
+	d.reg.Event("client.detach", session, br.id, fmt.Sprintf("client %s of %s", id, br.name))
+}
+
+// brokerFor returns the running broker of key, starting one if none runs.
+// Concurrent first clients of one key start one broker.
+func (d *Daemon) brokerFor(req api.RunRequest, key, name string) (*brokerRef, error) {
+	d.mu.Lock()
+	br := d.brokers[key]
+	if br != nil {
+		select {
+		case <-br.ready:
+			if br.err != nil || br.l == nil || isDone(br.l.done) {
+				br = nil // failed or gone: a fresh one
+			}
+		default:
+		}
+	}
+	mine := br == nil
+	if mine {
+		br = &brokerRef{key: key, name: name, ready: make(chan struct{}),
+			socket: filepath.Join(filepath.Dir(d.cfg.Paths.Socket), "b-"+key[:16]+".sock")}
+		d.brokers[key] = br
+	}
+	d.mu.Unlock()
+	if mine {
+		br.err = d.startBroker(br, req)
+		close(br.ready)
+	}
+	select {
+	case <-br.ready:
+	case <-time.After(30 * time.Second):
+		return nil, errors.New("the broker did not start within 30s")
+	}
+	if br.err != nil {
+		return nil, br.err
+	}
+	return br, nil
+}
+
+func isDone(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// startBroker spawns br's broker process with the client's command,
+// directory and environment, and waits for its socket.
+func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the supervisor binary: %w", err)
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	defer null.Close()
+	logDir := filepath.Join(d.cfg.Paths.StateDir, "logs")
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return fmt.Errorf("create log directory: %w", err)
+	}
+	logPath := filepath.Join(logDir, fmt.Sprintf("%s-%s.log", safeLogName(br.name), br.key[:8]))
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open log: %w", err)
+	}
+	defer logf.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer pr.Close()
+	br.id = newID()
+	sess := brokerSession(br.key)
+	if _, err := d.reg.AddProcess(registry.Process{
+		ID: br.id, Session: sess, Name: br.name, Argv: req.Argv, Cwd: string(req.Cwd),
+		Shared: true, Broker: true, Health: "starting", GraceMS: req.GraceMS,
+	}); err != nil {
+		pw.Close()
+		return err
+	}
+	var cg cgroup.Server
+	if d.cgroups != nil {
+		cg, _ = d.cgroups.NewServer(sess, br.id)
+	}
+	argv := append([]string{exe, "_broker", "--socket", br.socket, "--linger", d.settings().Linger.String(), "--"}, req.Argv...)
+	started, err := spawn.Start(d.reaper, spawn.Request{
+		Argv: argv, Env: req.Env, Dir: string(req.Cwd), Stdio: [3]*os.File{null, pw, logf},
+		SessionID: sess, ProcID: br.id, CgroupFD: cg.Fd, Instance: d.instance,
+	})
+	pw.Close()
+	d.metrics.spawn(err)
+	cg.CloseFd()
+	if err != nil {
+		if cg.Path != "" {
+			cgroup.Remove(cg.Path)
+		}
+		d.reg.Transition(br.id, registry.StateFailed, func(p *registry.Process) {
+			p.Error = err.Error()
+			t := d.reg.Now().UTC()
+			p.ExitedAt = &t
+		})
+		return err
+	}
+	rec, err := d.reg.Update(br.id, func(p *registry.Process) error {
+		p.PID, p.PGID, p.Token, p.Path, p.Cgroup = started.PID, started.PGID, started.Token, started.Path, cg.Path
+		if p.State == registry.StateStarting {
+			p.State = registry.StateRunning
+		}
+		return nil
+	})
+	if err != nil {
+		rec.PID, rec.PGID, rec.Token, rec.Cgroup = started.PID, started.PGID, started.Token, cg.Path
+	}
+	l := &live{id: br.id, done: make(chan struct{}), grace: time.Duration(req.GraceMS) * time.Millisecond,
+		target: d.targetOf(rec), started: time.Now()}
+	d.mu.Lock()
+	d.live[br.id] = l
+	d.mu.Unlock()
+	br.l = l
+	go d.monitor(l, started.Exit)
+	d.reg.Event("process.start", sess, br.id, fmt.Sprintf("pid %d broker of %q", started.PID, req.Argv))
+
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(pr).ReadString('\n')
+		if err == nil && strings.TrimSpace(line) != "ready" {
+			err = fmt.Errorf("said %q instead of ready", line)
+		}
+		ready <- err
+	}()
+	select {
+	case err = <-ready:
+	case <-time.After(30 * time.Second):
+		err = errors.New("not ready within 30s")
+	}
+	if err != nil {
+		err = fmt.Errorf("broker %s: %w (its log: %s)", br.id, err, logPath)
+		d.stopIDs(context.Background(), []string{br.id}, shutdown.Options{})
+		return err
+	}
+	d.setHealth(br.id, "healthy")
+	d.log.Info("broker started", "id", br.id, "pid", started.PID, "name", br.name, "key", br.key[:12])
+	return nil
+}
+
+// safeLogName keeps a log file name to letters, digits, '.', '_' and '-'.
+func safeLogName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 || len(b) > 64 {
+		return "server"
+	}
+	return string(b)
+}
+
+// stopBrokers stops every broker (daemon stop): their upstreams go with
+// them through the cascade.
+func (d *Daemon) stopBrokers(grace time.Duration) {
+	d.mu.Lock()
+	var ids []string
+	for _, br := range d.brokers {
+		if br.l != nil && !isDone(br.l.done) {
+			ids = append(ids, br.id)
+		}
+	}
+	d.mu.Unlock()
+	if len(ids) > 0 {
+		d.stopIDs(context.Background(), ids, shutdown.Options{Grace: grace})
+	}
+}
