@@ -51,6 +51,11 @@ func newPsCommand() *cobra.Command {
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p.ID, orDash(p.Session), nameCell(p.Name, o.wide),
 					pidOrDash(p.PID), p.State, ago(p.StartedAt, now), orDash(p.Health), p.Restarts, port, shortCommand(p.Argv, o.wide))
+				// A shared server's clients, under it: one per session.
+				for _, cl := range p.Clients {
+					fmt.Fprintf(tw, "  %s\t%s\t%s\t-\tattached\t%s\t-\t-\t-\tclient of %s\n", cl.ID, orDash(clean(cl.Session)),
+						nameCell(p.Name, o.wide), ago(cl.Since, now), p.ID)
+				}
 			}
 			return tw.Flush()
 		},
