@@ -1,0 +1,347 @@
+// Package broker multiplexes MCP clients onto one upstream server process,
+// as design §11 describes: it owns the upstream process's life (start,
+// restart behind a breaker, stop) and the protocol rules that make sharing
+// safe (id and progress-token mapping, one initialize, routed or refused
+// server-to-client requests, per-client subscriptions, cancellation on
+// disconnect). It reads only the JSON-RPC envelope of each message
+// (package jsonrpc) and splices rewritten values into the raw bytes; it
+// never decodes bodies.
+//
+// # Caveats
+//
+// Detach and shutdown unblock a client's pending read and write by closing
+// its in and out. For *os.File that works only on a non-blocking (pollable)
+// descriptor: os.Pipe's are; a descriptor received over a unix socket must
+// be set non-blocking before os.NewFile, or a client that never writes
+// keeps a goroutine (and Wait) blocked.
+//
+// Legacy servers may keep state per connection; sharing them is safe only
+// as far as these rules reach, which is why it is opt-in (design §11).
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Config is the upstream command and the broker's limits. Zero fields take
+// the defaults given.
+type Config struct {
+	// Argv, Dir and Env are the upstream command, started with stdin and
+	// stdout pipes and stderr inherited (the broker's stderr). Env nil
+	// inherits the broker's environment.
+	Argv []string
+	Dir  string
+	Env  []string
+	// Log is the broker's logger (default: discard).
+	Log hclog.Logger
+	// OnEvent is told of "client.attach", "client.detach",
+	// "client.needs_own_upstream", "upstream.start", "upstream.exit",
+	// "upstream.unsafe" and "upstream.breaker", with a human detail. It is
+	// called without the broker's lock held, from several goroutines; nil
+	// ignores them.
+	OnEvent func(kind, detail string)
+	// RestartMin and RestartMax bound the backoff between upstream restarts
+	// after a crash: it doubles per crash within a minute (defaults 200ms,
+	// 10s).
+	RestartMin, RestartMax time.Duration
+	// MaxRestarts is how many times the upstream is restarted within a
+	// minute; the crash after that trips the breaker and Run returns
+	// ErrBreaker (default 5).
+	MaxRestarts int
+	// MaxLine is the longest message accepted, from a client or the
+	// upstream (default 64 MiB). A client sending a longer one is detached;
+	// an upstream's is dropped.
+	MaxLine int
+	// MaxQueue is how many bytes may wait for a client that does not read
+	// its output before it is detached (default 4 MiB).
+	MaxQueue int
+	// StopTimeout is how long Run waits for the upstream to exit after
+	// closing its stdin, and again after SIGTERM (default 5s).
+	StopTimeout time.Duration
+}
+
+// JSON-RPC error codes the broker answers with.
+const (
+	// CodeInternal answers requests in flight when the upstream crashes,
+	// and server-to-client requests the broker refuses.
+	CodeInternal = -32603
+	// CodeNeedsOwnUpstream answers an initialize asking for a protocol
+	// version other than the one the shared upstream negotiated: that
+	// client needs an upstream of its own.
+	CodeNeedsOwnUpstream = -32050
+	// CodeUnavailable answers requests the broker cannot deliver (the
+	// upstream is down with too much queued for it).
+	CodeUnavailable = -32051
+)
+
+// Errors of Run, Attach; test with errors.Is.
+var (
+	// ErrBreaker: the upstream crashed more than MaxRestarts times within
+	// a minute, and the broker gave up.
+	ErrBreaker = errors.New("the upstream keeps crashing")
+	// ErrStopped: the broker has stopped (Run returned).
+	ErrStopped = errors.New("broker stopped")
+	// ErrDuplicate: a client with that id is attached already.
+	ErrDuplicate = errors.New("client id in use")
+)
+
+// ClientStats is one attached client.
+type ClientStats struct {
+	ID       string
+	InFlight int    // its requests awaiting the upstream's answer
+	Messages uint64 // messages read from it and written to it
+}
+
+// Stats is a snapshot of the broker.
+type Stats struct {
+	Clients      []ClientStats // sorted by ID
+	UpstreamPID  int           // 0 while the upstream is down
+	Restarts     int           // upstream restarts after crashes
+	Relayed      uint64        // messages relayed, both ways
+	Unsafe       bool          // the upstream sent server-to-client requests
+	UnsafeReason string
+	IdleSince    time.Time // when the last request in flight was answered; zero while busy
+}
+
+// Broker relays clients to one upstream. Create it with New.
+type Broker struct {
+	cfg Config
+	log hclog.Logger
+
+	mu      sync.Mutex
+	events  []event // emitted once mu is released (see unlock)
+	clients map[string]*client
+	up      *upstream // nil while down
+	ready   bool      // up takes clients' messages (a restart's re-initialize is done)
+	held    [][]byte  // clients' messages waiting for a ready upstream
+	heldN   int
+	nextID  uint64
+	pending map[uint64]*pending // by upstream id
+	nextSrv uint64
+	srvReqs map[uint64]*srvReq // server-to-client requests, by the id the client sees
+	subs    map[string]*sub    // by uri
+	init    initState
+	// initialized: notifications/initialized reached the current upstream.
+	initialized  bool
+	restarts     int
+	relayed      uint64
+	unsafe       bool
+	unsafeReason string
+	idleSince    time.Time
+	running      bool
+	stopped      bool
+
+	wg      sync.WaitGroup
+	runDone chan struct{}
+}
+
+type event struct{ kind, detail string }
+
+// New checks cfg and fills its defaults.
+func New(cfg Config) (*Broker, error) {
+	if len(cfg.Argv) == 0 || cfg.Argv[0] == "" {
+		return nil, errors.New("broker: no upstream command: Config.Argv is empty")
+	}
+	if cfg.Log == nil {
+		cfg.Log = hclog.NewNullLogger()
+	}
+	if cfg.RestartMin <= 0 {
+		cfg.RestartMin = 200 * time.Millisecond
+	}
+	if cfg.RestartMax <= 0 {
+		cfg.RestartMax = 10 * time.Second
+	}
+	if cfg.RestartMax < cfg.RestartMin {
+		cfg.RestartMax = cfg.RestartMin
+	}
+	if cfg.MaxRestarts <= 0 {
+		cfg.MaxRestarts = 5
+	}
+	if cfg.MaxLine <= 0 {
+		cfg.MaxLine = 64 << 20
+	}
+	if cfg.MaxQueue <= 0 {
+		cfg.MaxQueue = 4 << 20
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = 5 * time.Second
+	}
+	return &Broker{
+		cfg:       cfg,
+		log:       cfg.Log,
+		clients:   map[string]*client{},
+		pending:   map[uint64]*pending{},
+		srvReqs:   map[uint64]*srvReq{},
+		subs:      map[string]*sub{},
+		idleSince: time.Now(),
+		runDone:   make(chan struct{}),
+	}, nil
+}
+
+// emit queues an event; call with mu held.
+func (b *Broker) emit(kind, detail string) {
+	b.events = append(b.events, event{kind, detail})
+}
+
+// unlock releases mu and then reports the events queued under it, so
+// OnEvent may call back into the broker.
+func (b *Broker) unlock() {
+	evs := b.events
+	b.events = nil
+	b.mu.Unlock()
+	if b.cfg.OnEvent == nil {
+		return
+	}
+	for _, e := range evs {
+		b.cfg.OnEvent(e.kind, e.detail)
+	}
+}
+
+// Attach relays the client's newline-delimited messages until in reaches
+// EOF or Detach. It returns at once; the relay runs in goroutines the
+// broker owns, and in and out are closed when the client is detached.
+// Clients may attach before Run starts the upstream: their messages wait.
+func (b *Broker) Attach(id string, in io.ReadCloser, out io.WriteCloser) error {
+	b.mu.Lock()
+	defer b.unlock()
+	if b.stopped {
+		return fmt.Errorf("attach client %q: %w", id, ErrStopped)
+	}
+	if _, ok := b.clients[id]; ok {
+		return fmt.Errorf("attach client %q: %w", id, ErrDuplicate)
+	}
+	c := &client{
+		id: id, in: in, out: out, q: newQueue(), stop: make(chan struct{}),
+		byOrig: map[string]uint64{}, subs: map[string]bool{},
+		log: b.log.With("client", id),
+	}
+	b.clients[id] = c
+	b.wg.Add(2)
+	go b.readClient(c)
+	go b.writeClient(c)
+	b.emit("client.attach", id)
+	c.log.Debug("client attached")
+	return nil
+}
+
+// Detach stops relaying for client id (if attached): its requests in
+// flight are cancelled upstream, its subscriptions dropped, and its in
+// and out closed.
+func (b *Broker) Detach(id string) {
+	b.mu.Lock()
+	defer b.unlock()
+	if c, ok := b.clients[id]; ok {
+		b.detachLocked(c, "detached")
+	}
+}
+
+// Stats returns a snapshot.
+func (b *Broker) Stats() Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := Stats{
+		Restarts: b.restarts, Relayed: b.relayed,
+		Unsafe: b.unsafe, UnsafeReason: b.unsafeReason,
+	}
+	if b.up != nil {
+		s.UpstreamPID = b.up.pid
+	}
+	if len(b.pending) == 0 {
+		s.IdleSince = b.idleSince
+	}
+	for _, c := range b.clients {
+		s.Clients = append(s.Clients, ClientStats{ID: c.id, InFlight: c.inflight, Messages: c.messages})
+	}
+	slices.SortFunc(s.Clients, func(x, y ClientStats) int { return strings.Compare(x.ID, y.ID) })
+	return s
+}
+
+// Wait returns once Run has returned and every relay goroutine has stopped.
+func (b *Broker) Wait() {
+	<-b.runDone
+	b.wg.Wait()
+}
+
+// Run starts the upstream at once and supervises it: a crash answers the
+// requests in flight with errors and restarts it with backoff, behind the
+// breaker (ErrBreaker). Clients stay attached across restarts. When ctx is
+// done it detaches every client, closes the upstream's stdin, waits up to
+// StopTimeout, then sends SIGTERM, waits again, then SIGKILL, and returns
+// nil. It may be called once.
+func (b *Broker) Run(ctx context.Context) error {
+	b.mu.Lock()
+	if b.running {
+		b.mu.Unlock()
+		return errors.New("broker: Run called twice")
+	}
+	b.running = true
+	b.mu.Unlock()
+	defer close(b.runDone)
+	defer b.shutdown()
+
+	var crashes []time.Time
+	first := true
+	for {
+		u, err := b.startUpstream()
+		if err != nil {
+			if first {
+				return err
+			}
+			b.log.Error("restart upstream", "err", err)
+		} else {
+			first = false
+			select {
+			case <-ctx.Done():
+				b.stopUpstream(u)
+				return nil
+			case <-u.exited:
+			}
+			b.upstreamExited(u)
+		}
+		now := time.Now()
+		crashes = slices.DeleteFunc(crashes, func(t time.Time) bool { return now.Sub(t) > time.Minute })
+		crashes = append(crashes, now)
+		if len(crashes) > b.cfg.MaxRestarts {
+			err := fmt.Errorf("broker: %q crashed %d times within a minute; not restarting it: %w (see its stderr)", b.cfg.Argv[0], len(crashes), ErrBreaker)
+			b.mu.Lock()
+			b.emit("upstream.breaker", err.Error())
+			b.unlock()
+			b.log.Error("upstream breaker tripped", "crashes", len(crashes))
+			return err
+		}
+		delay := b.cfg.RestartMin << (len(crashes) - 1)
+		if delay > b.cfg.RestartMax || delay <= 0 {
+			delay = b.cfg.RestartMax
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		b.mu.Lock()
+		b.restarts++
+		b.mu.Unlock()
+	}
+}
+
+// shutdown detaches every client and refuses new ones.
+func (b *Broker) shutdown() {
+	b.mu.Lock()
+	defer b.unlock()
+	b.stopped = true
+	for _, c := range b.clients {
+		b.detachLocked(c, "broker stopped")
+	}
+	b.held, b.heldN = nil, 0
+}

@@ -1,0 +1,781 @@
+package broker
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/seed-86a41135/supervisor/jsonrpc"
+)
+
+// client is one attached client. Its fields other than in, out, q and
+// stop are guarded by Broker.mu.
+type client struct {
+	id        string
+	in        io.ReadCloser
+	out       io.WriteCloser
+	q         *queue
+	stop      chan struct{} // closed on detach
+	closeOnce sync.Once
+	log       hclog.Logger
+
+	detached  bool
+	fromCache bool              // its initialize was answered from the cache
+	byOrig    map[string]uint64 // its request id (raw) -> upstream id, for cancellations
+	subs      map[string]bool   // uris it subscribed to
+	inflight  int
+	messages  uint64
+}
+
+type pendingKind int
+
+const (
+	kindClient    pendingKind = iota // a client's request
+	kindInit                         // the first client's initialize: its result is cached
+	kindSubscribe                    // the upstream's one subscribe for a uri
+	kindReinit                       // the initialize replayed after a restart: swallowed
+	kindInternal                     // the broker's own request: answer swallowed
+)
+
+// pending is a request sent (or waiting to be sent) upstream.
+type pending struct {
+	kind      pendingKind
+	c         *client // nil once it detached (kindInit, kindSubscribe go on)
+	origID    []byte
+	origToken []byte // its _meta.progressToken; nil if none
+	uri       string // kindSubscribe
+	sent      bool   // queued to the current upstream (not held)
+}
+
+// srvReq is a server-to-client request forwarded to c.
+type srvReq struct {
+	c    *client
+	up   *upstream
+	upID []byte // the id the server chose
+}
+
+// sub is the upstream's subscription to one uri.
+type sub struct {
+	clients map[*client]bool
+	active  bool     // the upstream accepted it
+	waiters []waiter // later subscribers while the first subscribe is in flight
+}
+
+type waiter struct {
+	c  *client
+	id []byte
+}
+
+// initState is the legacy handshake: the first client's initialize goes
+// upstream; its result answers every later client asking the same version.
+type initState struct {
+	msg        []byte // the first client's initialize, replayed after restarts
+	id         jsonrpc.Span
+	requested  string // protocol version the first client asked for
+	negotiated string // and the one the server answered
+	result     []byte // the cached result; nil until the first success
+	inFlight   bool
+	waiters    []initWaiter
+}
+
+type initWaiter struct {
+	c       *client
+	id      []byte
+	version string
+}
+
+func (s *initState) replay(id uint64) []byte {
+	return jsonrpc.Splice(s.msg, jsonrpc.Edit{Span: s.id, Value: strconv.AppendUint(nil, id, 10)})
+}
+
+// matches reports whether a client asking version gets the cached result:
+// the server answered the first client's version with negotiated, and
+// would answer negotiated itself with negotiated.
+func (s *initState) matches(version string) bool {
+	return version == s.requested || version == s.negotiated
+}
+
+// upstreamLimit is how much may wait for the upstream before clients'
+// readers pause (backpressure), and how much is held while it restarts.
+const upstreamLimit = 16 << 20
+
+func (b *Broker) newID() uint64 {
+	b.nextID++
+	return b.nextID
+}
+
+// readClient routes the client's messages until EOF or detach.
+func (b *Broker) readClient(c *client) {
+	defer b.wg.Done()
+	lr := newLineReader(c.in, b.cfg.MaxLine)
+	for {
+		line, err := lr.next()
+		if err != nil {
+			reason := "closed its input (EOF)"
+			switch {
+			case errors.Is(err, errLineTooLong):
+				reason = fmt.Sprintf("sent a message longer than the %d-byte limit", b.cfg.MaxLine)
+				c.log.Error("client sent an overlong message; detaching it", "limit", b.cfg.MaxLine)
+			case !errors.Is(err, io.EOF):
+				reason = "read: " + err.Error()
+			}
+			b.mu.Lock()
+			b.detachLocked(c, reason)
+			b.unlock()
+			return
+		}
+		if !b.waitUpstreamRoom(c) {
+			return
+		}
+		b.fromClient(c, line)
+	}
+}
+
+// waitUpstreamRoom pauses a client's reader while the upstream is behind
+// on its input; false if the client is detached meanwhile.
+func (b *Broker) waitUpstreamRoom(c *client) bool {
+	for {
+		b.mu.Lock()
+		u := b.up
+		b.mu.Unlock()
+		if u == nil {
+			return true
+		}
+		full, drained := u.q.over(upstreamLimit)
+		if !full {
+			return true
+		}
+		select {
+		case <-drained:
+		case <-u.exited:
+		case <-c.stop:
+			return false
+		}
+	}
+}
+
+// writeClient writes the client's queue to its output.
+func (b *Broker) writeClient(c *client) {
+	defer b.wg.Done()
+	w := bufio.NewWriterSize(c.out, 64<<10)
+	for {
+		batch, ok := c.q.take(c.stop)
+		if !ok {
+			return
+		}
+		if err := writeBatch(w, batch); err != nil {
+			b.mu.Lock()
+			b.detachLocked(c, "write: "+err.Error())
+			b.unlock()
+			return
+		}
+	}
+}
+
+// detachLocked removes c: its requests in flight are cancelled upstream,
+// its subscriptions dropped, server requests to it refused, in and out
+// closed.
+func (b *Broker) detachLocked(c *client, reason string) {
+	if c.detached {
+		return
+	}
+	c.detached = true
+	delete(b.clients, c.id)
+	close(c.stop)
+	c.q.close()
+	for id, p := range b.pending {
+		if p.c != c {
+			continue
+		}
+		switch p.kind {
+		case kindInit, kindSubscribe:
+			// Shared outcomes: the cache and the other subscribers still
+			// need the answer.
+			b.unclaim(p)
+		default:
+			b.sendUp(cancelled(id, "client disconnected"), nil)
+			b.dropPending(id, p)
+		}
+	}
+	b.init.waiters = dropWaiters(b.init.waiters, func(w initWaiter) bool { return w.c == c })
+	for uri := range c.subs {
+		s := b.subs[uri]
+		if s == nil {
+			continue
+		}
+		delete(s.clients, c)
+		s.waiters = dropWaiters(s.waiters, func(w waiter) bool { return w.c == c })
+		if len(s.clients) == 0 && s.active {
+			delete(b.subs, uri)
+			b.internalRequest("resources/unsubscribe", uri)
+		}
+	}
+	for id, r := range b.srvReqs {
+		if r.c == c {
+			b.answerServer(r.up, r.upID, CodeInternal, "supervisor broker: the client this request went to disconnected")
+			delete(b.srvReqs, id)
+		}
+	}
+	b.emit("client.detach", c.id+": "+reason)
+	c.log.Info("client detached", "reason", reason)
+	c.closeOnce.Do(func() {
+		c.in.Close()
+		c.out.Close()
+	})
+}
+
+func dropWaiters[W any](ws []W, drop func(W) bool) []W {
+	out := ws[:0]
+	for _, w := range ws {
+		if !drop(w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// unclaim detaches a pending request from its client, which no longer
+// waits for it.
+func (b *Broker) unclaim(p *pending) {
+	if p.c != nil {
+		p.c.inflight--
+		p.c = nil
+	}
+}
+
+func (b *Broker) addPending(id uint64, p *pending) {
+	b.pending[id] = p
+	if p.c != nil {
+		p.c.inflight++
+		p.c.byOrig[string(p.origID)] = id
+	}
+}
+
+func (b *Broker) dropPending(id uint64, p *pending) {
+	delete(b.pending, id)
+	if p.c != nil {
+		p.c.inflight--
+		if b.pending[p.c.byOrig[string(p.origID)]] == nil {
+			delete(p.c.byOrig, string(p.origID))
+		}
+	}
+	if len(b.pending) == 0 {
+		b.idleSince = time.Now()
+	}
+}
+
+// failPending answers a pending request with an error (to its client and
+// anyone waiting on the same outcome) and forgets it.
+func (b *Broker) failPending(id uint64, p *pending, code int, msg string) {
+	switch p.kind {
+	case kindInit:
+		for _, w := range b.init.waiters {
+			b.deliver(w.c, errorResponse(w.id, code, msg))
+		}
+		b.init = initState{}
+	case kindSubscribe:
+		if s := b.subs[p.uri]; s != nil {
+			for _, w := range s.waiters {
+				b.deliver(w.c, errorResponse(w.id, code, msg))
+				delete(s.clients, w.c)
+				delete(w.c.subs, p.uri)
+			}
+			if p.c != nil {
+				delete(s.clients, p.c)
+				delete(p.c.subs, p.uri)
+			}
+			s.waiters = nil
+			if len(s.clients) == 0 {
+				delete(b.subs, p.uri)
+			}
+		}
+	}
+	if p.c != nil {
+		b.deliver(p.c, errorResponse(p.origID, code, msg))
+	}
+	b.dropPending(id, p)
+}
+
+// sendUp queues a client's message for the upstream in order: held while
+// the upstream is down or re-initializing. p, if any, is the pending
+// request msg carries.
+func (b *Broker) sendUp(msg []byte, p *pending) bool {
+	b.relayed++
+	if b.up != nil && b.ready {
+		b.up.q.push(msg, 0)
+		if p != nil {
+			p.sent = true
+		}
+		return true
+	}
+	if b.heldN+len(msg) > upstreamLimit {
+		return false
+	}
+	b.held = append(b.held, msg)
+	b.heldN += len(msg)
+	return true
+}
+
+// markReady lets clients' messages through to the current upstream:
+// subscriptions are renewed first, then what was held is sent.
+func (b *Broker) markReady() {
+	b.ready = true
+	for uri, s := range b.subs {
+		if s.active {
+			id := b.newID()
+			b.pending[id] = &pending{kind: kindInternal, sent: true}
+			b.up.q.push(request(id, "resources/subscribe", uri), 0)
+		}
+	}
+	for _, m := range b.held {
+		b.up.q.push(m, 0)
+	}
+	b.held, b.heldN = nil, 0
+	for _, p := range b.pending {
+		p.sent = true
+	}
+}
+
+// internalRequest sends the broker's own request; its answer is dropped.
+func (b *Broker) internalRequest(method, uri string) {
+	id := b.newID()
+	p := &pending{kind: kindInternal}
+	b.pending[id] = p
+	b.sendUp(request(id, method, uri), p)
+}
+
+// answerServer answers a server-to-client request of u with an error.
+func (b *Broker) answerServer(u *upstream, id []byte, code int, msg string) {
+	if u != nil && u == b.up {
+		u.q.push(errorResponse(id, code, msg), 0)
+	}
+}
+
+// deliver queues msg for c; a client that has let MaxQueue bytes pile up
+// is detached rather than allowed to hold up the others.
+func (b *Broker) deliver(c *client, msg []byte) {
+	if c == nil || c.detached {
+		return
+	}
+	if !c.q.push(msg, b.cfg.MaxQueue) {
+		c.log.Warn("client is not reading its output; detaching it", "queued_limit", b.cfg.MaxQueue)
+		b.detachLocked(c, fmt.Sprintf("did not read its output: over %d bytes queued", b.cfg.MaxQueue))
+		return
+	}
+	c.messages++
+	b.relayed++
+}
+
+// fromClient routes one message from c.
+func (b *Broker) fromClient(c *client, line []byte) {
+	if len(trimSpace(line)) == 0 {
+		return
+	}
+	e, err := jsonrpc.Parse(line)
+	b.mu.Lock()
+	defer b.unlock()
+	if c.detached {
+		return
+	}
+	c.messages++
+	if err != nil {
+		code, msg := -32700, "supervisor broker: parse error: "+err.Error()
+		if errors.Is(err, jsonrpc.ErrBatch) || errors.Is(err, jsonrpc.ErrNotObject) || errors.Is(err, jsonrpc.ErrEnvelope) {
+			code = -32600
+			msg = "supervisor broker: invalid request: " + err.Error()
+		}
+		c.log.Warn("client sent an invalid message", "err", err)
+		b.deliver(c, errorResponse([]byte("null"), code, msg))
+		return
+	}
+	switch {
+	case e.IsRequest():
+		switch e.Method {
+		case "initialize":
+			b.clientInitialize(c, line, e)
+		case "resources/subscribe":
+			b.clientSubscribe(c, line, e)
+		case "resources/unsubscribe":
+			b.clientUnsubscribe(c, line, e)
+		default:
+			b.forward(c, line, e, kindClient)
+		}
+	case e.IsResponse():
+		n, ok := parseID(line, e.ID)
+		r := b.srvReqs[n]
+		if !ok || r == nil || r.c != c {
+			c.log.Debug("dropping a response to no request of ours", "id", string(span(line, e.ID)))
+			return
+		}
+		delete(b.srvReqs, n)
+		if r.up == b.up && b.up != nil {
+			b.up.q.push(jsonrpc.Splice(line, jsonrpc.Edit{Span: e.ID, Value: r.upID}), 0)
+			b.relayed++
+		}
+	case e.IsNotification():
+		switch e.Method {
+		case "notifications/initialized":
+			// The upstream hears it once per run; clients answered from
+			// the cache have nothing to tell it.
+			if c.fromCache || b.initialized {
+				return
+			}
+			b.initialized = true
+			b.sendUp(clone(line), nil)
+		case "notifications/cancelled":
+			id, ok := c.byOrig[string(span(line, e.RequestID))]
+			p := b.pending[id]
+			if !ok || p == nil || p.kind != kindClient {
+				return // answered already, or not cancellable (initialize)
+			}
+			b.sendUp(jsonrpc.Splice(line, jsonrpc.Edit{Span: e.RequestID, Value: strconv.AppendUint(nil, id, 10)}), nil)
+			b.dropPending(id, p)
+		default:
+			b.sendUp(clone(line), nil)
+		}
+	default:
+		if e.ID.Present() {
+			b.deliver(c, errorResponse(clone(span(line, e.ID)), -32600, "supervisor broker: invalid request: a message with an id needs a method, a result or an error"))
+		}
+	}
+}
+
+// forward sends a client's request upstream under a broker-unique id (and
+// progress token), remembering how to map the answer back.
+func (b *Broker) forward(c *client, line []byte, e jsonrpc.Envelope, kind pendingKind) *pending {
+	id := b.newID()
+	idb := strconv.AppendUint(nil, id, 10)
+	p := &pending{kind: kind, c: c, origID: clone(span(line, e.ID))}
+	edits := [2]jsonrpc.Edit{{Span: e.ID, Value: idb}}
+	if e.ProgressToken.Present() {
+		// The token is the upstream id: unique, and found again in one lookup.
+		p.origToken = clone(span(line, e.ProgressToken))
+		edits[1] = jsonrpc.Edit{Span: e.ProgressToken, Value: idb}
+	}
+	msg := jsonrpc.Splice(line, edits[:]...)
+	b.addPending(id, p)
+	if !b.sendUp(msg, p) {
+		b.failPending(id, p, CodeUnavailable, "supervisor broker: the MCP server is restarting and too much is queued for it; retry shortly")
+		return nil
+	}
+	return p
+}
+
+func (b *Broker) clientInitialize(c *client, line []byte, e jsonrpc.Envelope) {
+	version := ""
+	if sp, err := jsonrpc.Lookup(line, "params", "protocolVersion"); err == nil && sp.Present() {
+		version, _ = jsonrpc.DecodeString(span(line, sp))
+	}
+	id := clone(span(line, e.ID))
+	switch {
+	case b.init.result != nil:
+		b.answerInit(c, id, version)
+	case b.init.inFlight:
+		b.init.waiters = append(b.init.waiters, initWaiter{c, id, version})
+	default:
+		p := b.forward(c, line, e, kindInit)
+		if p == nil {
+			return
+		}
+		b.init = initState{msg: clone(line), id: e.ID, requested: version, inFlight: true}
+	}
+}
+
+// answerInit answers a later client's initialize from the cache.
+func (b *Broker) answerInit(c *client, id []byte, version string) {
+	if !b.init.matches(version) {
+		msg := fmt.Sprintf("supervisor broker: this shared MCP server speaks protocol version %s; a client asking for %s needs a server of its own (run it without sharing)", b.init.negotiated, version)
+		b.emit("client.needs_own_upstream", fmt.Sprintf("%s: asked for protocol version %s, the shared server speaks %s", c.id, version, b.init.negotiated))
+		b.deliver(c, errorResponse(id, CodeNeedsOwnUpstream, msg))
+		return
+	}
+	c.fromCache = true
+	b.deliver(c, result(id, b.init.result))
+}
+
+func (b *Broker) clientSubscribe(c *client, line []byte, e jsonrpc.Envelope) {
+	uri := e.URI
+	id := clone(span(line, e.ID))
+	s := b.subs[uri]
+	switch {
+	case c.subs[uri] && s != nil && s.active:
+		b.deliver(c, result(id, []byte("{}")))
+	case s == nil:
+		s = &sub{clients: map[*client]bool{c: true}}
+		b.subs[uri] = s
+		c.subs[uri] = true
+		if p := b.forward(c, line, e, kindSubscribe); p != nil {
+			p.uri = uri
+		}
+	case !s.active:
+		s.clients[c] = true
+		c.subs[uri] = true
+		s.waiters = append(s.waiters, waiter{c, id})
+	default:
+		s.clients[c] = true
+		c.subs[uri] = true
+		b.deliver(c, result(id, []byte("{}")))
+	}
+}
+
+func (b *Broker) clientUnsubscribe(c *client, line []byte, e jsonrpc.Envelope) {
+	uri := e.URI
+	s := b.subs[uri]
+	if !c.subs[uri] || s == nil {
+		b.deliver(c, result(clone(span(line, e.ID)), []byte("{}")))
+		return
+	}
+	delete(c.subs, uri)
+	delete(s.clients, c)
+	if len(s.clients) == 0 && s.active {
+		delete(b.subs, uri)
+		b.forward(c, line, e, kindClient) // the last subscriber: the upstream answers it
+		return
+	}
+	b.deliver(c, result(clone(span(line, e.ID)), []byte("{}")))
+}
+
+// fromUpstream routes one message from u.
+func (b *Broker) fromUpstream(u *upstream, line []byte) {
+	if len(trimSpace(line)) == 0 {
+		return
+	}
+	e, err := jsonrpc.Parse(line)
+	b.mu.Lock()
+	defer b.unlock()
+	if u != b.up {
+		return // a dead run's last words: its requests were answered already
+	}
+	if err != nil {
+		b.log.Warn("upstream wrote a line that is not a JSON-RPC message; dropping it", "pid", u.pid, "err", err, "line", preview(line))
+		return
+	}
+	switch {
+	case e.IsResponse():
+		n, ok := parseID(line, e.ID)
+		p := b.pending[n]
+		if !ok || p == nil {
+			b.log.Debug("dropping an answer to no request in flight", "id", string(span(line, e.ID)))
+			return
+		}
+		b.upstreamAnswer(n, p, line, e)
+	case e.IsRequest():
+		b.serverRequest(u, line, e)
+	case e.IsNotification():
+		switch e.Method {
+		case "notifications/progress":
+			n, ok := parseID(line, e.NotifToken)
+			p := b.pending[n]
+			if !ok || p == nil || p.origToken == nil || p.c == nil {
+				return
+			}
+			b.deliver(p.c, jsonrpc.Splice(line, jsonrpc.Edit{Span: e.NotifToken, Value: p.origToken}))
+		case "notifications/cancelled":
+			raw := span(line, e.RequestID)
+			for id, r := range b.srvReqs {
+				if r.up == u && string(r.upID) == string(raw) {
+					delete(b.srvReqs, id)
+					b.deliver(r.c, jsonrpc.Splice(line, jsonrpc.Edit{Span: e.RequestID, Value: strconv.AppendUint(nil, id, 10)}))
+				}
+			}
+		case "notifications/resources/updated":
+			if s := b.subs[e.URI]; s != nil {
+				msg := clone(line)
+				for c := range s.clients {
+					b.deliver(c, msg)
+				}
+			}
+		default:
+			// list_changed, logging messages and the rest concern everyone.
+			msg := clone(line)
+			for _, c := range b.clients {
+				b.deliver(c, msg)
+			}
+		}
+	default:
+		b.log.Warn("upstream wrote a message that is neither request, response nor notification; dropping it", "pid", u.pid, "line", preview(line))
+	}
+}
+
+// upstreamAnswer routes the answer to pending request n.
+func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Envelope) {
+	reply := func(c *client, id []byte) {
+		b.deliver(c, jsonrpc.Splice(line, jsonrpc.Edit{Span: e.ID, Value: id}))
+	}
+	switch p.kind {
+	case kindClient:
+		if p.c != nil {
+			reply(p.c, p.origID)
+		}
+	case kindInit:
+		if p.c != nil {
+			reply(p.c, p.origID)
+		}
+		waiters := b.init.waiters
+		if !e.HasResult {
+			for _, w := range waiters {
+				reply(w.c, w.id)
+			}
+			b.init = initState{}
+			break
+		}
+		sp, _ := jsonrpc.Lookup(line, "result")
+		b.init.result = clone(span(line, sp))
+		if v, err := jsonrpc.Lookup(line, "result", "protocolVersion"); err == nil && v.Present() {
+			b.init.negotiated, _ = jsonrpc.DecodeString(span(line, v))
+		}
+		b.init.inFlight, b.init.waiters = false, nil
+		for _, w := range waiters {
+			b.answerInit(w.c, w.id, w.version)
+		}
+	case kindReinit:
+		if e.HasError {
+			b.log.Warn("the restarted upstream refused the replayed initialize", "line", preview(line))
+		}
+		b.up.q.push(notification("notifications/initialized", ""), 0)
+		b.initialized = true
+		b.markReady()
+	case kindSubscribe:
+		s := b.subs[p.uri]
+		if s == nil {
+			break
+		}
+		if p.c != nil {
+			reply(p.c, p.origID)
+		}
+		for _, w := range s.waiters {
+			reply(w.c, w.id)
+		}
+		if e.HasError {
+			// Everyone who asked hears the refusal and holds no subscription.
+			for _, w := range s.waiters {
+				delete(s.clients, w.c)
+				delete(w.c.subs, p.uri)
+			}
+			if p.c != nil {
+				delete(s.clients, p.c)
+				delete(p.c.subs, p.uri)
+			}
+		}
+		s.waiters = nil
+		if e.HasError && len(s.clients) == 0 {
+			delete(b.subs, p.uri)
+			break
+		}
+		s.active = true
+		if len(s.clients) == 0 {
+			delete(b.subs, p.uri)
+			b.internalRequest("resources/unsubscribe", p.uri)
+		}
+	}
+	b.dropPending(n, p)
+}
+
+// serverRequest routes a server-to-client request: to the one client with
+// a request in flight, or refused.
+func (b *Broker) serverRequest(u *upstream, line []byte, e jsonrpc.Envelope) {
+	upID := clone(span(line, e.ID))
+	if e.Method == "ping" {
+		u.q.push(result(upID, []byte("{}")), 0) // the broker is alive; no client need answer
+		return
+	}
+	var busy []*client
+	for _, c := range b.clients {
+		if c.inflight > 0 {
+			busy = append(busy, c)
+		}
+	}
+	if len(busy) != 1 {
+		reason := fmt.Sprintf("sent %s with %d clients' requests in flight; refused, since it cannot tell whose it is", e.Method, len(busy))
+		b.markUnsafe(reason)
+		b.log.Warn("refusing a server-to-client request", "method", e.Method, "clients_in_flight", len(busy))
+		b.answerServer(u, upID, CodeInternal, fmt.Sprintf("supervisor broker: %s cannot be routed: this MCP server is shared and %d clients have requests in flight; run it without sharing to use %s", e.Method, len(busy), e.Method))
+		return
+	}
+	c := busy[0]
+	b.markUnsafe(fmt.Sprintf("sent %s (routed to %s, the only client with a request in flight)", e.Method, c.id))
+	b.nextSrv++
+	b.srvReqs[b.nextSrv] = &srvReq{c: c, up: u, upID: upID}
+	b.deliver(c, jsonrpc.Splice(line, jsonrpc.Edit{Span: e.ID, Value: strconv.AppendUint(nil, b.nextSrv, 10)}))
+}
+
+// markUnsafe flags the upstream as not safely shareable.
+func (b *Broker) markUnsafe(reason string) {
+	if b.unsafeReason == reason {
+		return
+	}
+	b.unsafe, b.unsafeReason = true, reason
+	b.emit("upstream.unsafe", reason)
+}
+
+func parseID(msg []byte, s jsonrpc.Span) (uint64, bool) {
+	if !s.Present() {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(msg[s.Start:s.End]), 10, 64)
+	return n, err == nil
+}
+
+func span(msg []byte, s jsonrpc.Span) []byte {
+	if !s.Present() {
+		return nil
+	}
+	return msg[s.Start:s.End]
+}
+
+func clone(b []byte) []byte { return append([]byte(nil), b...) }
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r' || b[0] == '\n') {
+		b = b[1:]
+	}
+	return b
+}
+
+func preview(line []byte) string {
+	if len(line) > 200 {
+		return string(line[:200]) + "..."
+	}
+	return string(line)
+}
+
+func quote(s string) []byte {
+	q, _ := json.Marshal(s)
+	return q
+}
+
+func result(id, res []byte) []byte {
+	m := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	m = append(m, `,"result":`...)
+	m = append(m, res...)
+	return append(m, '}')
+}
+
+func errorResponse(id []byte, code int, msg string) []byte {
+	m := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	m = fmt.Appendf(m, `,"error":{"code":%d,"message":`, code)
+	m = append(m, quote(msg)...)
+	return append(m, "}}"...)
+}
+
+func request(id uint64, method, uri string) []byte {
+	return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":%s,"params":{"uri":%s}}`, id, quote(method), quote(uri))
+}
+
+func notification(method, params string) []byte {
+	if params == "" {
+		return fmt.Appendf(nil, `{"jsonrpc":"2.0","method":%s}`, quote(method))
+	}
+	return fmt.Appendf(nil, `{"jsonrpc":"2.0","method":%s,"params":%s}`, quote(method), params)
+}
+
+func cancelled(id uint64, reason string) []byte {
+	return notification("notifications/cancelled", fmt.Sprintf(`{"requestId":%d,"reason":%s}`, id, quote(reason)))
+}

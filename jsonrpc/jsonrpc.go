@@ -1,0 +1,564 @@
+// Package jsonrpc owns the envelope of newline-delimited JSON-RPC 2.0
+// messages: it finds the few values a relay routes by (id, method,
+// progress tokens, cancelled request ids, resource uris) in one pass over
+// the raw bytes and splices replacements into them. It never decodes
+// bodies, so a 1 MiB tool result costs one scan and one copy, and what
+// reaches the other side is the sender's bytes with only the spliced
+// values changed.
+//
+// # Caveats
+//
+// Keys are matched exactly (JSON-RPC is case-sensitive), unlike
+// encoding/json's struct decoding; a duplicated key resolves to its last
+// occurrence, as encoding/json does. Batches (a top-level array) are
+// refused: MCP removed them in 2025-06-18.
+package jsonrpc
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Span is the byte offsets of a JSON value in a message: msg[Start:End].
+// Start == End == 0 means absent (no JSON value is empty).
+type Span struct{ Start, End int }
+
+// Present reports whether the span names a value.
+func (s Span) Present() bool { return s.End > s.Start }
+
+// Envelope is what a relay needs to know about one message.
+type Envelope struct {
+	ID            Span   // top-level "id" value (number, string or null)
+	Method        string // top-level "method", decoded ("" if absent)
+	HasResult     bool   // top-level "result" present
+	HasError      bool   // top-level "error" present
+	ProgressToken Span   // params._meta.progressToken (in requests)
+	NotifToken    Span   // params.progressToken (in notifications/progress)
+	RequestID     Span   // params.requestId (in notifications/cancelled)
+	URI           string // params.uri, decoded if a string (resources/subscribe, unsubscribe, notifications/resources/updated)
+}
+
+// IsRequest reports a message with a method and an id.
+func (e Envelope) IsRequest() bool { return e.Method != "" && e.ID.Present() }
+
+// IsNotification reports a message with a method and no id.
+func (e Envelope) IsNotification() bool { return e.Method != "" && !e.ID.Present() }
+
+// IsResponse reports a message with an id, a result or an error, and no method.
+func (e Envelope) IsResponse() bool {
+	return e.Method == "" && e.ID.Present() && (e.HasResult || e.HasError)
+}
+
+// Errors Parse wraps; test with errors.Is.
+var (
+	// ErrSyntax: the message is not valid JSON.
+	ErrSyntax = errors.New("invalid JSON")
+	// ErrBatch: the message is a JSON-RPC batch (a top-level array).
+	ErrBatch = errors.New("JSON-RPC batches are not supported")
+	// ErrNotObject: the message is valid JSON but neither an object nor an array.
+	ErrNotObject = errors.New("a JSON-RPC message must be an object")
+	// ErrEnvelope: "id" or "method" has a type JSON-RPC does not allow.
+	ErrEnvelope = errors.New("invalid JSON-RPC envelope")
+)
+
+// maxDepth is encoding/json's nesting limit, so both agree on what is valid.
+const maxDepth = 10000
+
+// Parse reads the envelope of one message (without its newline).
+func Parse(msg []byte) (Envelope, error) {
+	var e Envelope
+	s := scanner{b: msg}
+	s.ws()
+	if s.i >= len(s.b) {
+		return e, fmt.Errorf("%w: empty message", ErrSyntax)
+	}
+	switch s.b[s.i] {
+	case '{':
+	case '[':
+		if err := s.value(1); err != nil {
+			return e, err
+		}
+		if err := s.end(); err != nil {
+			return e, err
+		}
+		return e, ErrBatch
+	default:
+		if err := s.value(1); err != nil {
+			return e, err
+		}
+		if err := s.end(); err != nil {
+			return e, err
+		}
+		return e, ErrNotObject
+	}
+	var method, uri Span
+	err := s.object(1, func(k []byte, kesc bool) error {
+		switch {
+		case keyIs(k, kesc, "id"):
+			return s.capture(2, &e.ID)
+		case keyIs(k, kesc, "method"):
+			return s.capture(2, &method)
+		case keyIs(k, kesc, "result"):
+			e.HasResult = true
+			return s.value(2)
+		case keyIs(k, kesc, "error"):
+			e.HasError = true
+			return s.value(2)
+		case keyIs(k, kesc, "params"):
+			// A later "params" replaces an earlier one entirely.
+			e.ProgressToken, e.NotifToken, e.RequestID, uri = Span{}, Span{}, Span{}, Span{}
+			if s.peek() != '{' {
+				return s.value(2)
+			}
+			return s.object(2, func(k []byte, kesc bool) error {
+				switch {
+				case keyIs(k, kesc, "_meta"):
+					e.ProgressToken = Span{}
+					if s.peek() != '{' {
+						return s.value(3)
+					}
+					return s.object(3, func(k []byte, kesc bool) error {
+						if keyIs(k, kesc, "progressToken") {
+							return s.capture(4, &e.ProgressToken)
+						}
+						return s.value(4)
+					})
+				case keyIs(k, kesc, "progressToken"):
+					return s.capture(3, &e.NotifToken)
+				case keyIs(k, kesc, "requestId"):
+					return s.capture(3, &e.RequestID)
+				case keyIs(k, kesc, "uri"):
+					return s.capture(3, &uri)
+				}
+				return s.value(3)
+			})
+		}
+		return s.value(2)
+	})
+	if err != nil {
+		return Envelope{}, err
+	}
+	if err := s.end(); err != nil {
+		return Envelope{}, err
+	}
+	if e.ID.Present() {
+		switch c := msg[e.ID.Start]; {
+		case c == '"', c == 'n', c == '-', c >= '0' && c <= '9':
+		default:
+			return Envelope{}, fmt.Errorf("%w: id must be a number, a string or null", ErrEnvelope)
+		}
+	}
+	if method.Present() {
+		if msg[method.Start] != '"' {
+			return Envelope{}, fmt.Errorf("%w: method must be a string", ErrEnvelope)
+		}
+		e.Method = decodeString(msg[method.Start:method.End])
+	}
+	if uri.Present() && msg[uri.Start] == '"' {
+		e.URI = decodeString(msg[uri.Start:uri.End])
+	}
+	return e, nil
+}
+
+// Lookup returns the span of the value at path (object keys from the top
+// level down) in msg, absent if any step is missing or not an object. It
+// validates the whole message.
+func Lookup(msg []byte, path ...string) (Span, error) {
+	s := scanner{b: msg}
+	s.ws()
+	var found Span
+	var walk func(depth int) error
+	walk = func(depth int) error {
+		if s.peek() != '{' || depth > len(path) {
+			return s.value(depth)
+		}
+		return s.object(depth, func(k []byte, kesc bool) error {
+			if keyIs(k, kesc, path[depth-1]) {
+				if depth == len(path) {
+					return s.capture(depth+1, &found)
+				}
+				// A later duplicate replaces what an earlier one held.
+				found = Span{}
+				return walk(depth + 1)
+			}
+			return s.value(depth + 1)
+		})
+	}
+	if s.i >= len(s.b) {
+		return Span{}, fmt.Errorf("%w: empty message", ErrSyntax)
+	}
+	if len(path) == 0 {
+		if err := s.capture(1, &found); err != nil {
+			return Span{}, err
+		}
+	} else if err := walk(1); err != nil {
+		return Span{}, err
+	}
+	if err := s.end(); err != nil {
+		return Span{}, err
+	}
+	return found, nil
+}
+
+// DecodeString decodes the JSON string v (with its quotes), as
+// encoding/json would; ok is false if v is not a string.
+func DecodeString(v []byte) (str string, ok bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	var out string
+	if err := json.Unmarshal(v, &out); err != nil {
+		return "", false
+	}
+	return out, true
+}
+
+// decodeString decodes a string value the scanner has validated: without
+// escapes and in valid UTF-8 it is the bytes themselves; otherwise
+// encoding/json decides (U+FFFD for bad bytes and lone surrogates).
+func decodeString(v []byte) string {
+	raw := v[1 : len(v)-1]
+	plain := true
+	for _, c := range raw {
+		if c == '\\' {
+			plain = false
+			break
+		}
+	}
+	if plain && utf8.Valid(raw) {
+		if m, ok := known(raw); ok {
+			return m
+		}
+		return string(raw)
+	}
+	var out string
+	_ = json.Unmarshal(v, &out) // validated already
+	return out
+}
+
+// keyIs compares a raw key (without quotes) to name; escaped keys are
+// decoded first, so "\u0069d" is "id", as encoding/json sees it.
+func keyIs(raw []byte, esc bool, name string) bool {
+	if !esc {
+		return string(raw) == name
+	}
+	if len(raw) > 6*len(name) || len(raw) < len(name) {
+		return false
+	}
+	q := make([]byte, 0, len(raw)+2)
+	q = append(append(append(q, '"'), raw...), '"')
+	return decodeString(q) == name
+}
+
+// Edit replaces the bytes of Span with Value.
+type Edit struct {
+	Span  Span
+	Value []byte
+}
+
+// Splice returns msg with each edit's span replaced by its value, in one
+// copy. Edits must not overlap and may come in any order; an edit of an
+// absent span is ignored. msg is not modified.
+func Splice(msg []byte, edits ...Edit) []byte {
+	n := len(msg)
+	for _, e := range edits {
+		if e.Span.Present() {
+			n += len(e.Value) - (e.Span.End - e.Span.Start)
+		}
+	}
+	out := make([]byte, 0, n)
+	pos := 0
+	// Few edits per message: picking the next one each time beats sorting
+	// a copy of the slice (no allocation, and the caller's order is kept).
+	for {
+		next := -1
+		for i, e := range edits {
+			if e.Span.Present() && e.Span.Start >= pos && (next < 0 || e.Span.Start < edits[next].Span.Start) {
+				next = i
+			}
+		}
+		if next < 0 {
+			break
+		}
+		e := edits[next]
+		out = append(out, msg[pos:e.Span.Start]...)
+		out = append(out, e.Value...)
+		pos = e.Span.End
+		if e.Span.End == e.Span.Start { // cannot happen for present spans; guards the loop
+			break
+		}
+	}
+	return append(out, msg[pos:]...)
+}
+
+// scanner validates and skips JSON values in place.
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the next non-space byte without consuming it (0 at the end).
+func (s *scanner) peek() byte {
+	s.ws()
+	if s.i >= len(s.b) {
+		return 0
+	}
+	return s.b[s.i]
+}
+
+// capture skips the next value, recording where it lies in sp.
+func (s *scanner) capture(depth int, sp *Span) error {
+	s.ws()
+	start := s.i
+	if err := s.value(depth); err != nil {
+		return err
+	}
+	*sp = Span{Start: start, End: s.i}
+	return nil
+}
+
+func (s *scanner) errf(what string) error {
+	if s.i >= len(s.b) {
+		return fmt.Errorf("%w: unexpected end of message, %s", ErrSyntax, what)
+	}
+	return fmt.Errorf("%w: unexpected %q at byte %d, %s", ErrSyntax, s.b[s.i], s.i, what)
+}
+
+// end checks that only whitespace follows.
+func (s *scanner) end() error {
+	s.ws()
+	if s.i != len(s.b) {
+		return s.errf("expected end of message")
+	}
+	return nil
+}
+
+// object scans an object at nesting depth, calling each with every raw key
+// (without quotes) with the scanner positioned before its value; each
+// must consume the value.
+func (s *scanner) object(depth int, each func(key []byte, esc bool) error) error {
+	if depth > maxDepth {
+		return fmt.Errorf("%w: nesting deeper than %d", ErrSyntax, maxDepth)
+	}
+	s.i++ // '{'
+	if s.peek() == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		if s.peek() != '"' {
+			return s.errf("expected a key")
+		}
+		start := s.i
+		esc, err := s.str()
+		if err != nil {
+			return err
+		}
+		key := s.b[start+1 : s.i-1]
+		if s.peek() != ':' {
+			return s.errf("expected ':'")
+		}
+		s.i++
+		s.ws()
+		if err := each(key, esc); err != nil {
+			return err
+		}
+		switch s.peek() {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return nil
+		default:
+			return s.errf("expected ',' or '}'")
+		}
+	}
+}
+
+// value skips one value at nesting depth (of the value itself).
+func (s *scanner) value(depth int) error {
+	switch s.peek() {
+	case '{':
+		return s.object(depth, func([]byte, bool) error { return s.value(depth + 1) })
+	case '[':
+		if depth > maxDepth {
+			return fmt.Errorf("%w: nesting deeper than %d", ErrSyntax, maxDepth)
+		}
+		s.i++
+		if s.peek() == ']' {
+			s.i++
+			return nil
+		}
+		for {
+			if err := s.value(depth + 1); err != nil {
+				return err
+			}
+			switch s.peek() {
+			case ',':
+				s.i++
+			case ']':
+				s.i++
+				return nil
+			default:
+				return s.errf("expected ',' or ']'")
+			}
+		}
+	case '"':
+		_, err := s.str()
+		return err
+	case 't':
+		return s.lit("true")
+	case 'f':
+		return s.lit("false")
+	case 'n':
+		return s.lit("null")
+	case 0:
+		if s.i >= len(s.b) {
+			return s.errf("expected a value")
+		}
+	}
+	c := s.b[s.i]
+	if c == '-' || c >= '0' && c <= '9' {
+		return s.number()
+	}
+	return s.errf("expected a value")
+}
+
+func (s *scanner) lit(word string) error {
+	if len(s.b)-s.i < len(word) || string(s.b[s.i:s.i+len(word)]) != word {
+		return s.errf("expected " + word)
+	}
+	s.i += len(word)
+	return nil
+}
+
+func (s *scanner) digits() int {
+	n := 0
+	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		s.i++
+		n++
+	}
+	return n
+}
+
+func (s *scanner) number() error {
+	if s.b[s.i] == '-' {
+		s.i++
+	}
+	if s.i >= len(s.b) {
+		return s.errf("expected a digit")
+	}
+	switch c := s.b[s.i]; {
+	case c == '0':
+		s.i++
+	case c >= '1' && c <= '9':
+		s.digits()
+	default:
+		return s.errf("expected a digit")
+	}
+	if s.i < len(s.b) && s.b[s.i] == '.' {
+		s.i++
+		if s.digits() == 0 {
+			return s.errf("expected a digit after '.'")
+		}
+	}
+	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		s.i++
+		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
+			s.i++
+		}
+		if s.digits() == 0 {
+			return s.errf("expected a digit in the exponent")
+		}
+	}
+	return nil
+}
+
+// str skips a string starting at its quote; esc reports backslashes.
+func (s *scanner) str() (esc bool, err error) {
+	s.i++ // '"'
+	b := s.b
+	for i := s.i; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c == '"':
+			s.i = i + 1
+			return esc, nil
+		case c == '\\':
+			esc = true
+			i++
+			if i >= len(b) {
+				s.i = i
+				return esc, s.errf("expected an escape")
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				for k := 0; k < 4; k++ {
+					i++
+					if i >= len(b) || !isHex(b[i]) {
+						s.i = i
+						return esc, s.errf("expected a hex digit in \\u escape")
+					}
+				}
+			default:
+				s.i = i
+				return esc, s.errf("invalid escape")
+			}
+		case c < 0x20:
+			s.i = i
+			return esc, s.errf("control character in string")
+		}
+	}
+	s.i = len(b)
+	return esc, s.errf("unterminated string")
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// known returns the common MCP method names without allocating a string
+// per message.
+func known(raw []byte) (string, bool) {
+	switch string(raw) { // no allocation: the compiler compares in place
+	case "tools/call":
+		return "tools/call", true
+	case "tools/list":
+		return "tools/list", true
+	case "notifications/progress":
+		return "notifications/progress", true
+	case "notifications/cancelled":
+		return "notifications/cancelled", true
+	case "notifications/message":
+		return "notifications/message", true
+	case "notifications/initialized":
+		return "notifications/initialized", true
+	case "initialize":
+		return "initialize", true
+	case "ping":
+		return "ping", true
+	case "resources/read":
+		return "resources/read", true
+	case "resources/list":
+		return "resources/list", true
+	case "prompts/get":
+		return "prompts/get", true
+	case "prompts/list":
+		return "prompts/list", true
+	}
+	return "", false
+}
