@@ -30,6 +30,11 @@ const (
 	MsgDetach   = "detach"   // daemon → broker: end this client
 	MsgDetached = "detached" // broker → daemon: the client is gone (EOF or detach)
 	MsgStats    = "stats"    // daemon → broker, answered with Stats
+	// MsgWatch (daemon → broker, AttachRequest without fds): a new daemon
+	// takes over a client's connection after the old one went away;
+	// answered with MsgAttached (or an error for a client not relayed),
+	// then MsgDetached when the client goes.
+	MsgWatch = "watch"
 )
 
 // AttachRequest names the client whose fds come with it.
@@ -62,7 +67,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s := &server{b: b, cfg: cfg, cancel: cancel}
+	s := &server{b: b, cfg: cfg, cancel: cancel, closed: make(chan struct{})}
 	s.idle() // no client yet: the linger runs until the first
 
 	runErr := make(chan error, 1)
@@ -77,6 +82,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		fmt.Fprintln(cfg.Ready, "ready")
 	}
 	err = <-runErr
+	close(s.closed)
 	ln.Close()
 	s.closeConns()
 	wg.Wait()
@@ -96,6 +102,8 @@ type server struct {
 	clients int
 	linger  *time.Timer
 	conns   map[*api.Conn]bool
+	gone    map[string]chan struct{} // attached clients: closed when one goes
+	closed  chan struct{}            // the broker is exiting
 	wg      sync.WaitGroup
 }
 
@@ -153,6 +161,21 @@ func (s *server) serve(conn *api.Conn) {
 	case MsgStats:
 		api.CloseFds(fds)
 		conn.Send(MsgStats, s.b.Stats())
+	case MsgWatch:
+		api.CloseFds(fds)
+		var req AttachRequest
+		api.Decode(m, &req)
+		s.mu.Lock()
+		gone := s.gone[req.ID]
+		s.mu.Unlock()
+		if gone == nil {
+			conn.SendError(125, "watch: client %q is not relayed here", req.ID)
+			return
+		}
+		if err := conn.Send(MsgAttached, nil); err != nil {
+			return
+		}
+		s.relay(conn, req.ID, gone)
 	case MsgAttach:
 		var req AttachRequest
 		if err := api.Decode(m, &req); err != nil || req.ID == "" || len(fds) != 2 {
@@ -180,13 +203,29 @@ func (s *server) attach(conn *api.Conn, req AttachRequest, fds []int) {
 		return
 	}
 	s.busy()
-	defer s.idle()
-	if err := conn.Send(MsgAttached, nil); err != nil {
-		// The daemon went away: the client stays, as it would after.
+	s.mu.Lock()
+	if s.gone == nil {
+		s.gone = map[string]chan struct{}{}
 	}
-	// A detach request, or the daemon's connection closing (which
-	// detaches nothing: a new daemon finds the client through stats).
-	go func() {
+	s.gone[req.ID] = gone
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.gone, req.ID)
+		s.mu.Unlock()
+		s.idle()
+	}()
+	// A daemon that went away meanwhile leaves the client attached: the
+	// next one takes it over with MsgWatch.
+	conn.Send(MsgAttached, nil)
+	s.relay(conn, req.ID, gone)
+}
+
+// relay serves a client's daemon connection: a detach request detaches it
+// (the connection closing detaches nothing: the daemon may have crashed),
+// and the client going is told back.
+func (s *server) relay(conn *api.Conn, id string, gone chan struct{}) {
+	go func() { // ends when the connection closes (after gone, by our caller)
 		for {
 			m, fds, err := conn.Recv()
 			api.CloseFds(fds)
@@ -194,12 +233,15 @@ func (s *server) attach(conn *api.Conn, req AttachRequest, fds []int) {
 				return
 			}
 			if m.Type == MsgDetach {
-				s.b.Detach(req.ID)
+				s.b.Detach(id)
 			}
 		}
 	}()
-	<-gone
-	conn.Send(MsgDetached, nil)
+	select {
+	case <-gone:
+		conn.Send(MsgDetached, nil)
+	case <-s.closed:
+	}
 }
 
 // busy and idle count clients; the linger runs while there are none.

@@ -32,6 +32,14 @@ type brokerRef struct {
 	ready             chan struct{}
 	err               error // why it did not start (after ready is closed)
 	l                 *live
+	pid               int // the broker process, as its clients' shims know it
+	token             proc.Token
+}
+
+// brokerSocket is where the broker of key listens: beside the daemon's
+// socket (a private directory, checked as that one is).
+func brokerSocket(p api.Paths, key string) string {
+	return filepath.Join(filepath.Dir(p.Socket), "b-"+key[:16]+".sock")
 }
 
 // brokerSession is the pseudo session a broker's record lives in: it
@@ -78,7 +86,7 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 		return
 	}
 	defer bc.Close()
-	clientID := "c-" + newID()[2:]
+	clientID := clientPrefix + newID()[2:]
 	if err := bc.Send(broker.MsgAttach, &broker.AttachRequest{ID: clientID, Session: req.Session},
 		int(files[0].Fd()), int(files[1].Fd())); err != nil {
 		conn.SendError(125, "run --share: hand the client to the broker of %s: %v", name, err)
@@ -100,14 +108,24 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 	// would never see EOF from a detached client.
 	closeFiles()
 	d.clientAttached(br, clientID, req.Session)
-	defer d.clientDetached(br, clientID, req.Session)
 	p, _ := d.reg.Process(br.id)
 	if err := conn.Send(api.TypeStarted, &api.Started{ID: clientID, PID: p.PID, Token: p.Token, Session: req.Session}); err != nil {
 		d.log.Info("shim gone before the attach was confirmed", "client", clientID, "err", err)
 	}
+	d.shareLifeline(conn, br, bc, clientID, req.Session)
+}
 
+// clientPrefix starts a shared server's client ids (process ids start
+// with "p-"): an attach names one or the other.
+const clientPrefix = "c-"
+
+// shareLifeline keeps a client's lifeline: the shim's stop request or its
+// end detaches the client (never stops the broker, which serves others);
+// the broker's word that the client is gone (its EOF) ends the shim.
+// bc is the client's connection to its broker.
+func (d *Daemon) shareLifeline(conn *api.Conn, br *brokerRef, bc *api.Conn, clientID, session string) {
 	detached := make(chan struct{})
-	go func() { // ends when the broker closes our connection (deferred above)
+	go func() { // ends when the broker closes bc (the caller closes it too)
 		defer close(detached)
 		for {
 			m, fds, err := bc.Recv()
@@ -136,7 +154,7 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 		}
 	}()
 	detach := func() {
-		bc.Send(broker.MsgDetach, &broker.AttachRequest{ID: clientID, Session: req.Session})
+		bc.Send(broker.MsgDetach, &broker.AttachRequest{ID: clientID, Session: session})
 		select {
 		case <-detached:
 		case <-br.l.done:
@@ -150,14 +168,75 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 	case <-stopReq:
 		detach()
 	case <-shimGone:
+		if d.isStopping() {
+			return // daemon stop: the broker is stopped as a whole
+		}
 		detach()
+		d.clientDetached(br, clientID, session)
 		return
 	case <-br.l.done:
 		// The broker (and with it the upstream) is gone for good: to the
 		// host, its server exited.
 		code = 1
 	}
+	d.clientDetached(br, clientID, session)
 	conn.Send(api.TypeExited, &api.Exited{ExitCode: code, Code: code})
+}
+
+// serveShareAttach re-attaches a shared server's shim after its daemon
+// went away: the broker still relays the client (a daemon crash drops no
+// client); the lifeline resumes here.
+func (d *Daemon) serveShareAttach(conn *api.Conn, a api.Attach) {
+	d.mu.Lock()
+	var br *brokerRef
+	for _, b := range d.brokers {
+		if b.l != nil && !isDone(b.l.done) && b.pid == a.PID && b.token.Matches(a.Token) {
+			br = b
+		}
+	}
+	d.mu.Unlock()
+	if br == nil {
+		conn.SendError(125, "attach %s: no live shared server (broker pid %d) here; its client is no longer supervised", a.ID, a.PID)
+		return
+	}
+	bc, err := dialBroker(br.socket)
+	if err != nil {
+		conn.SendError(125, "attach %s: reach the broker of %s: %v", a.ID, br.name, err)
+		return
+	}
+	defer bc.Close()
+	if err := bc.Send(broker.MsgWatch, &broker.AttachRequest{ID: a.ID, Session: a.Session}); err != nil {
+		conn.SendError(125, "attach %s: %v", a.ID, err)
+		return
+	}
+	m, fds, err := bc.Recv()
+	api.CloseFds(fds)
+	if err != nil || m.Type != broker.MsgAttached {
+		d.clientDetached(br, a.ID, a.Session)
+		conn.SendError(125, "attach %s: the broker of %s no longer relays this client", a.ID, br.name)
+		return
+	}
+	if err := conn.Send(api.TypeStarted, &api.Started{ID: a.ID, PID: a.PID, Token: a.Token, Session: a.Session}); err != nil {
+		return
+	}
+	d.reg.Event("shim.attached", a.Session, br.id, fmt.Sprintf("shim %d, client %s", a.ShimPID, a.ID))
+	d.shareLifeline(conn, br, bc, a.ID, a.Session)
+}
+
+// readoptBroker makes a re-adopted broker findable again by its key (new
+// clients of that key join it) and drops from its record the clients that
+// left while no daemon watched.
+func (d *Daemon) readoptBroker(p registry.Process, l *live) {
+	if len(p.BrokerKey) < 16 {
+		return
+	}
+	br := &brokerRef{key: p.BrokerKey, name: p.Name, id: p.ID, l: l, pid: p.PID, token: p.Token,
+		socket: brokerSocket(d.cfg.Paths, p.BrokerKey), ready: make(chan struct{})}
+	close(br.ready)
+	d.mu.Lock()
+	d.brokers[p.BrokerKey] = br
+	d.mu.Unlock()
+	d.log.Info("re-adopted a broker", "id", p.ID, "pid", p.PID, "clients", len(p.Clients))
 }
 
 // clientAttached and clientDetached keep a broker's record and events
@@ -201,7 +280,7 @@ func (d *Daemon) brokerFor(req api.RunRequest, key, name string) (*brokerRef, er
 	mine := br == nil
 	if mine {
 		br = &brokerRef{key: key, name: name, ready: make(chan struct{}),
-			socket: filepath.Join(filepath.Dir(d.cfg.Paths.Socket), "b-"+key[:16]+".sock")}
+			socket: brokerSocket(d.cfg.Paths, key)}
 		d.brokers[key] = br
 	}
 	d.mu.Unlock()
@@ -260,7 +339,7 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	sess := brokerSession(br.key)
 	if _, err := d.reg.AddProcess(registry.Process{
 		ID: br.id, Session: sess, Name: br.name, Argv: req.Argv, Cwd: string(req.Cwd),
-		Shared: true, Broker: true, Health: "starting", GraceMS: req.GraceMS,
+		Broker: true, BrokerKey: br.key, Health: "starting", GraceMS: req.GraceMS,
 	}); err != nil {
 		pw.Close()
 		return err
@@ -303,7 +382,7 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	d.mu.Lock()
 	d.live[br.id] = l
 	d.mu.Unlock()
-	br.l = l
+	br.l, br.pid, br.token = l, started.PID, started.Token
 	go d.monitor(l, started.Exit)
 	d.reg.Event("process.start", sess, br.id, fmt.Sprintf("pid %d broker of %q", started.PID, req.Argv))
 

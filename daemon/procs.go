@@ -313,6 +313,10 @@ func (d *Daemon) lifeline(conn *api.Conn, l *live, sessionID string, shimPID int
 // with went away. The server must be live here under the same id, PID and
 // creation token; a record rebuilt from markers learns its shim here.
 func (d *Daemon) serveAttach(conn *api.Conn, a api.Attach) {
+	if strings.HasPrefix(a.ID, clientPrefix) {
+		d.serveShareAttach(conn, a)
+		return
+	}
 	d.mu.Lock()
 	l := d.live[a.ID]
 	d.mu.Unlock()

@@ -199,6 +199,9 @@ func (d *Daemon) adopt(p registry.Process) (stopped bool, err error) {
 	if p.Shared && p.State != registry.StateStopping {
 		d.readoptShared(p, l)
 	}
+	if p.Broker && p.State != registry.StateStopping {
+		d.readoptBroker(p, l)
+	}
 	d.mu.Lock()
 	d.live[p.ID] = l
 	d.mu.Unlock()

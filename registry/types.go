@@ -123,6 +123,9 @@ type Process struct {
 	// Broker marks a shared server's broker (design §11): the process
 	// relays for Clients, and its upstream runs as its child.
 	Broker bool `json:"broker,omitempty"`
+	// BrokerKey is a broker's server key: a daemon that re-adopts the
+	// broker finds it by this again.
+	BrokerKey string `json:"broker_key,omitempty"`
 	// Clients are the clients attached to a broker now.
 	Clients []Client `json:"clients,omitempty"`
 }

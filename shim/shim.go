@@ -136,16 +136,22 @@ func Run(ctx context.Context, o Options) (int, error) {
 				// The daemon went away (a restart or a crash): the server
 				// keeps running; find the next daemon and re-attach.
 				c.Close()
-				nc, nmsgs, err := reattach(ctx, o, req, started, r.err, pending, sigs)
-				pending = nil
+				nc, nmsgs, err := reattach(ctx, o, req, started, r.err, &pending, sigs)
 				if errors.Is(err, errServerGone) {
 					return fail(CodeSupervisorError, err)
 				}
 				if err != nil {
-					return lostDaemon(o.Stderr, started, err, sigs)
+					return lostDaemon(o.Stderr, started, err, sigs, o.Share)
 				}
 				c, msgs = nc, nmsgs
 				warnVersion(o.Stderr, c.Daemon.Version)
+				// Signals that came while no daemon answered (a shared
+				// server's, which the broker's other clients need, is
+				// never signalled by a shim) become a stop request now.
+				for range pending {
+					c.Send(api.TypeStopSelf, &api.StopSelf{GraceMS: api.Millis(o.Grace)})
+				}
+				pending = nil
 				continue
 			}
 			switch r.m.Type {
@@ -309,14 +315,22 @@ var errServerGone = errors.New("server gone")
 // and nobody else may need one soon). Until then stop signals go to the
 // server directly. It gives up when the server exits, or when the daemon
 // answering does not know the server.
-func reattach(ctx context.Context, o Options, req api.RunRequest, st api.Started, cause error, pending []os.Signal, sigs chan os.Signal) (*api.Client, <-chan recv, error) {
+//
+// A shared server's shim (o.Share: st is its broker, which serves other
+// clients too) never signals it: signals wait in *pending for the next
+// daemon, and a host that dies meanwhile takes only its own client away
+// (the broker sees the client's EOF).
+func reattach(ctx context.Context, o Options, req api.RunRequest, st api.Started, cause error, pending *[]os.Signal, sigs chan os.Signal) (*api.Client, <-chan recv, error) {
 	server, err := proc.OpenHandle(st.PID, st.Token)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lost the daemon (%v); server %d exited meanwhile, its status is unknown: %w", cause, st.PID, errServerGone)
 	}
 	defer server.Close()
-	for _, sig := range pending {
-		server.Signal(sig.(syscall.Signal))
+	if !o.Share {
+		for _, sig := range *pending {
+			server.Signal(sig.(syscall.Signal))
+		}
+		*pending = nil
 	}
 	// While no daemon answers, the host's death is this shim's to act on:
 	// after LocalAfter it stops the server itself, as in local mode.
@@ -329,7 +343,11 @@ func reattach(ctx context.Context, o Options, req api.RunRequest, st api.Started
 	for {
 		select {
 		case sig := <-sigs:
-			server.Signal(sig.(syscall.Signal))
+			if o.Share {
+				*pending = append(*pending, sig)
+			} else {
+				server.Signal(sig.(syscall.Signal))
+			}
 		case <-time.After(backoff):
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
@@ -339,6 +357,9 @@ func reattach(ctx context.Context, o Options, req api.RunRequest, st api.Started
 			return nil, nil, fmt.Errorf("lost the daemon (%v); server %d exited meanwhile, its status is unknown: %w", cause, st.PID, errServerGone)
 		}
 		if time.Since(away) >= o.LocalAfter && (host == nil || host.Wait(time.Millisecond)) {
+			if o.Share {
+				return nil, nil, fmt.Errorf("lost the daemon (%v) and then the host: the shared server's broker lets this client go on its EOF: %w", cause, errServerGone)
+			}
 			stopOrphan(o, req, st)
 			return nil, nil, fmt.Errorf("lost the daemon (%v) and then the host: stopped server %d itself: %w", cause, st.PID, errServerGone)
 		}
@@ -425,7 +446,7 @@ func warnVersion(w io.Writer, daemonVersion string) {
 // keeps running (design §2), and the shim keeps standing for it until it
 // exits, forwarding stop signals to it directly. Its status cannot be
 // known: it is not our child.
-func lostDaemon(stderr io.Writer, s api.Started, cause error, sigs <-chan os.Signal) (int, error) {
+func lostDaemon(stderr io.Writer, s api.Started, cause error, sigs <-chan os.Signal, share bool) (int, error) {
 	fmt.Fprintf(stderr, "supervisor: lost the daemon and could not re-attach (%v); server %s (pid %d) keeps running unsupervised\n", cause, s.ID, s.PID)
 	server, err := proc.OpenHandle(s.PID, s.Token)
 	if err != nil {
@@ -439,6 +460,11 @@ func lostDaemon(stderr io.Writer, s api.Started, cause error, sigs <-chan os.Sig
 		case <-exited:
 			return fail(CodeSupervisorError, fmt.Errorf("server %d exited while the daemon was away; its status is unknown", s.PID))
 		case sig := <-sigs:
+			if share {
+				// The broker serves other clients: this client just goes
+				// (the host closes its pipes, the broker sees EOF).
+				return 128 + int(sig.(syscall.Signal)), nil
+			}
 			server.Signal(sig.(syscall.Signal))
 		}
 	}

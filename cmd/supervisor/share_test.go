@@ -198,3 +198,175 @@ func serverProcs(t *testing.T, procID string) []tracked {
 	}
 	return out
 }
+
+// shareSetup starts an instance with a short linger and n Go SDK clients
+// of the real server-everything through `run --share`.
+func shareSetup(t *testing.T, n int) (*instance, []*sharedClient, context.Context) {
+	t.Helper()
+	npm := npmDeps(t)
+	in := newInstance(t)
+	if err := os.WriteFile(filepath.Join(in.state, "config.toml"), []byte("linger = \"1s\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*wait)
+	t.Cleanup(cancel)
+	env := mcpEnv(t, in)
+	dir := t.TempDir()
+	var clients []*sharedClient
+	for i := 0; i < n; i++ {
+		cmd := exec.Command(bin, "run", "--share", "--name", "everything", "--", "node",
+			filepath.Join(npm, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"), "stdio")
+		cmd.Dir = dir
+		cmd.Env = env
+		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("client %d: ", i)}
+		client := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("share-%d", i), Version: "0.0.0"}, nil)
+		cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+		if err != nil {
+			t.Fatalf("client %d: connect: %v", i, err)
+		}
+		cl := &sharedClient{cmd: cmd, cs: cs}
+		clients = append(clients, cl)
+		t.Cleanup(func() { cl.cs.Close() })
+	}
+	return in, clients, ctx
+}
+
+// echoLoop has cl call echo until stop is closed, and reports the first
+// failure (or nil) on the returned channel with the number of calls.
+func echoLoop(ctx context.Context, i int, cl *sharedClient, stop <-chan struct{}) <-chan error {
+	res := make(chan error, 1)
+	go func() {
+		for k := 0; ; k++ {
+			select {
+			case <-stop:
+				if k == 0 {
+					res <- fmt.Errorf("client %d made no call", i)
+				} else {
+					res <- nil
+				}
+				return
+			default:
+			}
+			msg := fmt.Sprintf("client %d call %d", i, k)
+			r, err := cl.cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": msg}})
+			if err != nil {
+				res <- fmt.Errorf("client %d call %d: %v", i, k, err)
+				return
+			}
+			if len(r.Content) == 0 || r.Content[0].(*mcp.TextContent).Text != "Echo: "+msg {
+				res <- fmt.Errorf("client %d call %d: got %+v", i, k, r.Content)
+				return
+			}
+		}
+	}()
+	return res
+}
+
+// brokerOf returns the instance's one live broker record.
+func brokerOf(t *testing.T, in *instance) registry.Process {
+	t.Helper()
+	var out []registry.Process
+	for _, p := range in.mustProcesses(false) {
+		if p.Broker {
+			out = append(out, p)
+		}
+	}
+	if len(out) != 1 {
+		t.Fatalf("want one live broker, got %+v", out)
+	}
+	return out[0]
+}
+
+// TestShareSurvivesDaemonLoss: clients of a shared server keep calling
+// while the daemon is SIGKILLed and then restarted: no call fails, no
+// client's shim exits, the broker and its one server live on, and the new
+// daemons know every client again.
+func TestShareSurvivesDaemonLoss(t *testing.T) {
+	in, clients, ctx := shareSetup(t, 3)
+	br := brokerOf(t, in)
+	servers := serverProcs(t, br.ID)
+	for _, how := range []string{"SIGKILL", "daemon restart"} {
+		stop := make(chan struct{})
+		var results []<-chan error
+		for i, cl := range clients {
+			results = append(results, echoLoop(ctx, i, cl, stop))
+		}
+		time.Sleep(200 * time.Millisecond) // traffic under way
+		old := in.daemonPID()
+		if how == "SIGKILL" {
+			in.killDaemon(t)
+		} else {
+			in.mustRun("daemon", "restart")
+		}
+		// The shims find the next daemon (SIGKILL: they start it) and
+		// re-attach; the traffic never stopped.
+		in.waitNewDaemon(t, old)
+		waitCond(t, func() error {
+			if p := brokerOf(t, in); len(p.Clients) != len(clients) {
+				return fmt.Errorf("after %s: broker lists %d clients, want %d", how, len(p.Clients), len(clients))
+			}
+			return nil
+		})
+		time.Sleep(200 * time.Millisecond)
+		close(stop)
+		for _, r := range results {
+			if err := <-r; err != nil {
+				t.Errorf("after %s: %v", how, err)
+			}
+		}
+		for i, cl := range clients {
+			if cl.cmd.ProcessState != nil {
+				t.Errorf("after %s: client %d's shim exited: %v", how, i, cl.cmd.ProcessState)
+			}
+		}
+		if p := brokerOf(t, in); p.ID != br.ID || p.PID != br.PID {
+			t.Errorf("after %s: broker %s (pid %d), want the same %s (pid %d)", how, p.ID, p.PID, br.ID, br.PID)
+		}
+		if now := serverProcs(t, br.ID); len(now) != 1 || now[0].pid != servers[0].pid {
+			t.Errorf("after %s: server processes %v, want the one %v", how, now, servers)
+		}
+	}
+}
+
+// TestShareClientKilledMidCall: one client's host is SIGKILLed (its pipes
+// close) while calls are in flight: the other clients' calls complete,
+// the upstream lives on for them, and goes only after the last client and
+// the linger.
+func TestShareClientKilledMidCall(t *testing.T) {
+	in, clients, ctx := shareSetup(t, 3)
+	br := brokerOf(t, in)
+	servers := serverProcs(t, br.ID)
+	stop := make(chan struct{})
+	var results []<-chan error
+	for i, cl := range clients[1:] {
+		results = append(results, echoLoop(ctx, i+1, cl, stop))
+	}
+	// The victim's calls are in flight when its pipes close: a slow tool
+	// keeps one open.
+	victim := clients[0]
+	go victim.cs.CallTool(ctx, &mcp.CallToolParams{Name: "longRunningOperation", Arguments: map[string]any{"duration": 5, "steps": 5}})
+	go victim.cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "x"}})
+	time.Sleep(300 * time.Millisecond)
+	victim.cs.Close() // closes its pipes: as a SIGKILLed host's would
+	waitCond(t, func() error {
+		if p := brokerOf(t, in); len(p.Clients) != len(clients)-1 {
+			return fmt.Errorf("broker lists %d clients, want %d", len(p.Clients), len(clients)-1)
+		}
+		return nil
+	})
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	for _, r := range results {
+		if err := <-r; err != nil {
+			t.Error(err)
+		}
+	}
+	if now := serverProcs(t, br.ID); len(now) != 1 || now[0].pid != servers[0].pid {
+		t.Errorf("server processes %v, want the one %v", now, servers)
+	}
+	for _, cl := range clients[1:] {
+		cl.cs.Close()
+	}
+	waitGonePID(t, br.PID, br.Token)
+	waitGonePID(t, servers[0].pid, servers[0].tok)
+}
