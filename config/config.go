@@ -195,6 +195,9 @@ func (e *Effective) Entries() []Entry {
 		if o.MaxInstances != nil {
 			kv = append(kv, [2]string{p + "max_instances", strconv.Itoa(*o.MaxInstances)})
 		}
+		if o.Share {
+			kv = append(kv, [2]string{p + "share", "true"})
+		}
 	}
 	out := make([]Entry, 0, len(kv))
 	for _, x := range kv {
@@ -237,6 +240,7 @@ type server struct {
 	Grace        *string `toml:"grace"`
 	Health       *string `toml:"health"`
 	MaxInstances *int    `toml:"max_instances"`
+	Share        *bool   `toml:"share"`
 }
 
 // apply decodes src strictly and merges it over e.
@@ -344,6 +348,10 @@ func (e *Effective) apply(path string, src []byte) error {
 			n := *sv.MaxInstances
 			o.MaxInstances = &n
 			e.sources[p+".max_instances"] = at(p + ".max_instances")
+		}
+		if sv.Share != nil {
+			o.Share = *sv.Share
+			e.sources[p+".share"] = at(p + ".share")
 		}
 		if s.Servers == nil {
 			s.Servers = map[string]daemon.ServerOverride{}

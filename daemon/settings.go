@@ -45,6 +45,9 @@ type ServerOverride struct {
 	Grace        time.Duration // 0: the daemon's
 	Health       string        // ensure's check (none, tcp, http://...); "": tcp
 	MaxInstances *int          // nil: Settings.MaxInstances
+	// Share runs the server shared (run --share) whether or not the host
+	// config asks for it.
+	Share bool
 }
 
 // ApplyRun fills what a run request of server name left unset from the
@@ -53,6 +56,9 @@ func (s *Settings) ApplyRun(name string, req *api.RunRequest) {
 	o := s.Servers[name]
 	if req.GraceMS <= 0 && o.Grace > 0 {
 		req.GraceMS = api.Millis(o.Grace)
+	}
+	if o.Share {
+		req.Share = true
 	}
 	if req.MaxInstances == nil {
 		if o.MaxInstances != nil {

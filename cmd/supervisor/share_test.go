@@ -202,10 +202,15 @@ func serverProcs(t *testing.T, procID string) []tracked {
 // shareSetup starts an instance with a short linger and n Go SDK clients
 // of the real server-everything through `run --share`.
 func shareSetup(t *testing.T, n int) (*instance, []*sharedClient, context.Context) {
+	return shareSetupWith(t, n, []string{"--share"}, "")
+}
+
+// shareSetupWith is shareSetup with the run flags and config lines given.
+func shareSetupWith(t *testing.T, n int, flags []string, config string) (*instance, []*sharedClient, context.Context) {
 	t.Helper()
 	npm := npmDeps(t)
 	in := newInstance(t)
-	if err := os.WriteFile(filepath.Join(in.state, "config.toml"), []byte("linger = \"1s\"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(in.state, "config.toml"), []byte("linger = \"1s\"\n"+config), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*wait)
@@ -214,8 +219,9 @@ func shareSetup(t *testing.T, n int) (*instance, []*sharedClient, context.Contex
 	dir := t.TempDir()
 	var clients []*sharedClient
 	for i := 0; i < n; i++ {
-		cmd := exec.Command(bin, "run", "--share", "--name", "everything", "--", "node",
+		args := append(append([]string{"run"}, flags...), "--name", "everything", "--", "node",
 			filepath.Join(npm, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"), "stdio")
+		cmd := exec.Command(bin, args...)
 		cmd.Dir = dir
 		cmd.Env = env
 		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("client %d: ", i)}
@@ -369,4 +375,29 @@ func TestShareClientKilledMidCall(t *testing.T) {
 	}
 	waitGonePID(t, br.PID, br.Token)
 	waitGonePID(t, servers[0].pid, servers[0].tok)
+}
+
+// TestShareFromConfig: `[servers.NAME] share = true` shares a server whose
+// host config says plain `supervisor run --name NAME` (no --share).
+func TestShareFromConfig(t *testing.T) {
+	in, clients, ctx := shareSetupWith(t, 2, nil, "[servers.everything]\nshare = true\n")
+	br := brokerOf(t, in)
+	if len(br.Clients) != 2 {
+		t.Fatalf("broker %s lists %d clients, want 2", br.ID, len(br.Clients))
+	}
+	stop := make(chan struct{})
+	var results []<-chan error
+	for i, cl := range clients {
+		results = append(results, echoLoop(ctx, i, cl, stop))
+	}
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	for _, r := range results {
+		if err := <-r; err != nil {
+			t.Error(err)
+		}
+	}
+	if got := in.mustRun("config", "show"); !strings.Contains(got, "servers.everything.share") {
+		t.Errorf("config show does not list servers.everything.share:\n%s", got)
+	}
 }
