@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -46,6 +47,10 @@ type Options struct {
 	// (Env's) would not find this binary under it; it warns instead of
 	// refusing.
 	Force bool
+	// Share names the servers to wrap shared (`run --share`: one process
+	// for every session, design §11); an entry wrapped already without it
+	// is re-wrapped.
+	Share []string
 
 	// beforeWrite runs between the edit and the re-read that precedes the
 	// write: tests use it to change the file under our feet.
@@ -62,6 +67,7 @@ const (
 	Wrapped    Action = "wrapped"     // Install wrapped it
 	Already    Action = "already"     // it was wrapped already, left as is
 	Repinned   Action = "repinned"    // wrapped by a binary that moved; now this one
+	Shared     Action = "shared"      // wrapped already; now shared (--share)
 	Unwrapped  Action = "unwrapped"   // Uninstall put it back
 	NotWrapped Action = "not-wrapped" // Uninstall found it unwrapped
 	Remote     Action = "remote"      // a network server, left alone
@@ -235,7 +241,7 @@ func Install(hs []Host, o Options) ([]Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		r := o.apply(f, func(src []byte) ([]byte, []Entry, error) { return wrapAll(f, src, cmd) })
+		r := o.apply(f, func(src []byte) ([]byte, []Entry, error) { return wrapAll(f, src, cmd, o.Share) })
 		if r.Exists {
 			r.Command = cmd
 		}
@@ -275,7 +281,7 @@ func Uninstall(hs []Host, o Options) ([]Result, error) {
 				return nil, nil, err
 			}
 			if b, err := readBackup(f.Path); err == nil {
-				if w, _, err := wrapAll(f, b, cmd); err == nil && bytes.Equal(w, src) {
+				if w, _, err := wrapAll(f, b, cmd, o.Share); err == nil && bytes.Equal(w, src) {
 					return b, keptWrapped(f, b, entries), nil
 				}
 			}
@@ -386,7 +392,7 @@ func listAll(ed Editor, src []byte, schemas []Schema) ([][]Server, error) {
 
 // wrapAll wraps every stdio server of src that is not wrapped yet, and
 // re-pins those wrapped by a supervisor binary at another absolute path.
-func wrapAll(f File, src []byte, cmd string) ([]byte, []Entry, error) {
+func wrapAll(f File, src []byte, cmd string, share []string) ([]byte, []Entry, error) {
 	ed, err := editorFor(f.Format)
 	if err != nil {
 		return nil, nil, err
@@ -403,15 +409,19 @@ func wrapAll(f File, src []byte, cmd string) ([]byte, []Entry, error) {
 			a = NoCommand
 		case isWrapped(srv):
 			a = Already
-			if isAbs(srv.Command) && isAbs(cmd) && srv.Command != cmd {
+			share := slices.Contains(share, srv.Name) && !slices.Contains(srv.Args, "--share")
+			if share || isAbs(srv.Command) && isAbs(cmd) && srv.Command != cmd {
 				a = Repinned
+				if share {
+					a = Shared
+				}
 				if out, err = ed.Unwrap(out, s, srv.Name); err == nil {
-					out, err = ed.Wrap(out, s, srv.Name, cmd, runPrefix(srv.Name))
+					out, err = ed.Wrap(out, s, srv.Name, cmd, runPrefix(srv.Name, share || slices.Contains(srv.Args, "--share")))
 				}
 			}
 		default:
 			a = Wrapped
-			out, err = ed.Wrap(out, s, srv.Name, cmd, runPrefix(srv.Name))
+			out, err = ed.Wrap(out, s, srv.Name, cmd, runPrefix(srv.Name, slices.Contains(share, srv.Name)))
 		}
 		if err != nil {
 			return err
@@ -466,7 +476,12 @@ func keptWrapped(f File, backup []byte, entries []Entry) []Entry {
 	return entries
 }
 
-func runPrefix(name string) []string { return []string{"run", "--name", name, "--"} }
+func runPrefix(name string, share bool) []string {
+	if share {
+		return []string{"run", "--share", "--name", name, "--"}
+	}
+	return []string{"run", "--name", name, "--"}
+}
 
 // isWrapped: the command is a supervisor binary and its arguments start
 // with run.

@@ -346,3 +346,38 @@ func TestUnifiedDiff(t *testing.T) {
 		t.Fatalf("new file: %q", got)
 	}
 }
+
+// TestInstallShare: --share NAME wraps that server with `run --share`, and
+// re-wraps one that was wrapped without it; others are left as they are.
+func TestInstallShare(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		first  []string // Share of a first install (nil: none)
+		action Action
+	}{
+		{"fresh", nil, Wrapped},
+		{"wrapped before", []string{}, Shared},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, path := placeFile(t, "cursor", false, []byte(cursorSrc))
+			if tc.first != nil {
+				o.Share = tc.first
+				mustInstall(t, cursor, o)
+			}
+			o.Share = []string{"fs", "absent"}
+			rs := mustInstall(t, cursor, o)
+			got := string(mustRead(t, path))
+			if !strings.Contains(got, `"run", "--share", "--name", "fs", "--"`) {
+				t.Errorf("fs not wrapped shared:\n%s", got)
+			}
+			if n := rs[0].Count(tc.action); n != 1 {
+				t.Errorf("reported %d %s, want 1: %+v", n, tc.action, rs[0].Entries)
+			}
+			// Installing again changes nothing.
+			rs = mustInstall(t, cursor, o)
+			if n := rs[0].Count(Already); n != 1 || string(mustRead(t, path)) != got {
+				t.Errorf("a second install changed the file or reported %+v", rs[0].Entries)
+			}
+		})
+	}
+}
