@@ -36,7 +36,9 @@ func shareCases() []shareCase {
 	return []shareCase{
 		{"everything", func(npm, _ string) []string { return []string{"node", entry(npm, "server-everything"), "stdio"} },
 			"echo",
-			func(c, i int) map[string]any { return map[string]any{"message": fmt.Sprintf("client %d call %d", c, i)} },
+			func(c, i int) map[string]any {
+				return map[string]any{"message": fmt.Sprintf("client %d call %d", c, i)}
+			},
 			func(c, i int, _ string) string { return fmt.Sprintf("Echo: client %d call %d", c, i) }},
 		{"filesystem", func(npm, root string) []string { return []string{"node", entry(npm, "server-filesystem"), root} },
 			"read_text_file",
