@@ -438,3 +438,63 @@ func (d *Daemon) stopBrokers(grace time.Duration) {
 		d.stopIDs(context.Background(), ids, shutdown.Options{Grace: grace})
 	}
 }
+
+// brokerStats asks every live broker for its figures (a second at most
+// each); the record keeps what ps shows (unsafe, restarts, relayed).
+func (d *Daemon) brokerStats() []broker.Stats {
+	d.mu.Lock()
+	var brs []*brokerRef
+	for _, br := range d.brokers {
+		if br.l != nil && !isDone(br.l.done) {
+			brs = append(brs, br)
+		}
+	}
+	d.mu.Unlock()
+	var out []broker.Stats
+	for _, br := range brs {
+		st, err := askStats(br.socket)
+		if err != nil {
+			d.log.Debug("broker stats", "id", br.id, "err", err)
+			continue
+		}
+		out = append(out, st)
+		d.reg.Update(br.id, func(p *registry.Process) error {
+			unsafe := ""
+			if st.Unsafe {
+				unsafe = st.UnsafeReason
+				if unsafe == "" {
+					unsafe = "sent server-to-client requests"
+				}
+			}
+			if p.Unsafe == unsafe && p.Restarts == st.Restarts && p.Relayed == st.Relayed {
+				return errUnchanged
+			}
+			if unsafe != "" && p.Unsafe == "" {
+				d.reg.Event("shared.unsafe", p.Session, p.ID, unsafe)
+			}
+			p.Unsafe, p.Restarts, p.Relayed = unsafe, st.Restarts, st.Relayed
+			return nil
+		})
+	}
+	return out
+}
+
+
+func askStats(socket string) (broker.Stats, error) {
+	var st broker.Stats
+	c, err := dialBroker(socket)
+	if err != nil {
+		return st, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	if err := c.Send(broker.MsgStats, nil); err != nil {
+		return st, err
+	}
+	m, fds, err := c.Recv()
+	api.CloseFds(fds)
+	if err != nil {
+		return st, err
+	}
+	return st, api.Decode(m, &st)
+}

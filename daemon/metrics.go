@@ -168,6 +168,9 @@ var (
 	descLost      = prometheus.NewDesc("supervisor_recovery_lost", "Records found gone (lost) by this daemon's reconcile at start.", nil, nil)
 	descStopped   = prometheus.NewDesc("supervisor_recovery_stopped", "Processes stopped by this daemon's reconcile at start (their host was gone).", nil, nil)
 	descEnded     = prometheus.NewDesc("supervisor_recovery_sessions_ended", "Sessions ended by this daemon's reconcile at start.", nil, nil)
+	descUpstreams = prometheus.NewDesc("supervisor_shared_upstreams", "Shared servers (brokers, run --share) running.", nil, nil)
+	descClients   = prometheus.NewDesc("supervisor_shared_clients", "Clients attached to shared servers, all brokers together.", nil, nil)
+	descRelayed   = prometheus.NewDesc("supervisor_shared_messages_relayed", "Messages the running brokers relayed (both ways) since each started.", nil, nil)
 	descRecDur    = prometheus.NewDesc("supervisor_recovery_duration_seconds", "How long this daemon's reconcile at start took.", nil, nil)
 )
 
@@ -175,7 +178,8 @@ var (
 type stateCollector struct{ d *Daemon }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessions, descProcesses, descBreakers, descAdopted, descLost, descStopped, descEnded, descRecDur} {
+	for _, d := range []*prometheus.Desc{descSessions, descProcesses, descBreakers, descAdopted, descLost, descStopped, descEnded, descRecDur,
+		descUpstreams, descClients, descRelayed} {
 		ch <- d
 	}
 }
@@ -204,6 +208,18 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			states[b.State]++
 		}
 		gauges(ch, descBreakers, states)
+	}
+	if d.brokers != nil {
+		var clients int
+		var relayed uint64
+		stats := d.brokerStats()
+		for _, st := range stats {
+			clients += len(st.Clients)
+			relayed += st.Relayed
+		}
+		ch <- prometheus.MustNewConstMetric(descUpstreams, prometheus.GaugeValue, float64(len(stats)))
+		ch <- prometheus.MustNewConstMetric(descClients, prometheus.GaugeValue, float64(clients))
+		ch <- prometheus.MustNewConstMetric(descRelayed, prometheus.GaugeValue, float64(relayed))
 	}
 	d.mu.Lock()
 	rec := d.recovery

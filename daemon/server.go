@@ -120,6 +120,7 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 		if err := api.Decode(m, &req); err != nil {
 			return err
 		}
+		d.brokerStats() // ps shows a shared server's figures as of now
 		procs := d.reg.Processes(registry.Filter{All: req.All, Session: req.Session})
 		if procs == nil {
 			procs = []registry.Process{}

@@ -126,6 +126,12 @@ type Process struct {
 	// BrokerKey is a broker's server key: a daemon that re-adopts the
 	// broker finds it by this again.
 	BrokerKey string `json:"broker_key,omitempty"`
+	// Unsafe says why a broker's server is not safely shareable: it sent
+	// server-to-client requests (roots/list, sampling, elicitation) that
+	// no single client could be asked.
+	Unsafe string `json:"unsafe,omitempty"`
+	// Relayed counts the messages a broker relayed, both ways.
+	Relayed uint64 `json:"relayed,omitempty"`
 	// Clients are the clients attached to a broker now.
 	Clients []Client `json:"clients,omitempty"`
 }

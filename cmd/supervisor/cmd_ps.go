@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/session"
 )
 
@@ -50,7 +51,7 @@ func newPsCommand() *cobra.Command {
 					port = fmt.Sprint(p.Port)
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p.ID, orDash(p.Session), nameCell(p.Name, o.wide),
-					pidOrDash(p.PID), p.State, ago(p.StartedAt, now), orDash(p.Health), p.Restarts, port, shortCommand(p.Argv, o.wide))
+					pidOrDash(p.PID), p.State, ago(p.StartedAt, now), healthCell(p), p.Restarts, port, shortCommand(p.Argv, o.wide))
 				// A shared server's clients, under it: one per session.
 				for _, cl := range p.Clients {
 					fmt.Fprintf(tw, "  %s\t%s\t%s\t-\tattached\t%s\t-\t-\t-\tclient of %s\n", cl.ID, orDash(clean(cl.Session)),
@@ -65,4 +66,13 @@ func newPsCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	addWideFlags(cmd, &o.wide)
 	return cmd
+}
+
+// healthCell is the HEALTH column: a shared server that is not safely
+// shareable says so there.
+func healthCell(p registry.Process) string {
+	if p.Unsafe != "" {
+		return "unsafe: " + clean(p.Unsafe)
+	}
+	return orDash(p.Health)
 }

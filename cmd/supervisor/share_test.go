@@ -403,3 +403,60 @@ func TestShareFromConfig(t *testing.T) {
 		t.Errorf("config show does not list servers.everything.share:\n%s", got)
 	}
 }
+
+// TestShareRefusesAmbiguousServerRequest: a shared server that asks its
+// client for roots/list while two clients have calls in flight cannot be
+// answered by the right client: the broker refuses it, and ps flags the
+// server as not safely shareable (its HEALTH, --json's unsafe, an event).
+func TestShareRefusesAmbiguousServerRequest(t *testing.T) {
+	in := newInstance(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+	defer cancel()
+	dir := t.TempDir()
+	var css []*mcp.ClientSession
+	for i := 0; i < 2; i++ {
+		cmd := exec.Command(bin, "run", "--share", "--name", "fixture", "--", bin, "_fixture", "mcp")
+		cmd.Dir = dir
+		cmd.Env = in.env
+		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("client %d: ", i)}
+		client := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("roots-%d", i), Version: "0.0.0"}, nil)
+		cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+		if err != nil {
+			t.Fatalf("client %d: connect: %v", i, err)
+		}
+		defer cs.Close()
+		css = append(css, cs)
+	}
+	slow := make(chan error, 1)
+	go func() {
+		_, err := css[0].CallTool(ctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"steps": 10, "ms": 200}})
+		slow <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the slow call is in flight
+	res, err := css[1].CallTool(ctx, &mcp.CallToolParams{Name: "roots", Arguments: map[string]any{}})
+	// The fixture answers with what its roots/list got back: here the
+	// broker's JSON-RPC error, not a client's roots.
+	if err != nil {
+		t.Fatalf("roots: %v", err)
+	}
+	if len(res.Content) == 0 || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "cannot be routed") {
+		t.Errorf("roots with two calls in flight: got %q, want the broker's refusal (a JSON-RPC error)", res.Content[0].(*mcp.TextContent).Text)
+	}
+	if err := <-slow; err != nil {
+		t.Errorf("the other client's slow call: %v", err)
+	}
+	br := brokerOf(t, in)
+	if br.Unsafe == "" {
+		t.Errorf("ps --json: broker %s not flagged unsafe", br.ID)
+	}
+	if out := in.mustRun("ps"); !strings.Contains(out, "unsafe") {
+		t.Errorf("ps does not flag the server:\n%s", out)
+	}
+	found := false
+	for _, ev := range in.eventsJSON("--lines", "0") {
+		found = found || ev.Kind == "shared.unsafe" && ev.Process == br.ID
+	}
+	if !found {
+		t.Errorf("no shared.unsafe event for %s", br.ID)
+	}
+}
