@@ -479,7 +479,6 @@ func (d *Daemon) brokerStats() []broker.Stats {
 	return out
 }
 
-
 func askStats(socket string) (broker.Stats, error) {
 	var st broker.Stats
 	c, err := dialBroker(socket)
