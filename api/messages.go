@@ -235,6 +235,9 @@ type SessionsRequest struct {
 type SessionInfo struct {
 	registry.Session
 	Processes int `json:"processes"`
+	// Shared counts the session's clients of shared servers (run --share):
+	// each is relayed by a broker, not a process of the session's own.
+	Shared int `json:"shared"`
 }
 
 // SessionList answers sessions.

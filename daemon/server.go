@@ -215,13 +215,18 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 }
 
 func (d *Daemon) sessionInfos(all bool) []api.SessionInfo {
-	counts := map[string]int{}
+	counts, shared := map[string]int{}, map[string]int{}
 	for _, p := range d.reg.Processes(registry.Filter{All: all}) {
 		counts[p.Session]++
+		if !p.State.Final() {
+			for _, c := range p.Clients {
+				shared[c.Session]++
+			}
+		}
 	}
 	out := []api.SessionInfo{}
 	for _, s := range d.reg.Sessions(all) {
-		out = append(out, api.SessionInfo{Session: s, Processes: counts[s.ID]})
+		out = append(out, api.SessionInfo{Session: s, Processes: counts[s.ID], Shared: shared[s.ID]})
 	}
 	return out
 }

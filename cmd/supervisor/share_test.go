@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
@@ -398,6 +400,17 @@ func TestShareFromConfig(t *testing.T) {
 		if err := <-r; err != nil {
 			t.Error(err)
 		}
+	}
+	var sessions []api.SessionInfo
+	if err := json.Unmarshal([]byte(in.mustRun("sessions", "--json")), &sessions); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, s := range sessions {
+		total += s.Shared
+	}
+	if total != 2 {
+		t.Errorf("sessions --json counts %d shared clients, want 2: %+v", total, sessions)
 	}
 	if got := in.mustRun("config", "show"); !strings.Contains(got, "servers.everything.share") {
 		t.Errorf("config show does not list servers.everything.share:\n%s", got)
