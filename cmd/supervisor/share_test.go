@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -206,11 +207,12 @@ func serverProcs(t *testing.T, procID string) []tracked {
 // shareSetup starts an instance with a short linger and n Go SDK clients
 // of the real server-everything through `run --share`.
 func shareSetup(t *testing.T, n int) (*instance, []*sharedClient, context.Context) {
-	return shareSetupWith(t, n, []string{"--share"}, "")
+	return shareSetupWith(t, n, []string{"--share"}, "", nil)
 }
 
-// shareSetupWith is shareSetup with the run flags and config lines given.
-func shareSetupWith(t *testing.T, n int, flags []string, config string) (*instance, []*sharedClient, context.Context) {
+// shareSetupWith is shareSetup with the run flags, config lines and
+// client options (by client) given.
+func shareSetupWith(t *testing.T, n int, flags []string, config string, opts func(i int) *mcp.ClientOptions) (*instance, []*sharedClient, context.Context) {
 	t.Helper()
 	npm := npmDeps(t)
 	in := newInstance(t)
@@ -229,7 +231,11 @@ func shareSetupWith(t *testing.T, n int, flags []string, config string) (*instan
 		cmd.Dir = dir
 		cmd.Env = env
 		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("client %d: ", i)}
-		client := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("share-%d", i), Version: "0.0.0"}, nil)
+		var o *mcp.ClientOptions
+		if opts != nil {
+			o = opts(i)
+		}
+		client := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("share-%d", i), Version: "0.0.0"}, o)
 		cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
 		if err != nil {
 			t.Fatalf("client %d: connect: %v", i, err)
@@ -354,7 +360,7 @@ func TestShareClientKilledMidCall(t *testing.T) {
 	// The victim's calls are in flight when its pipes close: a slow tool
 	// keeps one open.
 	victim := clients[0]
-	go victim.cs.CallTool(ctx, &mcp.CallToolParams{Name: "longRunningOperation", Arguments: map[string]any{"duration": 5, "steps": 5}})
+	go victim.cs.CallTool(ctx, &mcp.CallToolParams{Name: "trigger-long-running-operation", Arguments: map[string]any{"duration": 5, "steps": 5}})
 	go victim.cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "x"}})
 	time.Sleep(300 * time.Millisecond)
 	victim.cs.Close() // closes its pipes: as a SIGKILLed host's would
@@ -384,7 +390,7 @@ func TestShareClientKilledMidCall(t *testing.T) {
 // TestShareFromConfig: `[servers.NAME] share = true` shares a server whose
 // host config says plain `supervisor run --name NAME` (no --share).
 func TestShareFromConfig(t *testing.T) {
-	in, clients, ctx := shareSetupWith(t, 2, nil, "[servers.everything]\nshare = true\n")
+	in, clients, ctx := shareSetupWith(t, 2, nil, "[servers.everything]\nshare = true\n", nil)
 	br := brokerOf(t, in)
 	if len(br.Clients) != 2 {
 		t.Fatalf("broker %s lists %d clients, want 2", br.ID, len(br.Clients))
@@ -471,5 +477,125 @@ func TestShareRefusesAmbiguousServerRequest(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no shared.unsafe event for %s", br.ID)
+	}
+}
+
+// TestShareProgressAndCancel: two clients of the real server-everything
+// run its long-running tool with the same progress token ("p"): each gets
+// its own progress notifications and no other's. A client that cancels
+// its call gets the cancellation; the other's call completes.
+func TestShareProgressAndCancel(t *testing.T) {
+	var mu sync.Mutex
+	progress := make([][]float64, 2)
+	opts := func(i int) *mcp.ClientOptions {
+		return &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			if req.Params.ProgressToken == "p" {
+				// The total tells whose call it was: 5 steps or 10.
+				progress[i] = append(progress[i], req.Params.Total)
+			}
+		}}
+	}
+	in, clients, ctx := shareSetupWith(t, 2, []string{"--share"}, "", opts)
+	call := func(ctx context.Context, cl *sharedClient, steps int) error {
+		p := &mcp.CallToolParams{Name: "trigger-long-running-operation", Arguments: map[string]any{"duration": steps / 5.0, "steps": steps}}
+		p.SetProgressToken("p")
+		res, err := cl.cs.CallTool(ctx, p)
+		if err == nil && res.IsError {
+			err = fmt.Errorf("tool error: %+v", res.Content)
+		}
+		return err
+	}
+	// Client 0: 5 steps, to the end; client 1: 10 steps, cancelled.
+	done0 := make(chan error, 1)
+	go func() { done0 <- call(ctx, clients[0], 5) }()
+	cctx, cancel := context.WithCancel(ctx)
+	done1 := make(chan error, 1)
+	go func() { done1 <- call(cctx, clients[1], 10) }()
+	time.Sleep(500 * time.Millisecond)
+	cancel()
+	if err := <-done1; err == nil {
+		t.Errorf("client 1's cancelled call returned no error")
+	}
+	if err := <-done0; err != nil {
+		t.Errorf("client 0's call: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(progress[0]) != 5 || slices.ContainsFunc(progress[0], func(total float64) bool { return total != 5 }) {
+		t.Errorf("client 0 got progress totals %v, want its own five (total 5)", progress[0])
+	}
+	if len(progress[1]) == 0 || slices.ContainsFunc(progress[1], func(total float64) bool { return total != 10 }) {
+		t.Errorf("client 1 got progress totals %v, want some of its own (total 10) and none of client 0's", progress[1])
+	}
+	// The upstream still serves both.
+	stop := make(chan struct{})
+	r0, r1 := echoLoop(ctx, 0, clients[0], stop), echoLoop(ctx, 1, clients[1], stop)
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	for _, r := range []<-chan error{r0, r1} {
+		if err := <-r; err != nil {
+			t.Error(err)
+		}
+	}
+	_ = in
+}
+
+// TestShareUpstreamCrash: the shared server crashes while a call is in
+// flight: that caller gets a JSON-RPC error, the clients stay connected
+// (their shims live), and after the broker's restart the next calls of
+// both succeed.
+func TestShareUpstreamCrash(t *testing.T) {
+	in := newInstance(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+	defer cancel()
+	dir := t.TempDir()
+	var css []*mcp.ClientSession
+	var cmds []*exec.Cmd
+	for i := 0; i < 2; i++ {
+		cmd := exec.Command(bin, "run", "--share", "--name", "fixture", "--", bin, "_fixture", "mcp")
+		cmd.Dir = dir
+		cmd.Env = in.env
+		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("client %d: ", i)}
+		client := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("crash-%d", i), Version: "0.0.0"}, nil)
+		cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+		if err != nil {
+			t.Fatalf("client %d: connect: %v", i, err)
+		}
+		defer cs.Close()
+		css = append(css, cs)
+		cmds = append(cmds, cmd)
+	}
+	br := brokerOf(t, in)
+	slow := make(chan error, 1)
+	go func() {
+		_, err := css[0].CallTool(ctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"steps": 20, "ms": 200}})
+		slow <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	css[1].CallTool(ctx, &mcp.CallToolParams{Name: "crash", Arguments: map[string]any{}}) // its answer is the crash's error
+	select {
+	case err := <-slow:
+		if err == nil {
+			t.Errorf("the call in flight when the server crashed returned no error")
+		}
+	case <-time.After(wait):
+		t.Fatalf("the call in flight when the server crashed was never answered")
+	}
+	for i, cs := range css {
+		waitCond(t, func() error {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "again"}})
+			if err != nil || res.IsError {
+				return fmt.Errorf("client %d after the restart: %v %+v", i, err, res)
+			}
+			return nil
+		})
+		if cmds[i].ProcessState != nil {
+			t.Errorf("client %d's shim exited: %v", i, cmds[i].ProcessState)
+		}
+	}
+	if after := brokerOf(t, in); after.ID != br.ID || after.Restarts < 1 {
+		t.Errorf("broker after the crash: %s restarts %d, want %s with at least 1 restart", after.ID, after.Restarts, br.ID)
 	}
 }
