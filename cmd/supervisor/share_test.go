@@ -3,9 +3,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -597,5 +599,73 @@ func TestShareUpstreamCrash(t *testing.T) {
 	}
 	if after := brokerOf(t, in); after.ID != br.ID || after.Restarts < 1 {
 		t.Errorf("broker after the crash: %s restarts %d, want %s with at least 1 restart", after.ID, after.Restarts, br.ID)
+	}
+}
+
+// TestShareTSSDKClients: two clients of the official TypeScript SDK
+// (client.mjs, a host in miniature) share one server-everything through
+// `run --share`: each gets its own echo back, one broker lists both, and
+// when both have closed their sessions the broker goes after the linger.
+func TestShareTSSDKClients(t *testing.T) {
+	npm := npmDeps(t)
+	in := newInstance(t)
+	if err := os.WriteFile(filepath.Join(in.state, "config.toml"), []byte("linger = \"1s\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := mcpEnv(t, in)
+	entry := filepath.Join(npm, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	var clients []*mcpClient
+	for i := 0; i < 2; i++ {
+		msg := fmt.Sprintf("from ts client %d", i)
+		config, err := json.Marshal(mcpHostConfig{Command: bin, Args: []string{"run", "--share", "--name", "everything", "--", "node", entry, "stdio"},
+			Cwd: npm, Tool: "echo", Arguments: map[string]any{"message": msg}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("node", filepath.Join(npm, "client.mjs"))
+		cmd.Dir = npm
+		cmd.Env = append(slices.Clone(env), "SUPERVISOR_TEST_MCP_CLIENT="+string(config))
+		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("ts client %d: ", i)}
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cl := &mcpClient{cmd: cmd, done: make(chan struct{}), lines: bufio.NewReader(stdout), stdin: stdin}
+		go func() { cmd.Wait(); close(cl.done) }()
+		t.Cleanup(func() {
+			stdin.Close()
+			cmd.Process.Kill()
+			<-cl.done
+		})
+		cl.result = cl.next(t)
+		if cl.result.Event != "connected" || cl.result.Text != "Echo: "+msg {
+			t.Errorf("ts client %d: got %+v, want its own echo %q", i, cl.result, msg)
+		}
+		clients = append(clients, cl)
+	}
+	br := brokerOf(t, in)
+	if len(br.Clients) != 2 {
+		t.Errorf("broker %s lists %d clients, want 2", br.ID, len(br.Clients))
+	}
+	servers := serverProcs(t, br.ID)
+	if len(servers) != 1 {
+		t.Errorf("server processes of broker %s: %v, want 1", br.ID, servers)
+	}
+	for i, cl := range clients {
+		io.WriteString(cl.stdin, "close\n")
+		if r := cl.next(t); r.Event != "closed" {
+			t.Errorf("ts client %d: got %+v, want closed", i, r)
+		}
+	}
+	waitGonePID(t, br.PID, br.Token)
+	for _, s := range servers {
+		waitGonePID(t, s.pid, s.tok)
 	}
 }
