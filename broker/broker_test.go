@@ -183,9 +183,9 @@ func (m msg) text() string {
 
 // tclient is a test-driven client: a pipe pair attached to the broker.
 type tclient struct {
-	t    *testing.T
-	id   string
-	w    *os.File // its messages, to the broker
+	t       *testing.T
+	id      string
+	w       *os.File // its messages, to the broker
 	in      chan msg // what the broker wrote to it
 	done    chan struct{}
 	skipped []msg // notifications and requests answer passed over
