@@ -52,7 +52,7 @@ var fixtureArgv = func() []string { return []string{bin, "_fixture", "mcp"} }
 
 // harness is one broker under test with its event log.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	b      *Broker
 	cancel context.CancelFunc
 	runErr chan error
@@ -62,7 +62,7 @@ type harness struct {
 	change chan struct{}
 }
 
-func newHarness(t *testing.T, argv []string, tweak func(*Config)) *harness {
+func newHarness(t testing.TB, argv []string, tweak func(*Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, runErr: make(chan error, 1), change: make(chan struct{}, 1)}
 	cfg := Config{
@@ -112,7 +112,7 @@ func newHarness(t *testing.T, argv []string, tweak func(*Config)) *harness {
 	return h
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
@@ -183,7 +183,7 @@ func (m msg) text() string {
 
 // tclient is a test-driven client: a pipe pair attached to the broker.
 type tclient struct {
-	t       *testing.T
+	t       testing.TB
 	id      string
 	w       *os.File // its messages, to the broker
 	in      chan msg // what the broker wrote to it

@@ -184,8 +184,17 @@ func TestUpstreamCrash(t *testing.T) {
 	a.initialize("0", "2025-11-25")
 	b.initialize("0", "2025-11-25")
 	pid := h.b.Stats().UpstreamPID
+	const uri = "test://r/1"
+	a.send(`{"jsonrpc":"2.0","id":"s","method":"resources/subscribe","params":{"uri":%q}}`, uri)
+	a.answer(`"s"`)
+	if s := h.b.Stats(); s.IdleSince.IsZero() {
+		t.Errorf("stats idle since zero with nothing in flight")
+	}
 	a.call("1", "slow", `{"steps":1000,"ms":50}`)
 	h.waitFor(func(s Stats) bool { return s.Clients[0].InFlight == 1 }, "a's call in flight")
+	if s := h.b.Stats(); !s.IdleSince.IsZero() {
+		t.Errorf("stats idle since %v with a call in flight, want zero", s.IdleSince)
+	}
 	b.call("1", "crash", "{}")
 	for _, c := range []*tclient{a, b} {
 		m := c.answer("1")
@@ -203,9 +212,14 @@ func TestUpstreamCrash(t *testing.T) {
 		t.Errorf("call after the restart: %s", m.raw)
 	}
 	// The new run was initialized once by the broker, from the cached
-	// parameters, and the clients' handshakes were not repeated.
-	if st := b.stats("3"); !strings.HasPrefix(st, fmt.Sprintf("pid=%d initialize=1 initialized=1 ", s.UpstreamPID)) {
-		t.Errorf("restarted fixture stats %q, want one replayed initialize", st)
+	// parameters, and a's subscription renewed.
+	if st := b.stats("3"); st != fmt.Sprintf("pid=%d initialize=1 initialized=1 cancelled=0 subscribe=1 unsubscribe=0", s.UpstreamPID) {
+		t.Errorf("restarted fixture stats %q, want one replayed initialize and subscribe", st)
+	}
+	b.call("4", "touch", fmt.Sprintf(`{"uri":%q}`, uri))
+	b.answer("4")
+	if m := a.next(); m.Method != "notifications/resources/updated" {
+		t.Errorf("a after the restart got %s, want its subscription's update", m.raw)
 	}
 }
 
