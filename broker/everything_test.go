@@ -72,7 +72,7 @@ func TestEverythingShared(t *testing.T) {
 			}
 			clients[n-1].send(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 			tools := clients[n-1].answer("1")
-			for _, name := range []string{"echo", "trigger-long-running-operation", "trigger-sampling-request"} {
+			for _, name := range []string{"echo", "trigger-long-running-operation"} {
 				if !strings.Contains(string(tools.Result), fmt.Sprintf("%q", name)) {
 					t.Fatalf("tools/list lacks %s: %s", name, tools.raw)
 				}
@@ -172,6 +172,18 @@ func TestEverythingSamplingRefused(t *testing.T) {
 	a, b := h.attach("a"), h.attach("b")
 	initEverything(t, a)
 	initEverything(t, b)
+	// The server registers its sampling tool once it has seen the first
+	// client's capabilities, a moment after the handshake.
+	for i := 0; ; i++ {
+		b.send(`{"jsonrpc":"2.0","id":"l%d","method":"tools/list"}`, i)
+		if m := b.answer(fmt.Sprintf(`"l%d"`, i)); strings.Contains(string(m.Result), `"trigger-sampling-request"`) {
+			break
+		}
+		if i == 1000 {
+			t.Fatal("server-everything never listed trigger-sampling-request")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	a.call("1", "trigger-long-running-operation", `{"duration":30,"steps":30}`)
 	h.waitFor(func(s Stats) bool { return s.Clients[0].InFlight == 1 }, "a's call in flight")
 	b.call("1", "trigger-sampling-request", `{"prompt":"hi"}`)
