@@ -3,10 +3,15 @@
 package broker
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Clients with colliding ids interleave calls: every answer reaches its
@@ -414,5 +419,34 @@ func TestStop(t *testing.T) {
 	}
 	if err := h.b.Attach("late", nil, nil); err == nil {
 		t.Error("Attach after stop succeeded")
+	}
+}
+
+// An upstream that ignores its stdin's EOF and SIGTERM is killed.
+func TestStopEscalates(t *testing.T) {
+	h := newHarness(t, []string{bin, "_fixture", "ignore-term"}, func(c *Config) { c.StopTimeout = 100 * time.Millisecond })
+	pid := h.b.Stats().UpstreamPID
+	h.cancel()
+	if err := <-h.runErr; err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+	if e := h.waitEvent("upstream.exit"); e != fmt.Sprintf("upstream.exit pid %d stopped: signal: killed", pid) {
+		t.Errorf("exit event %q, want the SIGKILL", e)
+	}
+}
+
+// An upstream that cannot start fails Run at once, with the reason.
+func TestStartFails(t *testing.T) {
+	b, err := New(Config{Argv: []string{filepath.Join(t.TempDir(), "no-such-server")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "no-such-server") || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Run = %v, want the start error", err)
+	}
+	b.Wait()
+	if _, err := New(Config{}); err == nil {
+		t.Error("New without Argv succeeded")
 	}
 }
