@@ -18,14 +18,14 @@ import (
 // client is one attached client. Its fields other than in, out, q and
 // stop are guarded by Broker.mu.
 type client struct {
-	id        string
-	in        io.ReadCloser
-	out       io.WriteCloser
-	q         *queue
-	stop      chan struct{} // closed on detach
-	inOnce    sync.Once
-	outOnce   sync.Once
-	log       hclog.Logger
+	id      string
+	in      io.ReadCloser
+	out     io.WriteCloser
+	q       *queue
+	stop    chan struct{} // closed on detach
+	inOnce  sync.Once
+	outOnce sync.Once
+	log     hclog.Logger
 
 	detached  bool
 	fromCache bool              // its initialize was answered from the cache
