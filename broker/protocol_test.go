@@ -450,3 +450,74 @@ func TestStartFails(t *testing.T) {
 		t.Error("New without Argv succeeded")
 	}
 }
+
+// Messages that arrive while the upstream is down (before Run, or during a
+// restart's backoff and re-initialize) wait and are delivered in order.
+func TestHeldWhileDown(t *testing.T) {
+	t.Run("before-run", func(t *testing.T) {
+		b, err := New(Config{Argv: fixtureArgv()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &harness{t: t, b: b}
+		c := h.attach("early")
+		if err := b.Attach("early", nil, nil); !errors.Is(err, ErrDuplicate) {
+			t.Errorf("a second Attach of the id: %v, want ErrDuplicate", err)
+		}
+		c.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+		c.call("2", "echo", `{"text":"waited"}`)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- b.Run(ctx) }()
+		defer func() { cancel(); <-done; b.Wait() }()
+		if m := c.answer("1"); m.Error != nil {
+			t.Errorf("initialize: %s", m.raw)
+		}
+		if m := c.answer("2"); m.text() != "waited" {
+			t.Errorf("call: %s", m.raw)
+		}
+	})
+	t.Run("restart", func(t *testing.T) {
+		h := newHarness(t, fixtureArgv(), func(c *Config) { c.RestartMin = 300 * time.Millisecond })
+		a := h.attach("a")
+		a.initialize("0", "2025-11-25")
+		pid := h.b.Stats().UpstreamPID
+		a.call("1", "crash", "{}")
+		a.answer("1")
+		// The upstream is down for the backoff: these wait for the new
+		// run and its replayed initialize.
+		for i := 2; i < 12; i++ {
+			a.call(fmt.Sprint(i), "echo", fmt.Sprintf(`{"text":"%d"}`, i))
+		}
+		for i := 2; i < 12; i++ {
+			if m := a.answer(fmt.Sprint(i)); m.text() != fmt.Sprint(i) {
+				t.Errorf("call %d after the crash: %s", i, m.raw)
+			}
+		}
+		if st := a.stats("12"); strings.HasPrefix(st, fmt.Sprintf("pid=%d ", pid)) || !strings.Contains(st, " initialize=1 initialized=1 ") {
+			t.Errorf("fixture stats %q: want a new run, initialized once", st)
+		}
+	})
+}
+
+// The broker answers the server's pings itself: no client is asked and the
+// server is not flagged.
+func TestServerPing(t *testing.T) {
+	h := newHarness(t, fixtureArgv(), nil)
+	a, b := h.attach("a"), h.attach("b")
+	a.initialize("0", "2025-11-25")
+	b.initialize("0", "2025-11-25")
+	a.call("1", "slow", `{"steps":1000,"ms":50}`)
+	b.call("1", "ping", "{}")
+	if m := b.answer("1"); m.text() != "{}" {
+		t.Errorf("ping answered %s, want the broker's empty result", m.raw)
+	}
+	if s := h.b.Stats(); s.Unsafe {
+		t.Errorf("a ping flagged the server: %q", s.UnsafeReason)
+	}
+	for _, m := range append(a.drain(), b.drain()...) {
+		if m.Method == "ping" {
+			t.Errorf("a client was pinged: %s", m.raw)
+		}
+	}
+}
