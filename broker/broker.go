@@ -11,9 +11,9 @@
 //
 // Detach and shutdown unblock a client's pending read and write by closing
 // its in and out. For *os.File that works only on a non-blocking (pollable)
-// descriptor: os.Pipe's are; a descriptor received over a unix socket must
-// be set non-blocking before os.NewFile, or a client that never writes
-// keeps a goroutine (and Wait) blocked.
+// descriptor: os.Pipe's are; wrap a descriptor received over a unix socket
+// with PollableFile, or a client that never writes keeps a goroutine (and
+// Wait) blocked.
 //
 // Legacy servers may keep state per connection; sharing them is safe only
 // as far as these rules reach, which is why it is opt-in (design §11).

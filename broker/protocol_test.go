@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -519,5 +520,38 @@ func TestServerPing(t *testing.T) {
 		if m.Method == "ping" {
 			t.Errorf("a client was pinged: %s", m.raw)
 		}
+	}
+}
+
+// A client on raw descriptors (as received over a unix socket) wrapped by
+// PollableFile is stopped by Detach even though it never writes.
+func TestPollableFileDetach(t *testing.T) {
+	h := newHarness(t, fixtureArgv(), nil)
+	var in, out [2]int
+	if err := syscall.Pipe(in[:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Pipe(out[:]); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(in[1])
+	defer syscall.Close(out[0])
+	r, err := PollableFile(in[0], "client-stdin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := PollableFile(out[1], "client-stdout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.b.Attach("fd", r, w); err != nil {
+		t.Fatal(err)
+	}
+	h.b.Detach("fd")
+	h.waitEvent("client.detach fd:")
+	// The broker closed its ends: our read end of its output sees EOF.
+	buf := make([]byte, 1)
+	if n, err := syscall.Read(out[0], buf); n != 0 || err != nil {
+		t.Errorf("read after detach = %d, %v; want EOF", n, err)
 	}
 }
