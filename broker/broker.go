@@ -11,9 +11,9 @@
 //
 // Detach and shutdown unblock a client's pending read and write by closing
 // its in and out. For *os.File that works only on a non-blocking (pollable)
-// descriptor: os.Pipe's are; a descriptor received over a unix socket must
-// be set non-blocking before os.NewFile, or a client that never writes
-// keeps a goroutine (and Wait) blocked.
+// descriptor: os.Pipe's are; wrap a descriptor received over a unix socket
+// with PollableFile, or a client that never writes keeps a goroutine (and
+// Wait) blocked.
 //
 // Legacy servers may keep state per connection; sharing them is safe only
 // as far as these rules reach, which is why it is opt-in (design §11).
@@ -208,7 +208,8 @@ func (b *Broker) unlock() {
 
 // Attach relays the client's newline-delimited messages until in reaches
 // EOF or Detach. It returns at once; the relay runs in goroutines the
-// broker owns, and in and out are closed when the client is detached.
+// broker owns. On detach in is closed at once, and out once what was
+// queued for the client has been written (at most 5 s later).
 // Clients may attach before Run starts the upstream: their messages wait.
 func (b *Broker) Attach(id string, in io.ReadCloser, out io.WriteCloser) error {
 	b.mu.Lock()
@@ -240,7 +241,7 @@ func (b *Broker) Detach(id string) {
 	b.mu.Lock()
 	defer b.unlock()
 	if c, ok := b.clients[id]; ok {
-		b.detachLocked(c, "detached")
+		b.detachLocked(c, "detached", false)
 	}
 }
 
@@ -341,7 +342,7 @@ func (b *Broker) shutdown() {
 	defer b.unlock()
 	b.stopped = true
 	for _, c := range b.clients {
-		b.detachLocked(c, "broker stopped")
+		b.detachLocked(c, "broker stopped", false)
 	}
 	b.held, b.heldN = nil, 0
 }

@@ -116,8 +116,10 @@ func newLineReader(r io.Reader, max int) *lineReader {
 // next returns the next line without its newline; it is valid until the
 // following call. A final line without a newline is returned before EOF.
 func (l *lineReader) next() ([]byte, error) {
-	if cap(l.buf) > 1<<20 {
-		l.buf = nil // do not keep a huge message's buffer for the next small ones
+	if cap(l.buf) > 2<<20 {
+		// Keep a buffer for answers of a megabyte or so, which come in
+		// streaks, but not a rare huge message's.
+		l.buf = nil
 	}
 	l.buf = l.buf[:0]
 	for {

@@ -18,13 +18,14 @@ import (
 // client is one attached client. Its fields other than in, out, q and
 // stop are guarded by Broker.mu.
 type client struct {
-	id        string
-	in        io.ReadCloser
-	out       io.WriteCloser
-	q         *queue
-	stop      chan struct{} // closed on detach
-	closeOnce sync.Once
-	log       hclog.Logger
+	id      string
+	in      io.ReadCloser
+	out     io.WriteCloser
+	q       *queue
+	stop    chan struct{} // closed on detach
+	inOnce  sync.Once
+	outOnce sync.Once
+	log     hclog.Logger
 
 	detached  bool
 	fromCache bool              // its initialize was answered from the cache
@@ -127,7 +128,7 @@ func (b *Broker) readClient(c *client) {
 				reason = "read: " + err.Error()
 			}
 			b.mu.Lock()
-			b.detachLocked(c, reason)
+			b.detachLocked(c, reason, false)
 			b.unlock()
 			return
 		}
@@ -161,28 +162,38 @@ func (b *Broker) waitUpstreamRoom(c *client) bool {
 	}
 }
 
-// writeClient writes the client's queue to its output.
+// writeClient writes the client's queue to its output until the queue
+// is closed and empty (a detach), then closes the output.
 func (b *Broker) writeClient(c *client) {
 	defer b.wg.Done()
+	defer c.closeOut()
 	w := bufio.NewWriterSize(c.out, 64<<10)
 	for {
-		batch, ok := c.q.take(c.stop)
+		batch, ok := c.q.take(nil)
 		if !ok {
 			return
 		}
 		if err := writeBatch(w, batch); err != nil {
 			b.mu.Lock()
-			b.detachLocked(c, "write: "+err.Error())
+			b.detachLocked(c, "write: "+err.Error(), true)
 			b.unlock()
 			return
 		}
 	}
 }
 
+// drainTimeout bounds how long a detached client's queued messages (the
+// errors of a crash, say) are still written before its output is closed.
+const drainTimeout = 5 * time.Second
+
+func (c *client) closeIn()  { c.inOnce.Do(func() { c.in.Close() }) }
+func (c *client) closeOut() { c.outOnce.Do(func() { c.out.Close() }) }
+
 // detachLocked removes c: its requests in flight are cancelled upstream,
-// its subscriptions dropped, server requests to it refused, in and out
-// closed.
-func (b *Broker) detachLocked(c *client, reason string) {
+// its subscriptions dropped, server requests to it refused, its input
+// closed. What is queued for it is still written (for up to drainTimeout)
+// unless force: a client that does not read gets its output closed now.
+func (b *Broker) detachLocked(c *client, reason string, force bool) {
 	if c.detached {
 		return
 	}
@@ -225,10 +236,12 @@ func (b *Broker) detachLocked(c *client, reason string) {
 	}
 	b.emit("client.detach", c.id+": "+reason)
 	c.log.Info("client detached", "reason", reason)
-	c.closeOnce.Do(func() {
-		c.in.Close()
-		c.out.Close()
-	})
+	c.closeIn()
+	if force {
+		c.closeOut()
+	} else {
+		time.AfterFunc(drainTimeout, c.closeOut)
+	}
 }
 
 func dropWaiters[W any](ws []W, drop func(W) bool) []W {
@@ -366,7 +379,7 @@ func (b *Broker) deliver(c *client, msg []byte) {
 	}
 	if !c.q.push(msg, b.cfg.MaxQueue) {
 		c.log.Warn("client is not reading its output; detaching it", "queued_limit", b.cfg.MaxQueue)
-		b.detachLocked(c, fmt.Sprintf("did not read its output: over %d bytes queued", b.cfg.MaxQueue))
+		b.detachLocked(c, fmt.Sprintf("did not read its output: over %d bytes queued", b.cfg.MaxQueue), true)
 		return
 	}
 	c.messages++

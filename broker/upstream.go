@@ -56,6 +56,25 @@ func (b *Broker) startUpstream() (*upstream, error) {
 		return nil, fmt.Errorf("broker: start upstream %q: %w; check the server's command", b.cfg.Argv[0], err)
 	}
 	u := &upstream{pid: cmd.Process.Pid, cmd: cmd, stdin: inW, stdout: outR, q: newQueue(), exited: make(chan struct{})}
+	// Installed before its reader starts, so nothing it says early (a log
+	// notification) is taken for a dead run's.
+	b.mu.Lock()
+	b.up = u
+	b.initialized = false
+	b.emit("upstream.start", "pid "+strconv.Itoa(u.pid))
+	b.log.Info("upstream started", "pid", u.pid, "argv", b.cfg.Argv)
+	if b.init.result != nil {
+		// A restart: replay the first client's initialize before anything
+		// else; clients' messages wait in held until its answer.
+		b.ready = false
+		id := b.newID()
+		b.pending[id] = &pending{kind: kindReinit, sent: true}
+		u.q.push(b.init.replay(id), 0)
+	} else {
+		b.markReady()
+	}
+	b.unlock()
+
 	readerDone := make(chan struct{})
 	b.wg.Add(3)
 	go func() {
@@ -81,22 +100,6 @@ func (b *Broker) startUpstream() (*upstream, error) {
 		close(u.exited)
 	}()
 
-	b.mu.Lock()
-	defer b.unlock()
-	b.up = u
-	b.initialized = false
-	b.emit("upstream.start", "pid "+strconv.Itoa(u.pid))
-	b.log.Info("upstream started", "pid", u.pid, "argv", b.cfg.Argv)
-	if b.init.result != nil {
-		// A restart: replay the first client's initialize before anything
-		// else; clients' messages wait in held until its answer.
-		b.ready = false
-		id := b.newID()
-		b.pending[id] = &pending{kind: kindReinit, sent: true}
-		u.q.push(b.init.replay(id), 0)
-	} else {
-		b.markReady()
-	}
 	return u, nil
 }
 

@@ -15,9 +15,11 @@
 package jsonrpc
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -491,7 +493,21 @@ func (s *scanner) number() error {
 func (s *scanner) str() (esc bool, err error) {
 	s.i++ // '"'
 	b := s.b
-	for i := s.i; i < len(b); i++ {
+	i := s.i
+	for i < len(b) {
+		// Eight bytes at a time while none is a quote, a backslash or a
+		// control character: tool results are long strings, and this is
+		// their cost.
+		for i+8 <= len(b) {
+			if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3 // the first such byte: exact
+				break
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		switch {
 		case c == '"':
@@ -522,9 +538,25 @@ func (s *scanner) str() (esc bool, err error) {
 			s.i = i
 			return esc, s.errf("control character in string")
 		}
+		i++
 	}
 	s.i = len(b)
 	return esc, s.errf("unterminated string")
+}
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// special marks the bytes of w (little-endian) that are '"', '\\' or
+// below 0x20 with their high bit (the classic has-zero-byte and
+// has-less-than tricks): zero if there are none, and the lowest mark is
+// exact (a borrow only propagates upwards, past a true match).
+func special(w uint64) uint64 {
+	q := w ^ (lsb * '"')
+	bs := w ^ (lsb * '\\')
+	return ((q-lsb)&^q | (bs-lsb)&^bs | (w-lsb*0x20)&^w) & msb
 }
 
 func isHex(c byte) bool {
