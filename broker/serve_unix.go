@@ -194,8 +194,23 @@ func (s *server) attach(conn *api.Conn, req AttachRequest, fds []int) {
 	gone := make(chan struct{})
 	var once sync.Once
 	done := func() { once.Do(func() { close(gone) }) }
-	in := &closeNotify{File: os.NewFile(uintptr(fds[0]), "client-stdin"), done: done}
-	out := &closeNotify{File: os.NewFile(uintptr(fds[1]), "client-stdout"), done: done}
+	// Pollable (non-blocking) files: a detach must be able to interrupt a
+	// read that waits on the client.
+	inf, err := PollableFile(fds[0], "client-stdin")
+	if err != nil {
+		api.CloseFds(fds)
+		conn.SendError(125, "attach %s: %v", req.ID, err)
+		return
+	}
+	outf, err := PollableFile(fds[1], "client-stdout")
+	if err != nil {
+		inf.Close()
+		api.CloseFds(fds[1:])
+		conn.SendError(125, "attach %s: %v", req.ID, err)
+		return
+	}
+	in := &closeNotify{File: inf, done: done}
+	out := &closeNotify{File: outf, done: done}
 	if err := s.b.Attach(req.ID, in, out); err != nil {
 		in.Close()
 		out.Close()
