@@ -602,10 +602,12 @@ func TestShareUpstreamCrash(t *testing.T) {
 	}
 }
 
-// TestShareTSSDKClients: two clients of the official TypeScript SDK
+// TestShareTSSDKClients: three clients of the official TypeScript SDK
 // (client.mjs, a host in miniature) share one server-everything through
-// `run --share`: each gets its own echo back, one broker lists both, and
-// when both have closed their sessions the broker goes after the linger.
+// `run --share`: each gets its own echo back and one broker lists them.
+// One host is SIGKILLed: only its client is detached, the server stays
+// for the others; when they have closed their sessions the broker goes
+// after the linger.
 func TestShareTSSDKClients(t *testing.T) {
 	npm := npmDeps(t)
 	in := newInstance(t)
@@ -615,7 +617,7 @@ func TestShareTSSDKClients(t *testing.T) {
 	env := mcpEnv(t, in)
 	entry := filepath.Join(npm, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	var clients []*mcpClient
-	for i := 0; i < 2; i++ {
+	for i := 0; i < 3; i++ {
 		msg := fmt.Sprintf("from ts client %d", i)
 		config, err := json.Marshal(mcpHostConfig{Command: bin, Args: []string{"run", "--share", "--name", "everything", "--", "node", entry, "stdio"},
 			Cwd: npm, Tool: "echo", Arguments: map[string]any{"message": msg}})
@@ -651,14 +653,25 @@ func TestShareTSSDKClients(t *testing.T) {
 		clients = append(clients, cl)
 	}
 	br := brokerOf(t, in)
-	if len(br.Clients) != 2 {
-		t.Errorf("broker %s lists %d clients, want 2", br.ID, len(br.Clients))
+	if len(br.Clients) != 3 {
+		t.Errorf("broker %s lists %d clients, want 3", br.ID, len(br.Clients))
 	}
 	servers := serverProcs(t, br.ID)
 	if len(servers) != 1 {
 		t.Errorf("server processes of broker %s: %v, want 1", br.ID, servers)
 	}
-	for i, cl := range clients {
+	clients[0].cmd.Process.Kill() // the host dies: its pipes close
+	<-clients[0].done
+	waitCond(t, func() error {
+		if p := brokerOf(t, in); len(p.Clients) != 2 {
+			return fmt.Errorf("broker lists %d clients after a host's death, want 2", len(p.Clients))
+		}
+		return nil
+	})
+	if now := serverProcs(t, br.ID); len(now) != 1 || now[0].pid != servers[0].pid {
+		t.Errorf("after a host's death: server processes %v, want the one %v", now, servers)
+	}
+	for i, cl := range clients[1:] {
 		io.WriteString(cl.stdin, "close\n")
 		if r := cl.next(t); r.Event != "closed" {
 			t.Errorf("ts client %d: got %+v, want closed", i, r)
