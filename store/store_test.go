@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	mrand "math/rand"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -266,8 +267,8 @@ func TestUndecodableRecord(t *testing.T) {
 
 	s = openT(t, path, Options{})
 	_, _, err = s.Load()
-	if err == nil || !strings.Contains(err.Error(), "processes/px") {
-		t.Errorf("Load() error = %v, want one naming processes/px", err)
+	if err == nil || !strings.Contains(err.Error(), "processes/px") || !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Load() error = %v, want one naming processes/px and wrapping ErrCorrupt", err)
 	}
 }
 
@@ -284,6 +285,9 @@ func TestCorruptFile(t *testing.T) {
 			if err == nil {
 				s.Close()
 				t.Fatal("Open of garbage succeeded, want error")
+			}
+			if !errors.Is(err, ErrCorrupt) {
+				t.Errorf("Open error = %v, want one wrapping ErrCorrupt", err)
 			}
 		})
 	}
@@ -489,5 +493,70 @@ func TestCompactionBoundsFile(t *testing.T) {
 			t.Errorf("%s %d after round %d, %d after round 5: grows with churn (limit %d)",
 				m.what, m.by[rounds], rounds, m.by[5], limit)
 		}
+	}
+}
+
+// TestCorruptionIsAnError: the damaged files of issue 13, on which bbolt
+// panicked inside Open or Load (invalid freelist page, index out of range,
+// unexpected page type), are errors wrapping ErrCorrupt, never a panic.
+func TestCorruptionIsAnError(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "registry.db")
+	s := openT(t, base, Options{})
+	for i := range 20 {
+		sess := fmt.Sprintf("host-%d-%d", 1000+i, 5000+i)
+		if err := s.PutSession(registry.Session{ID: sess, HostPID: 1000 + i, HostCommand: "claude", State: registry.SessionActive}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutProcess(registry.Process{ID: fmt.Sprintf("p%02d", i), Session: sess, Name: "server",
+			Argv: []string{"npx", "-y", "@modelcontextprotocol/server-filesystem", "/src"}, PID: 2000 + i, State: registry.StateRunning}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AppendEvent(registry.Event{Kind: "process.start", Session: sess, Detail: strings.Repeat("x", 100)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	clean, err := os.ReadFile(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(clean) <= 20000 {
+		t.Fatalf("the registry is %d bytes, too small for the recipes", len(clean))
+	}
+	for _, tc := range []struct {
+		name  string
+		apply func([]byte) []byte
+	}{
+		{"zero page at 8 KiB", func(b []byte) []byte { clear(b[8192 : 8192+4096]); return b }},
+		{"truncated to 20000 bytes", func(b []byte) []byte { return b[:20000] }},
+		{"random after 16 KiB", func(b []byte) []byte { mrand.New(mrand.NewSource(13)).Read(b[16384:]); return b }},
+		{"every 97th byte flipped", func(b []byte) []byte {
+			for i := 0; i < len(b); i += 97 {
+				b[i] ^= 0xff
+			}
+			return b
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "registry.db")
+			if err := os.WriteFile(path, tc.apply(append([]byte(nil), clean...)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := Open(path, Options{Timeout: time.Second, NoSync: true})
+			if err == nil {
+				// Open may find nothing wrong only if Load then does.
+				_, _, err = s.Load()
+				s.Close()
+			}
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Open and Load error = %v, want one wrapping ErrCorrupt", err)
+			}
+			t.Log(err)
+			// A panic inside bolt.Open must not leave the file locked: a
+			// second open fails the same way, not on the lock.
+			if _, err := Open(path, Options{Timeout: 100 * time.Millisecond, NoSync: true}); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("second Open error = %v, want one wrapping ErrCorrupt", err)
+			}
+		})
 	}
 }

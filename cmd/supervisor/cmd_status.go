@@ -61,10 +61,19 @@ func newStatusCommand() *cobra.Command {
 			fmt.Fprintf(w, "sessions:  %d active; processes: %d live, %d records\n", st.Sessions, st.Processes, st.Records)
 			if r := st.Recovery; r != nil {
 				fmt.Fprintf(w, "recovery:  at %s: %s\n", r.At, r)
+				if sr := r.StoreRebuilt; sr != nil {
+					fmt.Fprintf(w, "registry:  %s\n", storeRebuiltLine(sr))
+				}
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// storeRebuiltLine tells the user that the registry file was unreadable at
+// start, where it was kept, and why.
+func storeRebuiltLine(sr *api.StoreRebuilt) string {
+	return fmt.Sprintf("was unreadable at start and was rebuilt from the markers of running processes; the damaged file is kept at %s (%s)", sr.MovedTo, sr.Reason)
 }
