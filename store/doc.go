@@ -30,6 +30,13 @@
 //     seeks, not a scan.
 //   - A file with a newer schema than this code knows is refused, never
 //     rewritten; an older one would need a migration (there is none yet).
+//   - A damaged file is an error wrapping ErrCorrupt, never a panic: Open
+//     first reads it read-only, every key and value and then bolt's
+//     tx.Check, under recover and debug.SetPanicOnFault (bbolt panics on bad
+//     pages; a page past a truncated end faults). A panic inside bolt.Open
+//     leaves no handle to close, so that read-only mapping (and its shared
+//     lock) stays until the process exits. Open costs a full read of the
+//     file: tens of milliseconds for an 8 MiB registry.
 //   - bbolt never shrinks the file: deleted records leave free pages that are
 //     reused, so Size reports the high-water mark, not the live data. The
 //     daemon's compaction (DeleteMany, one commit per run) is what keeps that
