@@ -102,7 +102,13 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open registry %s: %w", path, err)
 	}
 	db.MaxBatchDelay = time.Millisecond
-	if err := db.Update(initSchema); err != nil {
+	// Written only when something is missing: a file that then fails to
+	// load is moved aside as it was found.
+	err = db.View(initSchema)
+	if errors.Is(err, errIncomplete) {
+		err = db.Update(initSchema)
+	}
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open registry %s: %w", path, err)
 	}
@@ -190,14 +196,20 @@ func verify(tx *bolt.Tx) error {
 	if err := walk(tx.Cursor()); err != nil {
 		return err
 	}
-	var errs []error
+	var first error
+	n := 0
 	for err := range tx.Check(bolt.WithKVStringer(sizeStringer{})) { // drained to the end: the check reads the tx until it closes
-		if len(errs) < 5 { // the first few say enough
-			errs = append(errs, err)
+		if n++; first == nil {
+			first = err
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("consistency check: %w", errors.Join(errs...))
+	switch {
+	case n == 1:
+		return fmt.Errorf("consistency check: %w", first)
+	case n > 1:
+		// One line for status and the event log; the file is kept for
+		// `bbolt check` to list the rest.
+		return fmt.Errorf("consistency check: %w (and %d more problems)", first, n-1)
 	}
 	return nil
 }
@@ -219,7 +231,7 @@ func walk(c *bolt.Cursor) error {
 	var sum uint32
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		if prev != nil && bytes.Compare(prev, k) >= 0 {
-			return fmt.Errorf("key %x after %x: out of order", k, prev)
+			return fmt.Errorf("key %s after %s: out of order", short(k), short(prev))
 		}
 		prev = k
 		sum = crc32.Update(sum, crc32.IEEETable, k)
@@ -229,22 +241,31 @@ func walk(c *bolt.Cursor) error {
 		}
 		b := c.Bucket().Bucket(k)
 		if b == nil {
-			return fmt.Errorf("key %x: neither a value nor a bucket", k)
+			return fmt.Errorf("key %s: neither a value nor a bucket", short(k))
 		}
 		if err := walk(b.Cursor()); err != nil {
-			return fmt.Errorf("bucket %s: %w", k, err)
+			return fmt.Errorf("bucket %s: %w", short(k), err)
 		}
 	}
 	for k := prev; k != nil; {
 		// Backwards, so the cursor's position is not the one Seek starts from.
 		got, _ := c.Seek(k)
 		if !bytes.Equal(got, k) {
-			return fmt.Errorf("key %x: not found by seeking it", k)
+			return fmt.Errorf("key %s: not found by seeking it", short(k))
 		}
 		k, _ = c.Prev()
 	}
 	_ = sum // read for the faults it may raise, not for its value
 	return nil
+}
+
+// short names a key in an error by at most its first 16 bytes: a damaged
+// one can be megabytes long.
+func short(k []byte) string {
+	if len(k) > 16 {
+		return fmt.Sprintf("%q… (%d bytes)", k[:16], len(k))
+	}
+	return fmt.Sprintf("%q", k)
 }
 
 func fileSize(path string) (int64, error) {
@@ -263,16 +284,30 @@ func isOSError(err error) bool {
 	return errors.As(err, &pe) || errors.As(err, &errno)
 }
 
+// errIncomplete says a read-only initSchema found a bucket or the schema
+// key missing: the file is new, or older than a bucket.
+var errIncomplete = errors.New("registry schema incomplete")
+
 // initSchema creates the buckets and the schema key, refusing a file written
-// by a newer supervisor.
+// by a newer supervisor. In a read-only transaction it only checks, and
+// returns errIncomplete when there is something to create.
 func initSchema(tx *bolt.Tx) error {
 	for _, name := range allBuckets {
+		if !tx.Writable() {
+			if tx.Bucket(name) == nil {
+				return errIncomplete
+			}
+			continue
+		}
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return fmt.Errorf("create bucket %s: %w", name, err)
 		}
 	}
 	meta := tx.Bucket(bucketMeta)
 	raw := meta.Get(keySchema)
+	if raw == nil && !tx.Writable() {
+		return errIncomplete
+	}
 	if raw == nil {
 		return meta.Put(keySchema, []byte(strconv.Itoa(SchemaVersion)))
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
 
 	"github.com/seed-86a41135/supervisor/registry"
@@ -17,7 +18,8 @@ import (
 // corruptions are the damaged registry files of issue 13 that made bbolt
 // panic inside the daemon's start (invalid freelist page, index out of
 // range, unexpected page type), so every start died and shims ran in
-// local mode from then on.
+// local mode from then on; and a record that does not decode, which
+// failed every start too.
 var corruptions = []struct {
 	name  string
 	apply func(t *testing.T, path string)
@@ -44,6 +46,19 @@ var corruptions = []struct {
 			}
 			return b
 		})
+	}},
+	{"a record that does not decode", func(t *testing.T, path string) {
+		// Sound to bbolt; Load failed on it and the daemon stayed down.
+		db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: wait})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket([]byte("processes")).Put([]byte("px"), []byte("{not json"))
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}},
 }
 
