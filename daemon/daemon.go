@@ -442,7 +442,7 @@ func openStore(path string, log hclog.Logger) (*store.Store, storeContent, error
 	}
 	aside, rerr := moveAside(path)
 	if rerr != nil {
-		return nil, storeContent{}, fmt.Errorf("%w (moving it aside failed: %w; move or remove %s yourself)", err, rerr, path)
+		return nil, storeContent{}, fmt.Errorf("%w (moving it aside failed: %w; move %s elsewhere yourself and start the daemon again)", err, rerr, path)
 	}
 	log.Error("registry unreadable: moved aside, rebuilding it from the markers of running processes", "err", err, "moved_to", aside)
 	c := storeContent{rebuilt: &api.StoreRebuilt{MovedTo: aside, Reason: err.Error()}}
