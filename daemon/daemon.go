@@ -440,7 +440,7 @@ func openStore(path string, log hclog.Logger) (*store.Store, storeContent, error
 	if errors.Is(err, store.ErrLocked) || errors.Is(err, store.ErrSchema) || errors.Is(err, fs.ErrPermission) {
 		return nil, storeContent{}, err
 	}
-	aside, rerr := moveAside(path)
+	aside, rerr := moveAside(path, time.Now())
 	if rerr != nil {
 		return nil, storeContent{}, fmt.Errorf("%w (moving it aside failed: %w; move %s elsewhere yourself and start the daemon again)", err, rerr, path)
 	}
@@ -452,12 +452,12 @@ func openStore(path string, log hclog.Logger) (*store.Store, storeContent, error
 	return s, c, nil
 }
 
-// moveAside renames the file at path to path.corrupt-<UTC time>, with a
+// moveAside renames the file at path to path.corrupt-<UTC now>, with a
 // counter when that name is taken: an earlier damaged file is never
 // replaced. The daemon holds the singleton lock, so no other daemon races
 // for the name.
-func moveAside(path string) (string, error) {
-	base := path + ".corrupt-" + time.Now().UTC().Format("20060102T150405Z")
+func moveAside(path string, now time.Time) (string, error) {
+	base := path + ".corrupt-" + now.UTC().Format("20060102T150405Z")
 	aside := base
 	for i := 2; ; i++ {
 		if _, err := os.Lstat(aside); err != nil {
