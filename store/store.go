@@ -115,7 +115,8 @@ func Open(path string, opts Options) (*Store, error) {
 	return &Store{db: db, path: path, maxEvents: opts.MaxEvents}, nil
 }
 
-// check reads the existing file at path read-only: every page, then bolt's
+// check reads the existing file at path: its page structure from the
+// bytes (scan), then read-only through bbolt every page and bolt's
 // consistency check. It runs before the read-write open because bbolt
 // panics inside Open on a damaged freelist, and a panic there leaves no
 // *DB to close: the file's mapping, and with it the lock, stays until the
@@ -125,6 +126,12 @@ func Open(path string, opts Options) (*Store, error) {
 func check(path string, timeout time.Duration) error {
 	if fi, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || (err == nil && fi.Size() == 0) {
 		return nil // bbolt creates it
+	}
+	if err := guard(func() error { return scan(path) }); err != nil {
+		if !errors.Is(err, ErrCorrupt) && !isOSError(err) {
+			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		return err
 	}
 	db, err := openBolt(path, &bolt.Options{Timeout: timeout, ReadOnly: true, PreLoadFreelist: true})
 	if err != nil {

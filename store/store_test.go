@@ -610,3 +610,72 @@ func TestCheckFindsWhatReadsMiss(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestGuard: what bbolt does on a damaged page inside Open or Load, a
+// panic or a fault, comes back as an error wrapping ErrCorrupt.
+func TestGuard(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    func() error
+	}{
+		{"panic", func() error { panic("invalid freelist page: 0, page type is unknown<00>") }},
+		{"nil dereference", func() error {
+			var p *registry.Process
+			return errors.New(p.ID)
+		}},
+		{"index out of range", func() error {
+			var ids []uint64
+			i := 3
+			return fmt.Errorf("%d", ids[i])
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := guard(tc.f); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("guard error = %v, want one wrapping ErrCorrupt", err)
+			}
+		})
+	}
+	if err := guard(func() error { return nil }); err != nil {
+		t.Fatalf("guard of a sound read = %v, want nil", err)
+	}
+}
+
+// TestPageCycleIsAnError: a branch page that names itself as its child
+// sent bbolt's cursor down forever, its stack growing until the machine
+// ran out of memory (found by damaging files at random). Open refuses
+// the file first.
+func TestPageCycleIsAnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	s := openT(t, path, Options{})
+	for i := range 300 { // enough for the processes bucket to need a branch page
+		if err := s.PutProcess(registry.Process{ID: fmt.Sprintf("p%03d", i), Argv: []string{strings.Repeat("a", 100)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var branch int
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		branch = int(tx.Bucket(bucketProcesses).Root())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := int(binary.LittleEndian.Uint32(b[16+8:]))
+	if flags := binary.LittleEndian.Uint16(b[branch*ps+8:]); flags != branchPage {
+		t.Fatalf("the processes bucket's root %d has flags %#x, want a branch page", branch, flags)
+	}
+	// Its first child becomes the branch page itself.
+	binary.LittleEndian.PutUint64(b[branch*ps+pageHeader+8:], uint64(branch))
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(path, Options{Timeout: time.Second, NoSync: true})
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Open error = %v, want one wrapping ErrCorrupt", err)
+	}
+	t.Log(err)
+}
