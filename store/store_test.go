@@ -679,3 +679,59 @@ func TestPageCycleIsAnError(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// FuzzOpen damages a registry file (bytes written at an offset, then an
+// optional truncation) and opens and loads it: the result is the records
+// or an error wrapping ErrCorrupt, never a panic, a crash or a hang. Plain
+// `go test` runs the seeds; `go test -fuzz FuzzOpen ./store` explores (with
+// a memory limit on the machine: what it hunts for is unbounded growth).
+func FuzzOpen(f *testing.F) {
+	clean := fuzzBase(f)
+	f.Add(uint32(8192), make([]byte, 4096), uint32(0))
+	f.Add(uint32(0), []byte{}, uint32(20000))
+	f.Add(uint32(16384), []byte("\x42\x17\xff\x00\x9a\x13\x37\x00\x00\x00\x01\x00\x00\x00\x00\x00"), uint32(0))
+	f.Add(uint32(4096+75), []byte{0xff}, uint32(0))
+	f.Add(uint32(3*4096+8), []byte{0x01, 0x00}, uint32(0))
+	f.Fuzz(func(t *testing.T, off uint32, data []byte, trunc uint32) {
+		b := append([]byte(nil), clean...)
+		if int(off) < len(b) {
+			copy(b[off:], data)
+		}
+		if trunc > 0 && int(trunc) < len(b) {
+			b = b[:trunc]
+		}
+		path := filepath.Join(t.TempDir(), "registry.db")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(path, Options{Timeout: time.Second, NoSync: true})
+		if err == nil {
+			_, _, err = s.Load()
+			s.Close()
+		}
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Open and Load error = %v, want nil or one wrapping ErrCorrupt", err)
+		}
+	})
+}
+
+// fuzzBase is a registry of a few sessions, processes and events.
+func fuzzBase(f *testing.F) []byte {
+	path := filepath.Join(f.TempDir(), "registry.db")
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for i := range 40 {
+		sess := fmt.Sprintf("host-%d-%d", 1000+i, 5000+i)
+		s.PutSession(registry.Session{ID: sess, HostPID: 1000 + i, State: registry.SessionActive})
+		s.PutProcess(registry.Process{ID: fmt.Sprintf("p%02d", i), Session: sess, Argv: []string{"npx", "server"}, State: registry.StateRunning})
+		s.AppendEvent(registry.Event{Kind: "process.start", Session: sess, Detail: strings.Repeat("x", 60)})
+	}
+	s.Close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return b
+}
