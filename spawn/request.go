@@ -52,14 +52,14 @@ type Started struct {
 // WithMarkers returns env with the marker variables set, replacing any the
 // caller had (a shim started by a supervised process must not inherit its
 // parent's identity; an inherited host marker goes too, markedEnv sets its
-// own). SUPERVISOR_KEEP is dropped too: it is for a server's
+// own). SUPERVISOR_KEEP and SUPERVISOR_LOG_WRITER are dropped too: it is for a server's
 // descendants to set, and inherited from a host it would spare them all.
 // instance, when not empty, is the SUPERVISOR_INSTANCE marker.
 func WithMarkers(env []string, session, procID, instance string) []string {
 	out := make([]string, 0, len(env)+4)
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
-		if k == EnvSessionID || k == EnvProcID || k == EnvInstance || k == EnvKeep || k == EnvHost {
+		if k == EnvSessionID || k == EnvProcID || k == EnvInstance || k == EnvKeep || k == EnvHost || k == EnvLogWriter {
 			continue
 		}
 		out = append(out, kv)
