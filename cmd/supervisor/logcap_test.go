@@ -3,14 +3,20 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/seed-86a41135/supervisor/registry"
 )
 
 // logSlack is what the live log may be over the cap: one write buffer.
@@ -133,4 +139,153 @@ func TestLogCapHeldUnderBurst(t *testing.T) {
 	if _, err := checkNumbered([]byte(out)); err != nil {
 		t.Fatalf("logs --lines %d: %v", n, err)
 	}
+}
+
+// TestRunServerStderrIsLoggedAndTeed: a stdio server's stderr reaches its
+// host as before and is captured for `supervisor logs` too; its stdin and
+// stdout are still the host's own pipes (zero-copy), only fd 2 is a pipe of
+// the log writer's.
+func TestRunServerStderrIsLoggedAndTeed(t *testing.T) {
+	in := newInstance(t)
+	cmd := in.command("run", "--name", "loud", "--session", "b", "--", bin, "_fixture", "mcp", "--stderr")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outR.Close()
+	defer errR.Close()
+	cmd.Stdout, cmd.Stderr = outW, errW
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	outW.Close()
+	errW.Close()
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	out, errs := bufio.NewReader(outR), bufio.NewReader(errR)
+	hostStderr := func(want string) {
+		t.Helper()
+		for {
+			line, err := readLine(errs, wait)
+			if err != nil {
+				t.Fatalf("the host's stderr: %v before %q", err, want)
+			}
+			if line == want {
+				return
+			}
+		}
+	}
+	exchange := []struct{ req, resp, stderr string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`,
+			`{"id":1,"jsonrpc":"2.0","result":{"capabilities":{},"protocolVersion":"2025-11-25","serverInfo":{"name":"fixture","version":"1"}}}`,
+			"mcp: initialize 1"},
+		{`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, `{"id":2,"jsonrpc":"2.0","result":{"tools":[]}}`, "mcp: tools/list 2"},
+	}
+	for _, x := range exchange {
+		if _, err := io.WriteString(stdin, x.req+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		line, err := readLine(out, wait)
+		if err != nil || line != x.resp {
+			t.Fatalf("stdout: got %q (%v), want %q", line, err, x.resp)
+		}
+		hostStderr(x.stderr)
+	}
+
+	var srv registry.Process
+	for _, p := range in.mustProcesses(false) {
+		if p.Name == "loud" {
+			srv = p
+		}
+	}
+	if srv.PID == 0 {
+		t.Fatal("no running process named loud")
+	}
+	inode := func(path string) uint64 {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	fdPath := func(fd int) string { return fmt.Sprintf("/proc/%d/fd/%d", srv.PID, fd) }
+	if got, want := inode(fdPath(1)), inode(fmt.Sprintf("/proc/self/fd/%d", outR.Fd())); got != want {
+		t.Errorf("the server's stdout is inode %d, want the host's pipe %d (zero-copy)", got, want)
+	}
+	if got, host := inode(fdPath(2)), inode(fmt.Sprintf("/proc/self/fd/%d", errR.Fd())); got == host {
+		t.Errorf("the server's stderr is the host's pipe, want the log writer's")
+	}
+
+	wantLog := "mcp: initialize 1\nmcp: tools/list 2\n"
+	for _, args := range [][]string{{"logs", "loud"}, {"logs", "loud", "--session", "b"}, {"logs", srv.ID}} {
+		waitCond(t, func() error {
+			if got, errOut, code := in.run(args...); code != 0 || got != wantLog {
+				return fmt.Errorf("%v: exit %d, %q (%s); want %q", args, code, got, errOut, wantLog)
+			}
+			return nil
+		})
+	}
+	if _, errOut, code := in.run("logs", "loud", "--session", "other"); code == 0 || !strings.Contains(errOut, "no captured output") {
+		t.Errorf("logs of another session: exit %d, %q; want no captured output", code, errOut)
+	}
+
+	// EOF: the server exits, the host's stderr closes (the writer let it
+	// go), and the log is still there.
+	stdin.Close()
+	if _, err := io.ReadAll(errs); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("run exited %d, want 0", code)
+	}
+	if got := in.mustRun("logs", "loud"); got != wantLog {
+		t.Fatalf("logs after the exit: %q, want %q", got, wantLog)
+	}
+}
+
+// TestRunServerLogGoesWithItsRecord: retention removes a stdio server's
+// log once its record is compacted away.
+func TestRunServerLogGoesWithItsRecord(t *testing.T) {
+	in := newInstance(t)
+	in.env = append(in.env, "SUPERVISOR_RETENTION=1s")
+	shim := in.startShim("--name", "brief", "--", bin, "_fixture", "mcp", "--stderr")
+	io.WriteString(shim.stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize"}`+"\n")
+	if _, err := readLine(shim.stdout, wait); err != nil {
+		t.Fatal(err)
+	}
+	logs := filepath.Join(in.state, "logs", "run", "brief@*")
+	waitCond(t, func() error {
+		if m, _ := filepath.Glob(logs); len(m) != 1 {
+			return fmt.Errorf("logs %v, want one", m)
+		}
+		return nil
+	})
+	shim.stdin.Close()
+	if code := shim.exitCode(t); code != 0 {
+		t.Fatalf("run exited %d", code)
+	}
+	waitCond(t, func() error {
+		if m, _ := filepath.Glob(logs); len(m) != 0 {
+			return fmt.Errorf("logs %v left after the record's retention", m)
+		}
+		return nil
+	})
 }
