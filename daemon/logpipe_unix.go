@@ -53,7 +53,7 @@ func (d *Daemon) startLogWriter(path string, tee *os.File, m logWriterMarkers) (
 	// Its stderr is /dev/null: a writer that cannot write says nothing to
 	// a host that never asked for its messages.
 	started, err := spawn.Start(d.reaper, spawn.Request{
-		Argv: d.logWriterArgv(path, tee != nil), Env: []string{spawn.EnvLogWriter + "=1"},
+		Argv: d.logWriterArgv(path, tee != nil), LogWriter: true,
 		Stdio:     [3]*os.File{r, out, null},
 		SessionID: m.session, ProcID: m.procID, Instance: d.instance, Host: m.host,
 	})

@@ -29,6 +29,9 @@ type Request struct {
 	// for a shim in local mode, whose death nobody else would notice. (The
 	// daemon leaves it 0: its servers must outlive it, design §2.)
 	Pdeathsig syscall.Signal
+	// LogWriter marks the process as a server's log writer (EnvLogWriter),
+	// a marker no caller's environment can pass on.
+	LogWriter bool
 	// Foreground puts the child's new group in the foreground of the
 	// terminal on fd 0 (for `supervisor init` with a tty).
 	Foreground bool
@@ -77,6 +80,9 @@ func markedEnv(req Request) []string {
 	env := WithMarkers(req.Env, req.SessionID, req.ProcID, req.Instance)
 	if req.Host != "" {
 		env = append(env, EnvHost+"="+req.Host)
+	}
+	if req.LogWriter {
+		env = append(env, EnvLogWriter+"=1")
 	}
 	return env
 }
