@@ -320,7 +320,7 @@ func TestLogsFollowAndRotate(t *testing.T) {
 			break
 		}
 		var k int
-		if _, err := fmt.Sscanf(line, "line %d", &k); err != nil {
+		if _, err := fmt.Sscanf(line, "line %d", &k); err != nil || len(line) != 99 {
 			continue // a tick, or a line a tick was written into
 		}
 		if next >= 0 && k < next {
