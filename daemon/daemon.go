@@ -79,6 +79,7 @@ type Daemon struct {
 	store       *store.Store
 	reg         *registry.Registry
 	reaper      *spawn.Reaper
+	exe         string // this binary, run as the servers' log writer; "" when unknown
 	watcher     *session.Watcher
 	cgroups     *cgroup.Manager // nil: no cgroups (none writable, or turned off)
 	breakers    *breakers
@@ -226,6 +227,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	d.reaper = spawn.NewReaper(d.log.Named("reaper"))
+	if exe, xerr := os.Executable(); xerr == nil {
+		d.exe = exe
+	} else {
+		d.log.Warn("cannot find this binary: servers write their logs directly (rotated by copy and truncate)", "err", xerr)
+	}
 	d.cascade = &shutdown.Cascade{Log: d.log.Named("shutdown"), Excluded: []int{os.Getpid()},
 		AfterSignal: func() { fault("cascade.signalled") }, ScanFault: scanFault()}
 	life, endLife := context.WithCancel(context.Background())

@@ -161,10 +161,20 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		return
 	}
 	fault("run.intent")
+	host := fmt.Sprintf("%d-%d", req.HostPID, req.HostToken.StartTicks)
+	// Its stderr is captured for `supervisor logs` (logpipe.go): the log
+	// writer holds the host's stderr instead of the server and copies
+	// every byte to it. stdin and stdout stay the host's own fds.
+	if w, err := d.startLogWriter(RunLogPath(d.cfg.Paths, name, id), files[2],
+		logWriterMarkers{session: req.Session, procID: id, host: host}); err == nil {
+		files[2].Close()
+		files[2] = w
+	} else if !errors.Is(err, errLogWriterUnsupported) {
+		log.Warn("stderr not captured: the server writes to the host's stderr itself", "id", id, "err", err)
+	}
 	started, err := spawn.Start(d.reaper, spawn.Request{
 		Argv: req.Argv, Env: req.Env, Dir: string(req.Cwd), Stdio: files,
-		SessionID: req.Session, ProcID: id, CgroupFD: cg.Fd, Instance: d.instance,
-		Host: fmt.Sprintf("%d-%d", req.HostPID, req.HostToken.StartTicks),
+		SessionID: req.Session, ProcID: id, CgroupFD: cg.Fd, Instance: d.instance, Host: host,
 	})
 	d.metrics.spawn(err)
 	cg.CloseFd()

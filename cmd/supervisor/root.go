@@ -95,6 +95,7 @@ func newRootCommand(inherited []int) *cobra.Command {
 		newVersionCommand(),
 		newDemoCommand(),
 		newFixtureCommand(),
+		newLogWriterCommand(),
 		newInitCommand(),
 		newEnsureCommand(),
 		newBreakerCommand(),
