@@ -177,6 +177,17 @@ type Recovery struct {
 	SessionsEnded int     `json:"sessions_ended"`
 	FilesRemoved  int     `json:"files_removed"`
 	DurationMS    float64 `json:"duration_ms"`
+	// StoreRebuilt is set when the registry file could not be read at
+	// start: it was moved aside and the registry rebuilt from the markers
+	// of the running processes.
+	StoreRebuilt *StoreRebuilt `json:"store_rebuilt,omitempty"`
+}
+
+// StoreRebuilt says why the registry file was unreadable and where it
+// was kept for the user to inspect.
+type StoreRebuilt struct {
+	MovedTo string `json:"moved_to"`
+	Reason  string `json:"reason"`
 }
 
 // String is the recovery as status and `daemon restart` print it.

@@ -79,6 +79,7 @@ type Daemon struct {
 	store       *store.Store
 	reg         *registry.Registry
 	reaper      *spawn.Reaper
+	exe         string // this binary, run as the servers' log writer; "" when unknown
 	watcher     *session.Watcher
 	cgroups     *cgroup.Manager // nil: no cgroups (none writable, or turned off)
 	breakers    *breakers
@@ -212,20 +213,27 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}
 
-	d.store, err = openStore(paths.DB(), d.log)
+	var loaded storeContent
+	d.store, loaded, err = openStore(paths.DB(), d.log)
 	if err != nil {
 		return err
 	}
 	defer d.store.Close()
-	sessions, procs, err := d.store.Load()
-	if err != nil {
-		return fmt.Errorf("load registry %s: %w", paths.DB(), err)
+	d.reg = registry.New(d.store, nil, loaded.sessions, loaded.procs)
+	if r := loaded.rebuilt; r != nil {
+		// Before the reconcile, which rebuilds the registry from the
+		// markers and reports what it found after this.
+		d.reg.Event("daemon.store_rebuilt", "", "", fmt.Sprintf("registry unreadable (%s): moved aside to %s; rebuilt from the markers of running processes", r.Reason, r.MovedTo))
 	}
-	d.reg = registry.New(d.store, nil, sessions, procs)
 	if d.breakers, err = newBreakers(d.store, d.settings().Breaker, d.log.Named("breaker")); err != nil {
 		return err
 	}
 	d.reaper = spawn.NewReaper(d.log.Named("reaper"))
+	if exe, xerr := os.Executable(); xerr == nil {
+		d.exe = exe
+	} else {
+		d.log.Warn("cannot find this binary: servers write their logs directly (rotated by copy and truncate)", "err", xerr)
+	}
 	d.cascade = &shutdown.Cascade{Log: d.log.Named("shutdown"), Excluded: []int{os.Getpid()},
 		AfterSignal: func() { fault("cascade.signalled") }, ScanFault: scanFault()}
 	life, endLife := context.WithCancel(context.Background())
@@ -239,6 +247,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 	// Reconcile before the socket accepts anything (design §7).
 	rec := d.reconcile()
+	rec.StoreRebuilt = loaded.rebuilt
 	d.recovery = &rec
 
 	// We hold the singleton lock, so whatever socket is left at the path
@@ -423,23 +432,66 @@ func socketDir(p api.Paths) error {
 	return nil
 }
 
-// openStore opens the registry. A file bbolt cannot read is moved aside as
-// registry.db.corrupt-<time> and a fresh one is started (design §7): the
-// registry is a cache of the truth, and the daemon must come up. A file
-// held by another daemon, of a newer schema, or not readable for
-// permissions is an error instead: moving those aside would lose data.
-func openStore(path string, log hclog.Logger) (*store.Store, error) {
+// storeContent is what openStore read: the records, and why the file was
+// replaced if it was.
+type storeContent struct {
+	sessions []registry.Session
+	procs    []registry.Process
+	rebuilt  *api.StoreRebuilt
+}
+
+// openStore opens and loads the registry. A file bbolt cannot read (an open
+// error, a panic inside bbolt, a failed consistency check, a record that
+// does not decode) is moved aside as registry.db.corrupt-<time>, kept for
+// the user, and a fresh one is started (design §7): the registry is a cache
+// of the truth, the reconcile rebuilds it from the markers of the running
+// processes, and the daemon must come up, or every shim runs in local mode
+// from then on. A file held by another process, of a newer schema, or not
+// readable for permissions is an error instead: none of those is damage,
+// and replacing it would lose what it holds.
+func openStore(path string, log hclog.Logger) (*store.Store, storeContent, error) {
 	s, err := store.Open(path, store.Options{})
 	if err == nil {
-		return s, nil
+		var c storeContent
+		c.sessions, c.procs, err = s.Load()
+		if err == nil {
+			return s, c, nil
+		}
+		s.Close()
+		if !errors.Is(err, store.ErrCorrupt) {
+			return nil, storeContent{}, err
+		}
 	}
 	if errors.Is(err, store.ErrLocked) || errors.Is(err, store.ErrSchema) || errors.Is(err, fs.ErrPermission) {
-		return nil, err
+		return nil, storeContent{}, err
 	}
-	aside := path + ".corrupt-" + time.Now().UTC().Format("20060102T150405Z")
-	if rerr := os.Rename(path, aside); rerr != nil {
-		return nil, fmt.Errorf("%w (moving it aside failed: %v)", err, rerr)
+	aside, rerr := moveAside(path, time.Now())
+	if rerr != nil {
+		return nil, storeContent{}, fmt.Errorf("%w (moving it aside failed: %w; move %s elsewhere yourself and start the daemon again)", err, rerr, path)
 	}
-	log.Error("registry unreadable: moved aside, starting a fresh one", "err", err, "moved_to", aside)
-	return store.Open(path, store.Options{})
+	log.Error("registry unreadable: moved aside, rebuilding it from the markers of running processes", "err", err, "moved_to", aside)
+	c := storeContent{rebuilt: &api.StoreRebuilt{MovedTo: aside, Reason: err.Error()}}
+	if s, err = store.Open(path, store.Options{}); err != nil {
+		return nil, storeContent{}, fmt.Errorf("start a fresh registry after moving the unreadable one to %s: %w", aside, err)
+	}
+	return s, c, nil
+}
+
+// moveAside renames the file at path to path.corrupt-<UTC now>, with a
+// counter when that name is taken: an earlier damaged file is never
+// replaced. The daemon holds the singleton lock, so no other daemon races
+// for the name.
+func moveAside(path string, now time.Time) (string, error) {
+	base := path + ".corrupt-" + now.UTC().Format("20060102T150405Z")
+	aside := base
+	for i := 2; ; i++ {
+		if _, err := os.Lstat(aside); err != nil {
+			break // free, or not even stat-able: Rename says which
+		}
+		aside = fmt.Sprintf("%s-%d", base, i)
+	}
+	if err := os.Rename(path, aside); err != nil {
+		return "", err
+	}
+	return aside, nil
 }

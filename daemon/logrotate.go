@@ -10,9 +10,11 @@ import (
 	"time"
 )
 
-// Copy-truncate rotation of shared servers' logs.
+// Copy-truncate rotation of shared servers' logs, for a server that writes
+// its log file itself because no log writer could be started for it
+// (logpipe.go; on Windows always).
 //
-// A shared server writes its stdout and stderr straight into its log file,
+// Such a server writes its stdout and stderr straight into its log file,
 // opened O_APPEND: no reader is needed, so its output outlives any daemon
 // (a pipe read by the daemon would kill it with SIGPIPE once the daemon is
 // gone). The file cannot be renamed away from under the server, which
@@ -54,14 +56,15 @@ func (d *Daemon) runLogRotation(ctx context.Context) error {
 	}
 }
 
-// sharedLogPaths lists the logs of the shared servers in service.
+// sharedLogPaths lists the logs of the shared servers in service that
+// write them themselves.
 func (d *Daemon) sharedLogPaths() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var out []string
 	for _, slot := range d.ports {
 		slot.mu.Lock()
-		if s := slot.srv; s != nil && s.logPath != "" {
+		if s := slot.srv; s != nil && s.logPath != "" && s.directLog.Load() {
 			out = append(out, s.logPath)
 		}
 		slot.mu.Unlock()

@@ -67,7 +67,7 @@ func newMetrics(d *Daemon) *metrics {
 		m.spawns.WithLabelValues(r)
 	}
 	for _, r := range []shutdown.Result{shutdown.ExitedOnEOF, shutdown.ExitedOnSIGTERM, shutdown.Killed,
-		shutdown.AlreadyGone, shutdown.Unkillable, shutdown.Interrupted} {
+		shutdown.AlreadyGone, shutdown.Unkillable, shutdown.Interrupted, shutdown.Failed} {
 		m.stops.WithLabelValues(outcomeLabel(r))
 	}
 	for _, r := range []string{"pass", "fail"} {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -164,10 +165,20 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		return
 	}
 	fault("run.intent")
+	host := fmt.Sprintf("%d-%d", req.HostPID, req.HostToken.StartTicks)
+	// Its stderr is captured for `supervisor logs` (logpipe.go): the log
+	// writer holds the host's stderr instead of the server and copies
+	// every byte to it. stdin and stdout stay the host's own fds.
+	if w, err := d.startLogWriter(RunLogPath(d.cfg.Paths, name, id), files[2],
+		logWriterMarkers{session: req.Session, procID: id, host: host}); err == nil {
+		files[2].Close()
+		files[2] = w
+	} else if !errors.Is(err, errLogWriterUnsupported) {
+		log.Warn("stderr not captured: the server writes to the host's stderr itself", "id", id, "err", err)
+	}
 	started, err := spawn.Start(d.reaper, spawn.Request{
 		Argv: req.Argv, Env: req.Env, Dir: string(req.Cwd), Stdio: files,
-		SessionID: req.Session, ProcID: id, CgroupFD: cg.Fd, Instance: d.instance,
-		Host: fmt.Sprintf("%d-%d", req.HostPID, req.HostToken.StartTicks),
+		SessionID: req.Session, ProcID: id, CgroupFD: cg.Fd, Instance: d.instance, Host: host,
 	})
 	d.metrics.spawn(err)
 	cg.CloseFd()
@@ -884,23 +895,29 @@ func (d *Daemon) enforceCap(req api.RunRequest, newID string) {
 	if limit <= 0 {
 		return
 	}
-	self, err := d.reg.Process(newID)
-	if err != nil {
-		return
-	}
-	// Only instances started before this one: two started at once must not
-	// stop each other (the later one's own check stops the earlier).
-	var older []string // oldest first
+	// Every live instance, this one included, oldest first; the oldest
+	// beyond the cap go. Whichever of two instances started at once
+	// becomes live second sees the other and makes the same choice, so
+	// none is missed (the first may not have seen the second yet).
+	var all []registry.Process
 	for _, p := range d.reg.Processes(registry.Filter{Session: req.Session}) {
-		if p.Name == req.Name && p.ID != newID && d.isLive(p.ID) &&
-			(p.StartedAt.Before(self.StartedAt) || p.StartedAt.Equal(self.StartedAt) && p.ID < newID) {
-			older = append(older, p.ID)
+		if p.Name == req.Name && (p.ID == newID || d.isLive(p.ID)) {
+			all = append(all, p)
 		}
 	}
-	if excess := len(older) + 1 - limit; excess > 0 {
-		victims := older[:excess]
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].StartedAt.Equal(all[j].StartedAt) {
+			return all[i].StartedAt.Before(all[j].StartedAt)
+		}
+		return all[i].ID < all[j].ID
+	})
+	if excess := len(all) - limit; excess > 0 {
+		var victims []string
+		for _, p := range all[:excess] {
+			victims = append(victims, p.ID)
+		}
 		d.log.Info("instance cap: stopping older instances", "session", req.Session, "name", req.Name,
-			"cap", limit, "stopping", victims, "newest", newID)
+			"cap", limit, "stopping", victims, "newest", all[len(all)-1].ID)
 		d.reg.Event("instance.cap", req.Session, newID, fmt.Sprintf("stopping %v", victims))
 		go d.stopIDs(context.Background(), victims, shutdown.Options{})
 	}

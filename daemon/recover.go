@@ -346,6 +346,9 @@ func (d *Daemon) markerHolders() map[string][]proc.Info {
 		if inst, _ := proc.EnvValue(env, spawn.EnvInstance); inst != d.instance {
 			continue
 		}
+		if w, _ := proc.EnvValue(env, spawn.EnvLogWriter); w == "1" {
+			continue // a log writer is never the server, and ends by itself
+		}
 		if id, ok := proc.EnvValue(env, spawn.EnvProcID); ok && id != "" {
 			out[id] = append(out[id], info)
 		}

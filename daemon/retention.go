@@ -8,7 +8,8 @@ import (
 // runRetention compacts the registry (design §7): once at start, then every
 // retentionInterval, until ctx is done. Ended sessions and exited, failed or
 // lost processes older than Settings.Retention are deleted, so the file
-// stays bounded under churn (bbolt reuses the freed pages). A failed
+// stays bounded under churn (bbolt reuses the freed pages); stdio servers'
+// logs go with their records. A failed
 // compaction is logged and retried next time: it is no reason to stop
 // supervising.
 func (d *Daemon) runRetention(ctx context.Context) error {
@@ -35,6 +36,16 @@ func (d *Daemon) runRetention(ctx context.Context) error {
 		case sessions+procs > 0:
 			log.Info("compacted the registry", "sessions", sessions, "processes", procs,
 				"ended_before", before.UTC().Format(time.RFC3339))
+		}
+		// A stdio server's log goes with its record: once the record is
+		// compacted away and the log is as old, nobody can ask for it.
+		if n, err := pruneRunLogs(d.cfg.Paths, before, func(id string) bool {
+			_, err := d.reg.Process(id)
+			return err == nil
+		}); err != nil {
+			log.Warn("cannot remove old server logs; retrying at the next interval", "err", err)
+		} else if n > 0 {
+			log.Info("removed old server logs", "files", n)
 		}
 		select {
 		case <-ctx.Done():

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
@@ -33,8 +34,11 @@ type shared struct {
 	linger   time.Duration
 	interval time.Duration
 	bkey     string
-	logPath  string // its stdout and stderr, rotated by the daemon (logrotate.go); "" for none
-	adopted  bool   // a foreign listener taken over with --adopt-foreign
+	logPath  string // its stdout and stderr, written by its log writer (logpipe.go); "" for none
+	// directLog says the server writes logPath itself (no log writer
+	// could be started): the daemon rotates it by copy and truncate.
+	directLog atomic.Bool
+	adopted   bool // a foreign listener taken over with --adopt-foreign
 
 	mu        sync.Mutex
 	sessions  map[string]bool
@@ -287,22 +291,10 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 	if err != nil {
 		return err
 	}
-	// The server writes its log itself: with no reader to lose, a daemon
-	// that dies or restarts under it cannot kill it with SIGPIPE. Append
-	// mode keeps its writes at the end across the daemon's copy-truncate
-	// rotation.
-	logf, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	logf, errf, err := d.sharedOutput(s)
 	if err != nil {
 		null.Close()
-		return fmt.Errorf("open log: %w", err)
-	}
-	// A second open for stderr: both append, so neither overwrites the
-	// other's lines.
-	errf, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		null.Close()
-		logf.Close()
-		return fmt.Errorf("open log: %w", err)
+		return err
 	}
 	var cg cgroup.Server
 	if d.cgroups != nil {
@@ -739,6 +731,37 @@ func orDefault(d, def time.Duration) time.Duration {
 	return def
 }
 
+// sharedOutput is the stdout and stderr of one incarnation of s: a new log
+// writer's pipe (one per incarnation: the last one ends with its
+// server's tree), else the log file itself.
+func (d *Daemon) sharedOutput(s *shared) (stdout, stderr *os.File, err error) {
+	w, werr := d.startLogWriter(s.logPath, nil, logWriterMarkers{session: sharedSession(s.port), procID: s.id})
+	if werr == nil {
+		s.directLog.Store(false)
+		return w, w, nil
+	}
+	if !errors.Is(werr, errLogWriterUnsupported) {
+		d.log.Warn("no log writer: the server writes its log itself, rotated by copy and truncate", "id", s.id, "err", werr)
+	}
+	s.directLog.Store(true)
+	// The server writes its log itself: with no reader to lose, a daemon
+	// that dies or restarts under it cannot kill it with SIGPIPE. Append
+	// mode keeps its writes at the end across the daemon's copy-truncate
+	// rotation.
+	logf, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open log: %w", err)
+	}
+	// A second open for stderr: both append, so neither overwrites the
+	// other's lines.
+	errf, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		logf.Close()
+		return nil, nil, fmt.Errorf("open log: %w", err)
+	}
+	return logf, errf, nil
+}
+
 // LogPath is where a shared server's output is captured.
 // Named by server name and port: many servers share a base name (npx,
 // node), and two writers of one file would each keep their own size count.
@@ -810,10 +833,15 @@ func (d *Daemon) readoptShared(p registry.Process, l *live) {
 		logPath: LogPath(d.cfg.Paths, p.Name, p.Port),
 	}
 	l.shared = s
-	// It kept writing its log while no daemon watched the size: check now,
-	// then the rotation loop keeps it in bounds.
-	if err := d.rotateLog(s.logPath); err != nil {
-		d.log.Warn("cannot rotate a shared server's log", "path", s.logPath, "err", err)
+	// One that writes its log file itself (no log writer) kept writing
+	// while no daemon watched the size: check now, then the rotation loop
+	// keeps it in bounds. Where its output cannot be told, it is checked
+	// too: copy and truncate leaves a file within the cap alone.
+	if kind, _, err := proc.FdKindOf(p.PID, 1); err != nil || kind == "file" {
+		s.directLog.Store(true)
+		if err := d.rotateLog(s.logPath); err != nil {
+			d.log.Warn("cannot rotate a shared server's log", "path", s.logPath, "err", err)
+		}
 	}
 	slot := d.slot(p.Port)
 	slot.mu.Lock()

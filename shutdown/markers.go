@@ -14,6 +14,10 @@ const (
 	// marker sweeps (Jenkins' BUILD_ID=dontKillMe); never when it holds a
 	// host pipe, since the host would hang.
 	EnvKeep = "SUPERVISOR_KEEP"
+	// envLogWriter=1 marks a server's log writer: it exits at EOF once
+	// the tree is gone, so no stop claims it (signalled, it would ignore
+	// SIGTERM and only a SIGKILL would end it, losing the last lines).
+	envLogWriter = "SUPERVISOR_LOG_WRITER"
 )
 
 // markerTarget finds the target an environment's markers point at: the
@@ -22,6 +26,9 @@ const (
 // (and of this daemon instance). byID indexes targets by id. The rules are
 // the same on every OS.
 func markerTarget(env []string, byID map[string]int, targets []Target, opt Options) (int, bool) {
+	if v, _ := proc.EnvValue(env, envLogWriter); v == "1" {
+		return 0, false
+	}
 	if id, ok := proc.EnvValue(env, envProcID); ok {
 		if i, ok := byID[id]; ok {
 			return i, true

@@ -22,6 +22,7 @@ func TestMarkerTarget(t *testing.T) {
 		{"a proc someone else stops is not claimed", []string{"SUPERVISOR_PROC_ID=p9", "SUPERVISOR_SESSION_ID=s1"}, Options{WholeSession: true, SkipProc: skipP9}, 0, false},
 		{"another instance's process", []string{"SUPERVISOR_SESSION_ID=s1", "SUPERVISOR_INSTANCE=b"}, Options{WholeSession: true, Instance: "a"}, 0, false},
 		{"this instance's process", []string{"SUPERVISOR_SESSION_ID=s1", "SUPERVISOR_INSTANCE=a"}, Options{WholeSession: true, Instance: "a"}, 0, true},
+		{"a log writer is never claimed", []string{"SUPERVISOR_PROC_ID=p2", "SUPERVISOR_SESSION_ID=s1", "SUPERVISOR_LOG_WRITER=1"}, Options{WholeSession: true}, 0, false},
 		{"empty session marker", []string{"SUPERVISOR_SESSION_ID="}, Options{WholeSession: true}, 0, false},
 		{"no markers", []string{"PATH=/bin"}, Options{WholeSession: true}, 0, false},
 	}

@@ -23,4 +23,9 @@ const (
 	EnvHost = "SUPERVISOR_HOST"
 	// EnvKeep=1, set by a server's descendant, spares it from the sweep.
 	EnvKeep = "SUPERVISOR_KEEP"
+	// EnvLogWriter=1 marks the `supervisor _log-writer` between a server
+	// and its log: it carries its server's markers (it is of its tree),
+	// but ends by itself at EOF, after the tree's last line, so stops leave
+	// it alone and recovery never takes it for the server.
+	EnvLogWriter = "SUPERVISOR_LOG_WRITER"
 )

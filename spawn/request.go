@@ -29,6 +29,9 @@ type Request struct {
 	// for a shim in local mode, whose death nobody else would notice. (The
 	// daemon leaves it 0: its servers must outlive it, design §2.)
 	Pdeathsig syscall.Signal
+	// LogWriter marks the process as a server's log writer (EnvLogWriter),
+	// a marker no caller's environment can pass on.
+	LogWriter bool
 	// Foreground puts the child's new group in the foreground of the
 	// terminal on fd 0 (for `supervisor init` with a tty).
 	Foreground bool
@@ -52,14 +55,14 @@ type Started struct {
 // WithMarkers returns env with the marker variables set, replacing any the
 // caller had (a shim started by a supervised process must not inherit its
 // parent's identity; an inherited host marker goes too, markedEnv sets its
-// own). SUPERVISOR_KEEP is dropped too: it is for a server's
+// own). SUPERVISOR_KEEP and SUPERVISOR_LOG_WRITER are dropped too: it is for a server's
 // descendants to set, and inherited from a host it would spare them all.
 // instance, when not empty, is the SUPERVISOR_INSTANCE marker.
 func WithMarkers(env []string, session, procID, instance string) []string {
 	out := make([]string, 0, len(env)+4)
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
-		if k == EnvSessionID || k == EnvProcID || k == EnvInstance || k == EnvKeep || k == EnvHost {
+		if k == EnvSessionID || k == EnvProcID || k == EnvInstance || k == EnvKeep || k == EnvHost || k == EnvLogWriter {
 			continue
 		}
 		out = append(out, kv)
@@ -77,6 +80,9 @@ func markedEnv(req Request) []string {
 	env := WithMarkers(req.Env, req.SessionID, req.ProcID, req.Instance)
 	if req.Host != "" {
 		env = append(env, EnvHost+"="+req.Host)
+	}
+	if req.LogWriter {
+		env = append(env, EnvLogWriter+"=1")
 	}
 	return env
 }

@@ -1,14 +1,19 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -26,6 +31,10 @@ var (
 	ErrLocked = errors.New("registry in use by another supervisor daemon")
 	// ErrSchema means the file's schema version cannot be used by this code.
 	ErrSchema = errors.New("unsupported registry schema")
+	// ErrCorrupt means the file is damaged: bbolt refused it, panicked or
+	// faulted reading it, its consistency check failed, or a record does
+	// not decode. The daemon moves such a file aside and starts afresh.
+	ErrCorrupt = errors.New("registry file is corrupt")
 )
 
 var (
@@ -71,8 +80,10 @@ type Store struct {
 
 var _ registry.Persister = (*Store)(nil)
 
-// Open opens (creating if missing) the registry file at path, creates every
-// bucket and checks the schema version.
+// Open opens (creating if missing) the registry file at path, checks that
+// every page of it can be read and is consistent (bolt's tx.Check), creates
+// every bucket and checks the schema version. A damaged file is an error
+// wrapping ErrCorrupt, never a panic.
 func Open(path string, opts Options) (*Store, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = defaultTimeout
@@ -83,31 +94,227 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open registry %s: %w", path, err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync})
-	if errors.Is(err, bolt.ErrTimeout) {
-		return nil, fmt.Errorf("open registry %s: %w (waited %s): %w", path, ErrLocked, opts.Timeout, err)
+	if err := check(path, opts.Timeout); err != nil {
+		return nil, fmt.Errorf("open registry %s: %w", path, err)
 	}
+	db, err := openBolt(path, &bolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync})
 	if err != nil {
 		return nil, fmt.Errorf("open registry %s: %w", path, err)
 	}
 	db.MaxBatchDelay = time.Millisecond
-	if err := db.Update(initSchema); err != nil {
+	// Written only when something is missing: a file that then fails to
+	// load is moved aside as it was found.
+	err = db.View(initSchema)
+	if errors.Is(err, errIncomplete) {
+		err = db.Update(initSchema)
+	}
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open registry %s: %w", path, err)
 	}
 	return &Store{db: db, path: path, maxEvents: opts.MaxEvents}, nil
 }
 
+// check reads the existing file at path: its page structure from the
+// bytes (scan), then read-only through bbolt every page and bolt's
+// consistency check. It runs before the read-write open because bbolt
+// panics inside Open on a damaged freelist, and a panic there leaves no
+// *DB to close: the file's mapping, and with it the lock, stays until the
+// daemon exits. A read-only open holds a shared lock, so what it leaves
+// behind blocks no one inspecting the file, and the read-write open that
+// follows meets a file already read through.
+func check(path string, timeout time.Duration) error {
+	if fi, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || (err == nil && fi.Size() == 0) {
+		return nil // bbolt creates it
+	}
+	if err := guard(func() error { return scan(path) }); err != nil {
+		if !errors.Is(err, ErrCorrupt) && !isOSError(err) {
+			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		return err
+	}
+	db, err := openBolt(path, &bolt.Options{Timeout: timeout, ReadOnly: true, PreLoadFreelist: true})
+	if err != nil {
+		return err
+	}
+	err = guard(func() error { return db.View(verify) })
+	if cerr := guard(db.Close); err == nil && cerr != nil {
+		err = fmt.Errorf("close after check: %w", cerr)
+	}
+	if err != nil && !errors.Is(err, ErrCorrupt) {
+		err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return err
+}
+
+// openBolt opens path with opts, turning bbolt's lock timeout into
+// ErrLocked, its refusal of the content or a panic into ErrCorrupt.
+func openBolt(path string, opts *bolt.Options) (db *bolt.DB, err error) {
+	var file *os.File
+	opts.OpenFile = func(name string, flag int, mode os.FileMode) (*os.File, error) {
+		f, err := os.OpenFile(name, flag, mode)
+		file = f
+		return f, err
+	}
+	err = guard(func() error {
+		db, err = bolt.Open(path, 0o600, opts)
+		return err
+	})
+	switch {
+	case errors.Is(err, ErrCorrupt):
+		if file != nil {
+			_ = guard(file.Close) // what a panic left open; its mapping stays
+		}
+		return nil, err
+	case errors.Is(err, bolt.ErrTimeout):
+		return nil, fmt.Errorf("%w (waited %s): %w", ErrLocked, opts.Timeout, err)
+	case err != nil && !isOSError(err):
+		// Not the OS refusing the file (permissions, a directory, no
+		// memory to map it): bbolt refusing its content.
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return db, err
+}
+
+// guard runs f, turning a panic, or a fault on a bad page reference (which
+// would otherwise kill the process), into an error wrapping ErrCorrupt:
+// bbolt panics on damaged pages, and a page past the end of a truncated
+// file faults. Only the code that reads a file not yet known good runs
+// under it.
+func guard(f func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: bbolt panicked: %v", ErrCorrupt, r)
+		}
+	}()
+	return f()
+}
+
+// verify reads every key and value of every bucket, then runs bolt's
+// consistency check. The walk comes first and on this goroutine, where a
+// fault on a bad page or key reference is a recoverable panic: tx.Check
+// runs on a goroutine of its own, where a fault would kill the process,
+// and after the walk it only reads what the walk has read.
+func verify(tx *bolt.Tx) error {
+	if size, err := fileSize(tx.DB().Path()); err == nil && tx.Size() > size {
+		return fmt.Errorf("file is %d bytes, its pages need %d: truncated", size, tx.Size())
+	}
+	if err := walk(tx.Cursor()); err != nil {
+		return err
+	}
+	var first error
+	n := 0
+	for err := range tx.Check(bolt.WithKVStringer(sizeStringer{})) { // drained to the end: the check reads the tx until it closes
+		if n++; first == nil {
+			first = err
+		}
+	}
+	switch {
+	case n == 1:
+		return fmt.Errorf("consistency check: %w", first)
+	case n > 1:
+		// One line for status and the event log; the file is kept for
+		// `bbolt check` to list the rest.
+		return fmt.Errorf("consistency check: %w (and %d more problems)", first, n-1)
+	}
+	return nil
+}
+
+// sizeStringer names keys and values in the check's messages by their
+// size alone: bolt's default prints them whole, and a damaged size would
+// read past the mapping on the check's goroutine, a fault that no recover
+// catches.
+type sizeStringer struct{}
+
+func (sizeStringer) KeyToString(k []byte) string   { return fmt.Sprintf("(%d-byte key)", len(k)) }
+func (sizeStringer) ValueToString(v []byte) string { return fmt.Sprintf("(%d-byte value)", len(v)) }
+
+// walk reads every byte of every key and value under c, in order,
+// descending into nested buckets. Seeking each key again reads the branch
+// page keys on its path, which the consistency check compares too.
+func walk(c *bolt.Cursor) error {
+	var prev []byte
+	var sum uint32
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if prev != nil && bytes.Compare(prev, k) >= 0 {
+			return fmt.Errorf("key %s after %s: out of order", short(k), short(prev))
+		}
+		prev = k
+		sum = crc32.Update(sum, crc32.IEEETable, k)
+		if v != nil {
+			sum = crc32.Update(sum, crc32.IEEETable, v)
+			continue
+		}
+		b := c.Bucket().Bucket(k)
+		if b == nil {
+			return fmt.Errorf("key %s: neither a value nor a bucket", short(k))
+		}
+		if err := walk(b.Cursor()); err != nil {
+			return fmt.Errorf("bucket %s: %w", short(k), err)
+		}
+	}
+	for k := prev; k != nil; {
+		// Backwards, so the cursor's position is not the one Seek starts from.
+		got, _ := c.Seek(k)
+		if !bytes.Equal(got, k) {
+			return fmt.Errorf("key %s: not found by seeking it", short(k))
+		}
+		k, _ = c.Prev()
+	}
+	_ = sum // read for the faults it may raise, not for its value
+	return nil
+}
+
+// short names a key in an error by at most its first 16 bytes: a damaged
+// one can be megabytes long.
+func short(k []byte) string {
+	if len(k) > 16 {
+		return fmt.Sprintf("%q… (%d bytes)", k[:16], len(k))
+	}
+	return fmt.Sprintf("%q", k)
+}
+
+func fileSize(path string) (int64, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+// isOSError reports whether err came from the operating system rather than
+// from bbolt's reading of the file's content.
+func isOSError(err error) bool {
+	var pe *fs.PathError
+	var errno syscall.Errno
+	return errors.As(err, &pe) || errors.As(err, &errno)
+}
+
+// errIncomplete says a read-only initSchema found a bucket or the schema
+// key missing: the file is new, or older than a bucket.
+var errIncomplete = errors.New("registry schema incomplete")
+
 // initSchema creates the buckets and the schema key, refusing a file written
-// by a newer supervisor.
+// by a newer supervisor. In a read-only transaction it only checks, and
+// returns errIncomplete when there is something to create.
 func initSchema(tx *bolt.Tx) error {
 	for _, name := range allBuckets {
+		if !tx.Writable() {
+			if tx.Bucket(name) == nil {
+				return errIncomplete
+			}
+			continue
+		}
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return fmt.Errorf("create bucket %s: %w", name, err)
 		}
 	}
 	meta := tx.Bucket(bucketMeta)
 	raw := meta.Get(keySchema)
+	if raw == nil && !tx.Writable() {
+		return errIncomplete
+	}
 	if raw == nil {
 		return meta.Put(keySchema, []byte(strconv.Itoa(SchemaVersion)))
 	}
@@ -289,27 +496,30 @@ func seqKey(seq uint64) []byte {
 
 // Load returns every session and process record. A record that does not
 // decode is an error naming its bucket and key.
-func (s *Store) Load() ([]registry.Session, []registry.Process, error) {
-	var sessions []registry.Session
-	var procs []registry.Process
-	err := s.db.View(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketSessions).ForEach(func(k, v []byte) error {
-			var rec registry.Session
-			if err := json.Unmarshal(v, &rec); err != nil {
-				return fmt.Errorf("decode %s/%s: %w", bucketSessions, k, err)
+// A damaged file is an error wrapping ErrCorrupt, never a panic.
+func (s *Store) Load() (sessions []registry.Session, procs []registry.Process, err error) {
+	// Open has read every page, but Load is the daemon's first real use
+	// of the file: a panic here must not keep it down either.
+	err = guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			if err := tx.Bucket(bucketSessions).ForEach(func(k, v []byte) error {
+				var rec registry.Session
+				if err := json.Unmarshal(v, &rec); err != nil {
+					return fmt.Errorf("decode %s/%s: %w: %w", bucketSessions, k, ErrCorrupt, err)
+				}
+				sessions = append(sessions, rec)
+				return nil
+			}); err != nil {
+				return err
 			}
-			sessions = append(sessions, rec)
-			return nil
-		}); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketProcesses).ForEach(func(k, v []byte) error {
-			var rec registry.Process
-			if err := json.Unmarshal(v, &rec); err != nil {
-				return fmt.Errorf("decode %s/%s: %w", bucketProcesses, k, err)
-			}
-			procs = append(procs, rec)
-			return nil
+			return tx.Bucket(bucketProcesses).ForEach(func(k, v []byte) error {
+				var rec registry.Process
+				if err := json.Unmarshal(v, &rec); err != nil {
+					return fmt.Errorf("decode %s/%s: %w: %w", bucketProcesses, k, ErrCorrupt, err)
+				}
+				procs = append(procs, rec)
+				return nil
+			})
 		})
 	})
 	if err != nil {

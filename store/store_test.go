@@ -2,8 +2,10 @@ package store
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	mrand "math/rand"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -266,8 +268,8 @@ func TestUndecodableRecord(t *testing.T) {
 
 	s = openT(t, path, Options{})
 	_, _, err = s.Load()
-	if err == nil || !strings.Contains(err.Error(), "processes/px") {
-		t.Errorf("Load() error = %v, want one naming processes/px", err)
+	if err == nil || !strings.Contains(err.Error(), "processes/px") || !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Load() error = %v, want one naming processes/px and wrapping ErrCorrupt", err)
 	}
 }
 
@@ -284,6 +286,9 @@ func TestCorruptFile(t *testing.T) {
 			if err == nil {
 				s.Close()
 				t.Fatal("Open of garbage succeeded, want error")
+			}
+			if !errors.Is(err, ErrCorrupt) {
+				t.Errorf("Open error = %v, want one wrapping ErrCorrupt", err)
 			}
 		})
 	}
@@ -490,4 +495,243 @@ func TestCompactionBoundsFile(t *testing.T) {
 				m.what, m.by[rounds], rounds, m.by[5], limit)
 		}
 	}
+}
+
+// TestCorruptionIsAnError: the damaged files of issue 13, on which bbolt
+// panicked inside Open or Load (invalid freelist page, index out of range,
+// unexpected page type), are errors wrapping ErrCorrupt, never a panic.
+func TestCorruptionIsAnError(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "registry.db")
+	s := openT(t, base, Options{})
+	for i := range 20 {
+		sess := fmt.Sprintf("host-%d-%d", 1000+i, 5000+i)
+		if err := s.PutSession(registry.Session{ID: sess, HostPID: 1000 + i, HostCommand: "claude", State: registry.SessionActive}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutProcess(registry.Process{ID: fmt.Sprintf("p%02d", i), Session: sess, Name: "server",
+			Argv: []string{"npx", "-y", "@modelcontextprotocol/server-filesystem", "/src"}, PID: 2000 + i, State: registry.StateRunning}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AppendEvent(registry.Event{Kind: "process.start", Session: sess, Detail: strings.Repeat("x", 100)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	clean, err := os.ReadFile(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(clean) <= 20000 {
+		t.Fatalf("the registry is %d bytes, too small for the recipes", len(clean))
+	}
+	for _, tc := range []struct {
+		name  string
+		apply func([]byte) []byte
+	}{
+		{"zero page at 8 KiB", func(b []byte) []byte { clear(b[8192 : 8192+4096]); return b }},
+		{"truncated to 20000 bytes", func(b []byte) []byte { return b[:20000] }},
+		{"random after 16 KiB", func(b []byte) []byte { mrand.New(mrand.NewSource(13)).Read(b[16384:]); return b }},
+		{"every 97th byte flipped", func(b []byte) []byte {
+			for i := 0; i < len(b); i += 97 {
+				b[i] ^= 0xff
+			}
+			return b
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "registry.db")
+			if err := os.WriteFile(path, tc.apply(append([]byte(nil), clean...)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := Open(path, Options{Timeout: time.Second, NoSync: true})
+			if err == nil {
+				// Open may find nothing wrong only if Load then does.
+				_, _, err = s.Load()
+				s.Close()
+			}
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Open and Load error = %v, want one wrapping ErrCorrupt", err)
+			}
+			t.Log(err)
+			// A panic inside bolt.Open must not leave the file locked: a
+			// second open fails the same way, not on the lock.
+			if _, err := Open(path, Options{Timeout: 100 * time.Millisecond, NoSync: true}); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("second Open error = %v, want one wrapping ErrCorrupt", err)
+			}
+		})
+	}
+}
+
+// TestCheckFindsWhatReadsMiss: a file every read succeeds on but whose
+// freelist lost a page (the page is neither in use nor free, so a later
+// commit could never reuse it, or worse) fails Open's consistency check.
+func TestCheckFindsWhatReadsMiss(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	s := openT(t, path, Options{})
+	var ids []string
+	for i := range 200 {
+		p := registry.Process{ID: fmt.Sprintf("p%03d", i), Argv: []string{strings.Repeat("a", 200)}}
+		if err := s.PutProcess(p); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, p.ID)
+	}
+	if err := s.DeleteMany(nil, ids); err != nil { // frees their pages
+		t.Fatal(err)
+	}
+	s.Close()
+
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The newer of the two meta pages (page header 16 bytes, then magic,
+	// version, page size, flags, root bucket 16, freelist, pgid, txid)
+	// names the freelist page; dropping its last id loses that page.
+	le := binary.LittleEndian
+	pageSize := int(le.Uint32(b[16+8:]))
+	meta := 16
+	if le.Uint64(b[pageSize+16+48:]) > le.Uint64(b[16+48:]) {
+		meta = pageSize + 16
+	}
+	fl := int(le.Uint64(b[meta+32:])) * pageSize
+	count := le.Uint16(b[fl+10:])
+	if count == 0 || count == 0xffff {
+		t.Fatalf("freelist holds %d ids, want a few", count)
+	}
+	le.PutUint16(b[fl+10:], count-1)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = Open(path, Options{Timeout: time.Second, NoSync: true})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "consistency check") {
+		t.Fatalf("Open error = %v, want a failed consistency check wrapping ErrCorrupt", err)
+	}
+	t.Log(err)
+}
+
+// TestGuard: what bbolt does on a damaged page inside Open or Load, a
+// panic or a fault, comes back as an error wrapping ErrCorrupt.
+func TestGuard(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    func() error
+	}{
+		{"panic", func() error { panic("invalid freelist page: 0, page type is unknown<00>") }},
+		{"nil dereference", func() error {
+			var p *registry.Process
+			return errors.New(p.ID)
+		}},
+		{"index out of range", func() error {
+			var ids []uint64
+			i := 3
+			return fmt.Errorf("%d", ids[i])
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := guard(tc.f); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("guard error = %v, want one wrapping ErrCorrupt", err)
+			}
+		})
+	}
+	if err := guard(func() error { return nil }); err != nil {
+		t.Fatalf("guard of a sound read = %v, want nil", err)
+	}
+}
+
+// TestPageCycleIsAnError: a branch page that names itself as its child
+// sent bbolt's cursor down forever, its stack growing until the machine
+// ran out of memory (found by damaging files at random). Open refuses
+// the file first.
+func TestPageCycleIsAnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	s := openT(t, path, Options{})
+	for i := range 300 { // enough for the processes bucket to need a branch page
+		if err := s.PutProcess(registry.Process{ID: fmt.Sprintf("p%03d", i), Argv: []string{strings.Repeat("a", 100)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var branch int
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		branch = int(tx.Bucket(bucketProcesses).Root())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := int(binary.LittleEndian.Uint32(b[16+8:]))
+	if flags := binary.LittleEndian.Uint16(b[branch*ps+8:]); flags != branchPage {
+		t.Fatalf("the processes bucket's root %d has flags %#x, want a branch page", branch, flags)
+	}
+	// Its first child becomes the branch page itself.
+	binary.LittleEndian.PutUint64(b[branch*ps+pageHeader+8:], uint64(branch))
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(path, Options{Timeout: time.Second, NoSync: true})
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Open error = %v, want one wrapping ErrCorrupt", err)
+	}
+	t.Log(err)
+}
+
+// FuzzOpen damages a registry file (bytes written at an offset, then an
+// optional truncation) and opens and loads it: the result is the records
+// or an error wrapping ErrCorrupt, never a panic, a crash or a hang. Plain
+// `go test` runs the seeds; `go test -fuzz FuzzOpen ./store` explores (with
+// a memory limit on the machine: what it hunts for is unbounded growth).
+func FuzzOpen(f *testing.F) {
+	clean := fuzzBase(f)
+	f.Add(uint32(8192), make([]byte, 4096), uint32(0))
+	f.Add(uint32(0), []byte{}, uint32(20000))
+	f.Add(uint32(16384), []byte("\x42\x17\xff\x00\x9a\x13\x37\x00\x00\x00\x01\x00\x00\x00\x00\x00"), uint32(0))
+	f.Add(uint32(4096+75), []byte{0xff}, uint32(0))
+	f.Add(uint32(3*4096+8), []byte{0x01, 0x00}, uint32(0))
+	f.Fuzz(func(t *testing.T, off uint32, data []byte, trunc uint32) {
+		b := append([]byte(nil), clean...)
+		if int(off) < len(b) {
+			copy(b[off:], data)
+		}
+		if trunc > 0 && int(trunc) < len(b) {
+			b = b[:trunc]
+		}
+		path := filepath.Join(t.TempDir(), "registry.db")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(path, Options{Timeout: time.Second, NoSync: true})
+		if err == nil {
+			_, _, err = s.Load()
+			s.Close()
+		}
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Open and Load error = %v, want nil or one wrapping ErrCorrupt", err)
+		}
+	})
+}
+
+// fuzzBase is a registry of a few sessions, processes and events.
+func fuzzBase(f *testing.F) []byte {
+	path := filepath.Join(f.TempDir(), "registry.db")
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for i := range 40 {
+		sess := fmt.Sprintf("host-%d-%d", 1000+i, 5000+i)
+		s.PutSession(registry.Session{ID: sess, HostPID: 1000 + i, State: registry.SessionActive})
+		s.PutProcess(registry.Process{ID: fmt.Sprintf("p%02d", i), Session: sess, Argv: []string{"npx", "server"}, State: registry.StateRunning})
+		s.AppendEvent(registry.Event{Kind: "process.start", Session: sess, Detail: strings.Repeat("x", 60)})
+	}
+	s.Close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return b
 }

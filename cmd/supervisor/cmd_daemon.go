@@ -244,6 +244,9 @@ func newDaemonRestartCommand() *cobra.Command {
 			}
 			if r := st.Recovery; r != nil {
 				fmt.Fprintf(w, "recovery: %s\n", clean(r.String()))
+				if sr := r.StoreRebuilt; sr != nil {
+					fmt.Fprintf(w, "registry: %s\n", storeRebuiltLine(sr))
+				}
 			}
 			return nil
 		},

@@ -64,6 +64,9 @@ func newStatusCommand() *cobra.Command {
 			fmt.Fprintf(w, "sessions:  %d active; processes: %d live, %d records\n", st.Sessions, st.Processes, st.Records)
 			if r := st.Recovery; r != nil {
 				fmt.Fprintf(w, "recovery:  at %s: %s\n", r.At, clean(r.String()))
+				if sr := r.StoreRebuilt; sr != nil {
+					fmt.Fprintf(w, "registry:  %s\n", storeRebuiltLine(sr))
+				}
 			}
 			return nil
 		},
@@ -109,4 +112,10 @@ func defaultRunsInstead(err error) error {
 			err, pid, clean(def.Socket), strings.Join(vars, " and ")),
 		hint: fmt.Sprintf("unset %s to talk to the default daemon, or start this one with `supervisor daemon`", strings.Join(vars, " ")),
 	}
+}
+
+// storeRebuiltLine tells the user that the registry file was unreadable at
+// start, where it was kept, and why.
+func storeRebuiltLine(sr *api.StoreRebuilt) string {
+	return fmt.Sprintf("was unreadable at start and was rebuilt from the markers of running processes; the damaged file is kept at %s (%s)", clean(sr.MovedTo), clean(sr.Reason))
 }

@@ -72,12 +72,21 @@ func TestConcurrentStartsUnderTheCap(t *testing.T) {
 		for i := range shims {
 			shims[i] = in.startShim("--session", sess, "--name", "x", "--", bin, "_fixture", "sleep")
 		}
-		pids := make([]int, 2)
+		// The older one may be stopped before it prints its ready line
+		// (its shim then ends with EOF): at least one must print it.
+		ready := make([]bool, 2)
 		for i := range shims {
 			wg.Add(1)
-			go func(i int) { defer wg.Done(); pids[i] = shims[i].readyPID(t) }(i)
+			go func(i int) {
+				defer wg.Done()
+				line, err := readLine(shims[i].stdout, wait)
+				ready[i] = err == nil && strings.HasPrefix(line, "ready ")
+			}(i)
 		}
 		wg.Wait()
+		if !ready[0] && !ready[1] {
+			t.Fatalf("round %d: neither instance printed its ready line", round)
+		}
 		// One of them is stopped; exactly one remains.
 		deadline := time.Now().Add(wait)
 		for {

@@ -96,6 +96,7 @@ func newRootCommand(inherited []int) *cobra.Command {
 		newDemoCommand(),
 		newFixtureCommand(),
 		newBrokerCommand(),
+		newLogWriterCommand(),
 		newInitCommand(),
 		newEnsureCommand(),
 		newBreakerCommand(),
