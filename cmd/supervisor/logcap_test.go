@@ -193,9 +193,9 @@ func TestRunServerStderrIsLoggedAndTeed(t *testing.T) {
 	}
 	exchange := []struct{ req, resp, stderr string }{
 		{`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`,
-			`{"id":1,"jsonrpc":"2.0","result":{"capabilities":{},"protocolVersion":"2025-11-25","serverInfo":{"name":"fixture","version":"1"}}}`,
+			`{"id":1,"jsonrpc":"2.0","result":{"capabilities":{"resources":{"subscribe":true},"tools":{"listChanged":true}},"protocolVersion":"2025-11-25","serverInfo":{"name":"fixture","version":"1"}}}`,
 			"mcp: initialize 1"},
-		{`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, `{"id":2,"jsonrpc":"2.0","result":{"tools":[]}}`, "mcp: tools/list 2"},
+		{`{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"x"}}`, `{"id":2,"jsonrpc":"2.0","result":{}}`, "mcp: resources/subscribe 2"},
 	}
 	for _, x := range exchange {
 		if _, err := io.WriteString(stdin, x.req+"\n"); err != nil {
@@ -233,7 +233,7 @@ func TestRunServerStderrIsLoggedAndTeed(t *testing.T) {
 		t.Errorf("the server's stderr is the host's pipe, want the log writer's")
 	}
 
-	wantLog := "mcp: initialize 1\nmcp: tools/list 2\n"
+	wantLog := "mcp: initialize 1\nmcp: resources/subscribe 2\n"
 	for _, args := range [][]string{{"logs", "loud"}, {"logs", "loud", "--session", "b"}, {"logs", srv.ID}} {
 		waitCond(t, func() error {
 			if got, errOut, code := in.run(args...); code != 0 || got != wantLog {
