@@ -172,6 +172,7 @@ func (e *Effective) Entries() []Entry {
 		{"health_interval", s.Interval.String()},
 		{"ready_timeout", s.ReadyTimeout.String()},
 		{"max_instances", strconv.Itoa(maxInst)},
+		{"volatile_env", strings.Join(s.VolatileEnv, ",")},
 		{"log_max_mb", strconv.Itoa(s.LogMaxMB)},
 		{"breaker.threshold", strconv.Itoa(s.Breaker.Threshold)},
 		{"breaker.cooldown", s.Breaker.Cooldown.String()},
@@ -227,6 +228,9 @@ type file struct {
 	HealthInterval *string `toml:"health_interval"`
 	ReadyTimeout   *string `toml:"ready_timeout"`
 	MaxInstances   *int    `toml:"max_instances"`
+	// VolatileEnv adds to broker.Volatile: environment variables left out
+	// of a shared server's key (a trailing * matches a prefix).
+	VolatileEnv []string `toml:"volatile_env"`
 	Breaker        struct {
 		Threshold   *int    `toml:"threshold"`
 		Cooldown    *string `toml:"cooldown"`
@@ -304,6 +308,15 @@ func (e *Effective) apply(path string, src []byte) error {
 		n := *f.MaxInstances
 		s.MaxInstances = &n
 		e.sources["max_instances"] = at("max_instances")
+	}
+	if f.VolatileEnv != nil {
+		for _, v := range f.VolatileEnv {
+			if v == "" || strings.ContainsAny(v, "= ") || strings.Contains(strings.TrimSuffix(v, "*"), "*") {
+				return fail("volatile_env", fmt.Sprintf("%q: want a variable name, or a prefix ending in *", v))
+			}
+		}
+		s.VolatileEnv = append([]string(nil), f.VolatileEnv...)
+		e.sources["volatile_env"] = at("volatile_env")
 	}
 	if t := f.Breaker.Threshold; t != nil {
 		if *t <= 0 {

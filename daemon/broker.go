@@ -74,7 +74,7 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 		conn.SendError(code, "%v", err)
 		return
 	}
-	key := broker.Key(resolved, req.Argv, cwd, req.Env, nil)
+	key := broker.Key(resolved, req.Argv, cwd, req.Env, d.settings().VolatileEnv)
 	br, err := d.brokerFor(req, key, name)
 	if err != nil {
 		conn.SendError(125, "run --share: start the shared server %s: %v", name, err)

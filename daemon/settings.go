@@ -32,6 +32,9 @@ type Settings struct {
 	MaxInstances *int
 	// Servers are the config file's per-server overrides, by --name.
 	Servers map[string]ServerOverride
+	// VolatileEnv adds to broker.Volatile: variables that differ between
+	// sessions and are left out of a shared server's key.
+	VolatileEnv []string
 	// IdleTimeout closes a request connection (not a server's lifeline)
 	// that sends nothing for this long after its hello or its last
 	// request; 2 min. Idle connections would otherwise hold the daemon's

@@ -682,3 +682,48 @@ func TestShareTSSDKClients(t *testing.T) {
 		waitGonePID(t, s.pid, s.tok)
 	}
 }
+
+// TestShareKeyByEnvironment: clients whose environments differ get servers
+// of their own, unless the variable is volatile (built in, such as
+// CLAUDE_CODE_SESSION_ID, or added by the config's volatile_env).
+func TestShareKeyByEnvironment(t *testing.T) {
+	for _, tc := range []struct {
+		name, variable, config string
+		brokers                int
+	}{
+		{"differing variable", "MY_TOKEN", "", 2},
+		{"built-in volatile", "CLAUDE_CODE_SESSION_ID", "", 1},
+		{"volatile by config", "MY_TOKEN", "volatile_env = [\"MY_*\"]\n", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := newInstance(t)
+			if err := os.WriteFile(filepath.Join(in.state, "config.toml"), []byte(tc.config), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			dir := t.TempDir()
+			for i := 0; i < 2; i++ {
+				cmd := exec.Command(bin, "run", "--share", "--name", "fixture", "--", bin, "_fixture", "mcp")
+				cmd.Dir = dir
+				cmd.Env = append(slices.Clone(in.env), fmt.Sprintf("%s=value-%d", tc.variable, i))
+				cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("client %d: ", i)}
+				client := mcp.NewClient(&mcp.Implementation{Name: "key", Version: "0.0.0"}, nil)
+				cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+				if err != nil {
+					t.Fatalf("client %d: connect: %v", i, err)
+				}
+				defer cs.Close()
+			}
+			n := 0
+			for _, p := range in.mustProcesses(false) {
+				if p.Broker {
+					n++
+				}
+			}
+			if n != tc.brokers {
+				t.Errorf("%s differing: %d brokers, want %d", tc.variable, n, tc.brokers)
+			}
+		})
+	}
+}
