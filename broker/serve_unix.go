@@ -23,26 +23,6 @@ import (
 // crash or restart drops no client. Only an explicit detach, or the
 // client's own EOF, ends a client; a closed daemon connection does not.
 
-// Messages on the broker's socket.
-const (
-	MsgAttach   = "attach"   // daemon → broker: AttachRequest, fds stdin and stdout of the client
-	MsgAttached = "attached" // broker → daemon: the client is relayed
-	MsgDetach   = "detach"   // daemon → broker: end this client
-	MsgDetached = "detached" // broker → daemon: the client is gone (EOF or detach)
-	MsgStats    = "stats"    // daemon → broker, answered with Stats
-	// MsgWatch (daemon → broker, AttachRequest without fds): a new daemon
-	// takes over a client's connection after the old one went away;
-	// answered with MsgAttached (or an error for a client not relayed),
-	// then MsgDetached when the client goes.
-	MsgWatch = "watch"
-)
-
-// AttachRequest names the client whose fds come with it.
-type AttachRequest struct {
-	ID      string `json:"id"`
-	Session string `json:"session"`
-}
-
 // ServeConfig configures the broker process.
 type ServeConfig struct {
 	Socket string
@@ -104,6 +84,7 @@ type server struct {
 	conns   map[*api.Conn]bool
 	gone    map[string]chan struct{} // attached clients: closed when one goes
 	closed  chan struct{}            // the broker is exiting
+	exiting bool                     // the linger is over: no new client
 	wg      sync.WaitGroup
 }
 
@@ -211,13 +192,22 @@ func (s *server) attach(conn *api.Conn, req AttachRequest, fds []int) {
 	}
 	in := &closeNotify{File: inf, done: done}
 	out := &closeNotify{File: outf, done: done}
+	// Counted before the attach, so the linger cannot end the broker
+	// under a client it just took; one that ended already refuses (the
+	// daemon starts a fresh broker).
+	if !s.busy() {
+		in.Close()
+		out.Close()
+		conn.Send(api.TypeError, &api.Error{Code: 125, Retry: true, Message: "the broker is exiting (its linger is over)"})
+		return
+	}
 	if err := s.b.Attach(req.ID, in, out); err != nil {
 		in.Close()
 		out.Close()
+		s.idle()
 		conn.SendError(125, "attach %s: %v", req.ID, err)
 		return
 	}
-	s.busy()
 	s.mu.Lock()
 	if s.gone == nil {
 		s.gone = map[string]chan struct{}{}
@@ -260,14 +250,19 @@ func (s *server) relay(conn *api.Conn, id string, gone chan struct{}) {
 }
 
 // busy and idle count clients; the linger runs while there are none.
-func (s *server) busy() {
+// busy reports false once the linger has ended the broker.
+func (s *server) busy() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.exiting {
+		return false
+	}
 	s.clients++
 	if s.linger != nil {
 		s.linger.Stop()
 		s.linger = nil
 	}
+	return true
 }
 
 func (s *server) idle() {
@@ -277,7 +272,15 @@ func (s *server) idle() {
 		s.clients--
 	}
 	if s.clients == 0 && s.linger == nil {
-		s.linger = time.AfterFunc(s.cfg.Linger, s.cancel)
+		s.linger = time.AfterFunc(s.cfg.Linger, func() {
+			s.mu.Lock()
+			over := s.clients == 0 // a client may have come as it fired
+			s.exiting = s.exiting || over
+			s.mu.Unlock()
+			if over {
+				s.cancel()
+			}
+		})
 	}
 }
 

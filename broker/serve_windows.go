@@ -7,12 +7,6 @@ import (
 	"time"
 )
 
-// AttachRequest names the client whose handles come with it.
-type AttachRequest struct {
-	ID      string `json:"id"`
-	Session string `json:"session"`
-}
-
 // ServeConfig configures the broker process.
 type ServeConfig struct {
 	Socket string

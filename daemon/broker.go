@@ -75,35 +75,33 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 		return
 	}
 	key := broker.Key(resolved, req.Argv, cwd, req.Env, d.settings().VolatileEnv)
-	br, err := d.brokerFor(req, key, name)
-	if err != nil {
-		conn.SendError(125, "run --share: start the shared server %s: %v", name, err)
-		return
-	}
-	bc, err := dialBroker(br.socket)
-	if err != nil {
-		conn.SendError(125, "run --share: reach the broker of %s: %v", name, err)
-		return
+	clientID := clientPrefix + newID()[2:]
+	var br *brokerRef
+	var bc *api.Conn
+	for attempt := 1; ; attempt++ {
+		var err error
+		if br, err = d.brokerFor(req, key, name); err != nil {
+			conn.SendError(125, "run --share: start the shared server %s: %v", name, err)
+			return
+		}
+		var retry bool
+		bc, retry, err = handOver(br, clientID, req.Session, files)
+		if err == nil {
+			break
+		}
+		if !retry || attempt == 3 {
+			conn.SendError(125, "run --share: hand the client to the broker of %s: %v", name, err)
+			return
+		}
+		// The broker is exiting (its linger ended as this client came):
+		// once it is gone, brokerFor starts a fresh one.
+		d.log.Info("broker exiting; retrying with a fresh one", "broker", br.id, "err", err)
+		select {
+		case <-br.l.done:
+		case <-time.After(10 * time.Second):
+		}
 	}
 	defer bc.Close()
-	clientID := clientPrefix + newID()[2:]
-	if err := bc.Send(broker.MsgAttach, &broker.AttachRequest{ID: clientID, Session: req.Session},
-		int(files[0].Fd()), int(files[1].Fd())); err != nil {
-		conn.SendError(125, "run --share: hand the client to the broker of %s: %v", name, err)
-		return
-	}
-	m, fds, err := bc.Recv()
-	api.CloseFds(fds)
-	if err != nil || m.Type != broker.MsgAttached {
-		why := fmt.Sprint(err)
-		if err == nil {
-			var e api.Error
-			api.Decode(m, &e)
-			why = e.Message
-		}
-		conn.SendError(125, "run --share: the broker of %s did not take the client: %s", name, why)
-		return
-	}
 	// The broker holds the client's fds now; ours must go, or the host
 	// would never see EOF from a detached client.
 	closeFiles()
@@ -237,6 +235,34 @@ func (d *Daemon) readoptBroker(p registry.Process, l *live) {
 	d.brokers[p.BrokerKey] = br
 	d.mu.Unlock()
 	d.log.Info("re-adopted a broker", "id", p.ID, "pid", p.PID, "clients", len(p.Clients))
+}
+
+// handOver gives the client's stdin and stdout to br and waits for its
+// word. retry says the broker is going away (its socket is gone, or it
+// said so): a fresh broker may take the client.
+func handOver(br *brokerRef, clientID, session string, files [3]*os.File) (*api.Conn, bool, error) {
+	bc, err := dialBroker(br.socket)
+	if err != nil {
+		return nil, true, err
+	}
+	if err := bc.Send(broker.MsgAttach, &broker.AttachRequest{ID: clientID, Session: session},
+		int(files[0].Fd()), int(files[1].Fd())); err != nil {
+		bc.Close()
+		return nil, true, err
+	}
+	m, fds, err := bc.Recv()
+	api.CloseFds(fds)
+	switch {
+	case err != nil:
+		bc.Close()
+		return nil, true, fmt.Errorf("the broker went away: %w", err)
+	case m.Type == broker.MsgAttached:
+		return bc, false, nil
+	}
+	bc.Close()
+	var e api.Error
+	api.Decode(m, &e)
+	return nil, e.Retry, fmt.Errorf("the broker did not take the client: %s", e.Message)
 }
 
 // clientAttached and clientDetached keep a broker's record and events

@@ -727,3 +727,34 @@ func TestShareKeyByEnvironment(t *testing.T) {
 		})
 	}
 }
+
+// TestShareAcrossLingerEnd: clients that come just as a broker's linger
+// ends (before, during and after its exit) are all served: one whose
+// broker is going away is handed to a fresh one.
+func TestShareAcrossLingerEnd(t *testing.T) {
+	in := newInstance(t)
+	if err := os.WriteFile(filepath.Join(in.state, "config.toml"), []byte("linger = \"100ms\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*wait)
+	defer cancel()
+	dir := t.TempDir()
+	for i := 0; i < 24; i++ {
+		cmd := exec.Command(bin, "run", "--share", "--name", "fixture", "--", bin, "_fixture", "mcp")
+		cmd.Dir = dir
+		cmd.Env = in.env
+		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("client %d: ", i)}
+		client := mcp.NewClient(&mcp.Implementation{Name: "linger", Version: "0.0.0"}, nil)
+		cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+		if err != nil {
+			t.Fatalf("client %d: connect: %v", i, err)
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+		if err != nil || res.IsError {
+			t.Errorf("client %d: echo: %v %+v", i, err, res)
+		}
+		cs.Close()
+		// From well inside the linger to past the broker's exit.
+		time.Sleep(time.Duration(60+5*i) * time.Millisecond)
+	}
+}
