@@ -49,6 +49,15 @@
 //     group, a setsid escapee): survivors and stop time. Missing peers are
 //     installed with apt-get (as root; with --quick only when CI=true).
 //     See peers.go.
+//   - shared-memory: N = 1, 5, 10 (1, 2 with --quick) Go SDK clients of the
+//     real server-everything and server-filesystem (testdata/npm), direct
+//     (`supervisor run`) vs shared (`run --share`): the summed PSS of every
+//     server-side process (servers; brokers and upstreams), the shims apart.
+//     Skipped with a note when node_modules is missing (an error under
+//     CI=true). relay-cost: raw JSON-RPC over a shim's pipes to `_fixture
+//     mcp`, direct vs shared: round trips of 1 KiB echo calls
+//     (--relay-calls, 10,000; 200 with --quick) and throughput on 1 MiB
+//     results. Both on a private daemon (linger 1s). See share.go.
 //
 // Everything runs in a temporary directory (SUPERVISOR_STATE_DIR and
 // SUPERVISOR_SOCKET point into it), and every process the bench started is
