@@ -38,7 +38,8 @@ func TestQuick(t *testing.T) {
 	for _, want := range []string{"nproc", "go test ./bench", "host-death-overhead", "**overhead**",
 		"spawn-overhead", "cold-start", "pipe-holder-eof", "spawn-storm", "servers started per storm",
 		"recovery", "**reconcile**", "MiB",
-		"scale", "**daemon RSS**", "`daemon stop` → last of the", "peers", "ours: host SIGKILL"} {
+		"scale", "**daemon RSS**", "`daemon stop` → last of the", "peers", "ours: host SIGKILL",
+		"shared-memory", "relay-cost", "**added p50, shared − direct**", " µs", " MB/s"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q", want)
 		}
@@ -63,7 +64,8 @@ func TestQuick(t *testing.T) {
 		seen[f.Figure] = true
 		// The recovery and scale figures have their own trial counts (2
 		// with --quick; scale's ways of ending alternate), peers 1 per
-		// peer (none for a peer skipped as not installed).
+		// peer (none for a peer skipped as not installed), shared-memory 1
+		// (none when the npm servers are not installed).
 		n := 3
 		switch f.Figure {
 		case "recovery":
@@ -73,7 +75,7 @@ func TestQuick(t *testing.T) {
 			if strings.Contains(f.Metric, "end all") || strings.Contains(f.Metric, "EOF grace") {
 				n = 1
 			}
-		case "peers":
+		case "peers", "shared-memory":
 			n = 1
 			if strings.Contains(f.Metric, "SKIPPED") {
 				n = 0
@@ -113,6 +115,17 @@ func TestQuick(t *testing.T) {
 			for _, v := range f.Samples {
 				if v != 20 {
 					t.Errorf("%s / %s: sample %v, want 20", f.Figure, f.Metric, v)
+				}
+			}
+		}
+	}
+	// The shared-memory figure saw one server process per client direct,
+	// one per server shared: else its trial failed (and so the run).
+	for _, f := range res.Figures {
+		if f.Figure == "shared-memory" && strings.HasPrefix(f.Metric, "**shared") {
+			for _, v := range f.Samples {
+				if v <= 0 {
+					t.Errorf("%s / %s: %v MiB", f.Figure, f.Metric, v)
 				}
 			}
 		}

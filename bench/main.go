@@ -49,6 +49,15 @@
 //     group, a setsid escapee): survivors and stop time. Missing peers are
 //     installed with apt-get (as root; with --quick only when CI=true).
 //     See peers.go.
+//   - shared-memory: N = 1, 5, 10 (1, 2 with --quick) Go SDK clients of the
+//     real server-everything and server-filesystem (testdata/npm), direct
+//     (`supervisor run`) vs shared (`run --share`): the summed PSS of every
+//     server-side process (servers; brokers and upstreams), the shims apart.
+//     Skipped with a note when node_modules is missing (an error under
+//     CI=true). relay-cost: raw JSON-RPC over a shim's pipes to `_fixture
+//     mcp`, direct vs shared: round trips of 1 KiB echo calls
+//     (--relay-calls, 10,000; 200 with --quick) and throughput on 1 MiB
+//     results. Both on a private daemon (linger 1s). See share.go.
 //
 // Everything runs in a temporary directory (SUPERVISOR_STATE_DIR and
 // SUPERVISOR_SOCKET point into it), and every process the bench started is
@@ -140,6 +149,7 @@ type options struct {
 	scaleSessions int
 	scaleTrials   int
 	peerTrials    int
+	relayCalls    int
 	only          map[string]bool // figures to run; nil means all
 }
 
@@ -161,6 +171,7 @@ func run(ctx context.Context, args []string, cmdline string, stdout, stderr io.W
 	fs.IntVar(&o.scaleSessions, "scale-sessions", 0, fmt.Sprintf("sessions of 4 servers in the scale figure (default %d, %d with --quick)", scaleSessions, scaleSessionsQuick))
 	fs.IntVar(&o.scaleTrials, "scale-trials", 0, fmt.Sprintf("trials of the scale figure, alternating daemon stop and host SIGKILL (default %d, %d with --quick)", scaleTrials, scaleTrialsQuick))
 	fs.IntVar(&o.peerTrials, "peer-trials", 0, fmt.Sprintf("trials per peer in the peers figure (default %d, %d with --quick)", peerTrials, peerTrialsQuick))
+	fs.IntVar(&o.relayCalls, "relay-calls", 0, fmt.Sprintf("tools/call echo round trips per mode in the relay-cost figure (default %d, %d with --quick)", relayCalls, relayCallsQuick))
 	only := fs.String("only", "", "run only these figures, comma-separated ("+strings.Join(figureNames, ", ")+")")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -454,7 +465,7 @@ func (b *bench) stopDaemon(ctx context.Context) error {
 }
 
 // figureNames name the steps of all, in order, for --only.
-var figureNames = []string{"host-death-overhead", "spawn-overhead", "cold-start", "pipe-holder-eof", "spawn-storm", "recovery", "scale", "peers"}
+var figureNames = []string{"host-death-overhead", "spawn-overhead", "cold-start", "pipe-holder-eof", "spawn-storm", "recovery", "scale", "peers", "shared-memory", "relay-cost"}
 
 // all runs every figure.
 func (b *bench) all(ctx context.Context) (*Results, error) {
@@ -470,7 +481,7 @@ func (b *bench) all(ctx context.Context) (*Results, error) {
 	res.Machine.Supervisor = st.Version
 	res.Machine.Features = st.Features
 
-	steps := []func(context.Context, *Results) error{b.hostDeath, b.spawn, b.coldStart, b.pipeHolder, b.storm, b.recovery, b.scale, b.peers}
+	steps := []func(context.Context, *Results) error{b.hostDeath, b.spawn, b.coldStart, b.pipeHolder, b.storm, b.recovery, b.scale, b.peers, b.sharedMemory, b.relayCost}
 	for i, step := range steps {
 		if b.o.only != nil && !b.o.only[figureNames[i]] {
 			continue
@@ -1072,6 +1083,10 @@ func fmtValue(v float64, unit string, n int) string {
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	case unit == "MiB":
 		return fmt.Sprintf("%.1f MiB", v)
+	case unit == "µs":
+		return fmt.Sprintf("%.0f µs", v)
+	case unit == "MB/s":
+		return fmt.Sprintf("%.0f MB/s", v)
 	case math.Abs(v) < 10:
 		return fmt.Sprintf("%.2f ms", v)
 	default:

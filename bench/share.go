@@ -1,0 +1,825 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/config"
+	"github.com/seed-86a41135/supervisor/jsonrpc"
+	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/spawn"
+)
+
+// Sizes of the shared-server figures (issue 14).
+const (
+	shareTrials      = 3
+	shareTrialsQuick = 1
+	relayCalls       = 10000
+	relayCallsQuick  = 200
+	relayArgBytes    = 1024
+	relayBlobBytes   = 1 << 20
+	// relayBlobs is how many 1 MiB results each block fetches per mode.
+	relayBlobs      = 10
+	relayBlobsQuick = 3
+	relayWarmup     = 200
+	// relayDepth is how many 1 MiB calls the pipelined throughput keeps
+	// in flight: 2 stays under the broker's 4 MiB queue per client.
+	relayDepth = 2
+	// shareSettle lets the servers finish what they do after answering
+	// tools/list (module loading, the first GC) before their memory is read.
+	shareSettle = time.Second
+	shareLimit  = 120 * time.Second
+)
+
+// shareN is the number of sessions per size of the shared-memory figure.
+func (b *bench) shareN() []int {
+	if b.o.quick {
+		return []int{1, 2}
+	}
+	return []int{1, 5, 10}
+}
+
+// shareInst is a private daemon for the shared-server figures: its own
+// state directory with a linger of 1s, so a broker whose last client went
+// is gone before the next round, and no cap on instances per session.
+type shareInst struct {
+	env   []string
+	paths api.Paths
+	d     *recDaemon
+	dir   string
+}
+
+func (b *bench) startShareInst(ctx context.Context, name string) (*shareInst, error) {
+	dir := filepath.Join(b.dir, name)
+	if err := os.MkdirAll(filepath.Join(dir, "state"), 0o700); err != nil {
+		return nil, err
+	}
+	// Every client is the bench's, so all are one session: max_instances
+	// = 0 lifts the per-session cap of one instance per --name, which
+	// would stop the older direct servers (N hosts would each have one).
+	conf := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(conf, []byte("linger = \"1s\"\nmax_instances = 0\n"), 0o600); err != nil {
+		return nil, err
+	}
+	vars := map[string]string{api.EnvStateDir: filepath.Join(dir, "state"), api.EnvSocket: filepath.Join(dir, "s.sock")}
+	paths, err := api.ResolvePaths(func(k string) string { return vars[k] })
+	if err != nil {
+		return nil, err
+	}
+	home := filepath.Join(dir, "home")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, err
+	}
+	// One environment for every client: any difference would give each
+	// its own upstream (the server key). HOME is private, npm offline.
+	var env []string
+	for _, kv := range b.env {
+		if !strings.HasPrefix(kv, api.EnvStateDir+"=") && !strings.HasPrefix(kv, api.EnvSocket+"=") && !strings.HasPrefix(kv, "HOME=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, api.EnvStateDir+"="+paths.StateDir, api.EnvSocket+"="+paths.Socket, config.EnvConfig+"="+conf, "HOME="+home,
+		"npm_config_offline=true", "npm_config_update_notifier=false")
+	d, _, _, err := b.startRecDaemon(ctx, env, paths, filepath.Join(dir, "daemon.log"))
+	si := &shareInst{env: env, paths: paths, d: d, dir: dir}
+	if err != nil {
+		si.stop(ctx, b)
+		return nil, fmt.Errorf("%s daemon: %w", name, err)
+	}
+	return si, nil
+}
+
+// stop stops the private daemon (brokers and servers go with it) and
+// SIGKILLs it if it did not exit.
+func (si *shareInst) stop(ctx context.Context, b *bench) {
+	if si.d == nil {
+		return
+	}
+	if !exited(si.d.fd) {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		cmd := exec.CommandContext(sctx, b.bin, "daemon", "stop")
+		cmd.Env = si.env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.progress("  daemon stop (%s): %v: %s", si.dir, err, strings.TrimSpace(string(out)))
+		}
+		cancel()
+		if !waitFd(si.d.fd, 10*time.Second) {
+			si.d.cmd.Process.Kill()
+		}
+	}
+	si.d.reap()
+	si.d.log.Close()
+	si.d = nil
+}
+
+// shareRec is what the figures need of a daemon's record.
+type shareRec struct {
+	ID      string
+	PID     int
+	Broker  bool
+	Clients int
+	State   string
+}
+
+func (si *shareInst) procs(ctx context.Context) ([]shareRec, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := api.Dial(ctx, si.paths.Socket)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	ps, err := c.Processes(api.PsRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("ps: %w", err)
+	}
+	out := make([]shareRec, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, shareRec{ID: p.ID, PID: p.PID, Broker: p.Broker, Clients: len(p.Clients), State: string(p.State)})
+	}
+	return out, nil
+}
+
+// npmServers finds testdata/npm/node_modules from the working directory
+// (the repository root for `go run ./bench`, bench/ for go test) and
+// says what is missing when it or node is not there.
+func npmServers() (string, error) {
+	var missing []string
+	if _, err := exec.LookPath("node"); err != nil {
+		missing = append(missing, "node is not on PATH")
+	}
+	var dir string
+	for _, d := range []string{filepath.Join("testdata", "npm"), filepath.Join("..", "testdata", "npm")} {
+		if _, err := os.Stat(filepath.Join(d, "node_modules", "@modelcontextprotocol")); err == nil {
+			dir, _ = filepath.Abs(d)
+			break
+		}
+	}
+	if dir == "" {
+		missing = append(missing, "testdata/npm/node_modules is not installed")
+	} else {
+		for _, pkg := range []string{"server-everything", "server-filesystem"} {
+			if _, err := os.Stat(npmEntry(dir, pkg)); err != nil {
+				missing = append(missing, "testdata/npm/node_modules lacks @modelcontextprotocol/"+pkg)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return "", fmt.Errorf("%s; run `npm ci --prefix testdata/npm` (or `bash .ci/run`)", strings.Join(missing, ", "))
+	}
+	return dir, nil
+}
+
+func npmEntry(npm, pkg string) string {
+	return filepath.Join(npm, "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js")
+}
+
+// sharedMemory: N sessions (1, 5, 10; 1, 2 with --quick) each connect to
+// the two real npm servers (server-everything, server-filesystem) with the
+// Go SDK (initialize + tools/list), once direct (`supervisor run --name X
+// -- node ...`: a server per client) and once shared (`run --share`: a
+// broker per server, relaying every client to one upstream). Then the PSS
+// (smaps_rollup) of every server-side process is summed: every process
+// carrying the marker of one of the daemon's records (direct: the servers
+// and their descendants; shared: the brokers and their upstreams). The
+// shims are the same in both modes and counted apart. Goal (issue 14):
+// shared total ≤ direct total / N + 5 MiB.
+func (b *bench) sharedMemory(ctx context.Context, res *Results) error {
+	npm, err := npmServers()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			return fmt.Errorf("shared-memory: %w", err) // .ci/run installs them
+		}
+		b.progress("shared-memory: SKIPPED: %v", err)
+		res.figure("shared-memory", "SKIPPED: "+err.Error(), "MiB")
+		return nil
+	}
+	trials := shareTrials
+	if b.o.quick {
+		trials = shareTrialsQuick
+	}
+	si, err := b.startShareInst(ctx, "shared-memory")
+	if err != nil {
+		return err
+	}
+	defer si.stop(ctx, b)
+	root := filepath.Join(si.dir, "root")
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return err
+	}
+	if root, err = filepath.EvalSymlinks(root); err != nil {
+		return err
+	}
+	servers := []shareServer{
+		{"everything", []string{"node", npmEntry(npm, "server-everything"), "stdio"}},
+		{"filesystem", []string{"node", npmEntry(npm, "server-filesystem"), root}},
+	}
+	b.progress("shared-memory: %d trials of N = %v sessions × 2 npm servers (everything, filesystem), direct vs shared", trials, b.shareN())
+	type rows struct{ direct, shared, brokers, ratio, margin, goal, shimD, shimS *Figure }
+	byN := map[int]rows{}
+	for _, n := range b.shareN() {
+		sfx := fmt.Sprintf(", N = %d", n)
+		byN[n] = rows{
+			direct:  res.figure("shared-memory", "direct: PSS of all server processes"+sfx, "MiB"),
+			shared:  res.figure("shared-memory", "**shared: PSS of brokers + upstreams**"+sfx, "MiB"),
+			brokers: res.figure("shared-memory", "  of which the 2 brokers"+sfx, "MiB"),
+			ratio:   res.figure("shared-memory", "  direct / shared"+sfx, "x"),
+			margin:  res.figure("shared-memory", fmt.Sprintf("  shared − direct / %d (goal ≤ 5 MiB)%s", n, sfx), "MiB"),
+			goal:    res.figure("shared-memory", fmt.Sprintf("  goal shared ≤ direct / %d + 5 MiB holds (1 = yes)%s", n, sfx), "count"),
+			shimD:   res.figure("shared-memory", "  shims (not in the totals), direct"+sfx, "MiB"),
+			shimS:   res.figure("shared-memory", "  shims (not in the totals), shared"+sfx, "MiB"),
+		}
+	}
+	for trial := range trials {
+		for _, n := range b.shareN() {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r := byN[n]
+			var m [2]shareMem
+			failed := false
+			for k := range 2 {
+				share := (k+trial)%2 == 1 // alternate which mode goes first
+				got, err := b.shareMemTrial(ctx, si, root, servers, n, share)
+				if err != nil {
+					b.progress("  trial %d N=%d share=%v FAILED: %v", trial+1, n, share, err)
+					res.Failures++
+					failed = true
+					break
+				}
+				m[btoi(share)] = got
+			}
+			if failed {
+				continue
+			}
+			d, s := m[0], m[1]
+			r.direct.add(d.servers)
+			r.shared.add(s.servers)
+			r.brokers.add(s.brokers)
+			r.ratio.add(d.servers / s.servers)
+			r.margin.add(s.servers - d.servers/float64(n))
+			r.goal.add(float64(btoi(s.servers <= d.servers/float64(n)+5)))
+			r.shimD.add(d.shims)
+			r.shimS.add(s.shims)
+			b.progress("  trial %d N=%d: direct %.1f MiB in %d processes (%s), shared %.1f MiB in %d (%s); shims %.1f / %.1f MiB",
+				trial+1, n, d.servers, d.count, d.per, s.servers, s.count, s.per, d.shims, s.shims)
+		}
+	}
+	return nil
+}
+
+func btoi(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+type shareServer struct {
+	name string
+	argv []string
+}
+
+type shareMem struct {
+	servers, shims float64 // MiB
+	brokers        float64 // MiB, of servers: the brokers' own
+	count          int     // server-side processes
+	per            string  // MiB per server name, for the log
+}
+
+// shareMemTrial connects n sessions to every server (direct or shared),
+// reads the memory, and closes them again until every server-side
+// process is gone.
+func (b *bench) shareMemTrial(ctx context.Context, si *shareInst, root string, servers []shareServer, n int, share bool) (m shareMem, err error) {
+	ctx, cancel := context.WithTimeout(ctx, shareLimit)
+	defer cancel()
+	var mu sync.Mutex
+	var sessions []*mcp.ClientSession
+	var shims []int
+	var side []tracked // server-side processes, to see them gone
+	defer func() {
+		var wg sync.WaitGroup
+		for _, cs := range sessions {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cs.Close() // closes the shim's stdin, waits for it (SIGTERM after 5s)
+			}()
+		}
+		wg.Wait()
+		for _, t := range side {
+			if !proc.WaitExit(t.pid, t.tok, 30*time.Second) && err == nil {
+				err = fmt.Errorf("%s (pid %d) still running 30s after its clients left", t.what, t.pid)
+			}
+		}
+		// The next round starts once the daemon, too, has seen them go: a
+		// client arriving between a lingering broker's exit and the
+		// daemon's noticing is handed the dead broker's socket (a race of
+		// its own, not what this figure measures).
+		for deadline := time.Now().Add(30 * time.Second); err == nil; time.Sleep(20 * time.Millisecond) {
+			ps, perr := si.procs(context.Background())
+			if perr == nil && len(ps) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				err = fmt.Errorf("the daemon still lists %d live records 30s after the clients left (%v)", len(ps), perr)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, n*len(servers))
+	for i := range n {
+		for _, s := range servers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				args := []string{"run"}
+				if share {
+					args = append(args, "--share")
+				}
+				args = append(append(args, "--name", s.name, "--"), s.argv...)
+				cmd := exec.Command(b.bin, args...)
+				cmd.Dir, cmd.Env, cmd.Stderr = root, si.env, b.errLog
+				client := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("bench-%d", i), Version: "0.0.0"}, nil)
+				cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+				if cmd.Process != nil {
+					b.track(cmd.Process.Pid, "shim")
+				}
+				if err != nil {
+					errs <- fmt.Errorf("session %d, %s: connect: %w", i, s.name, err)
+					return
+				}
+				mu.Lock()
+				sessions = append(sessions, cs)
+				shims = append(shims, cmd.Process.Pid)
+				mu.Unlock()
+				if _, err := cs.ListTools(ctx, nil); err != nil {
+					errs <- fmt.Errorf("session %d, %s: tools/list: %w", i, s.name, err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return m, err
+	}
+
+	// Every record the daemon keeps now is this round's: direct, one per
+	// client; shared, one broker per server with n clients.
+	want := n * len(servers)
+	if share {
+		want = len(servers)
+	}
+	var ids map[string]string // record id -> server name
+	for {
+		ps, err := si.procs(ctx)
+		if err != nil {
+			return m, err
+		}
+		ids = map[string]string{}
+		ok := 0
+		for _, p := range ps {
+			if p.PID > 0 && p.State == "running" && p.Broker == share && (!share || p.Clients == n) {
+				ok++
+			}
+			ids[p.ID] = p.ID
+		}
+		if ok == want && len(ps) == want {
+			break
+		}
+		if ctx.Err() != nil {
+			return m, fmt.Errorf("ps lists %d records, %d as expected; want %d", len(ps), ok, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(shareSettle)
+	infos, err := proc.Scan()
+	if err != nil {
+		return m, err
+	}
+	per := map[string]float64{}
+	nodes := 0
+	for _, info := range infos {
+		env, err := proc.Environ(info.PID)
+		if err != nil {
+			continue
+		}
+		id, _ := proc.EnvValue(env, spawn.EnvProcID)
+		if ids[id] == "" {
+			continue
+		}
+		argv, _ := proc.Cmdline(info.PID)
+		what := "server-side process"
+		if len(argv) > 0 {
+			what = filepath.Base(argv[0])
+		}
+		if what == "node" {
+			nodes++
+		}
+		b.track(info.PID, "shared-memory "+what)
+		side = append(side, tracked{info.PID, info.Token, what})
+		pss, err := pssMiB(info.PID)
+		if err != nil {
+			return m, err
+		}
+		m.servers += pss
+		m.count++
+		if len(argv) > 1 && argv[1] == "_broker" {
+			m.brokers += pss
+		}
+		name := "other"
+		for _, s := range servers {
+			if slicesContain(argv, s.argv[1]) {
+				name = s.name
+			}
+		}
+		per[name] += pss
+	}
+	wantNodes := n * len(servers)
+	if share {
+		wantNodes = len(servers)
+	}
+	if nodes != wantNodes {
+		return m, fmt.Errorf("%d node processes carry the records' markers, want %d (share %v)", nodes, wantNodes, share)
+	}
+	for _, pid := range shims {
+		pss, err := pssMiB(pid)
+		if err != nil {
+			return m, fmt.Errorf("shim %d: %w", pid, err)
+		}
+		m.shims += pss
+	}
+	var parts []string
+	for _, s := range servers {
+		parts = append(parts, fmt.Sprintf("%s %.1f", s.name, per[s.name]))
+	}
+	m.per = strings.Join(parts, ", ")
+	return m, nil
+}
+
+func slicesContain(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// pssMiB is the proportional set size of pid (smaps_rollup's Pss), in MiB:
+// its pages shared with others count by their share.
+func pssMiB(pid int) (float64, error) {
+	bs, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read PSS of pid %d: %w", pid, err)
+	}
+	for _, l := range strings.Split(string(bs), "\n") {
+		if v, ok := strings.CutPrefix(l, "Pss:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			if err != nil {
+				return 0, fmt.Errorf("PSS of pid %d: %q: %w", pid, l, err)
+			}
+			return float64(kb) / 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("PSS of pid %d: no Pss line in smaps_rollup", pid)
+}
+
+// relayCost: one client of `supervisor _fixture mcp`, direct and shared
+// at once, speaking raw newline-delimited JSON-RPC over the shim's pipes
+// (the fixture and this client cost little, so the difference is the
+// relay). --relay-calls (10,000; 200 with --quick) tools/call echo of 1 KiB
+// in --trials blocks, each block direct then shared (alternating which
+// first): p50 and p99 of the round trip within each block; then per block
+// 10 (3) calls of the fixture's blob tool answering 1 MiB of text, one at
+// a time and then 2 in flight: bytes received over the time taken. Goals (issue 14): ≤ 50 µs added
+// p50, ≥ 200 MB/s shared.
+func (b *bench) relayCost(ctx context.Context, res *Results) error {
+	calls, blobs := relayCalls, relayBlobs
+	if b.o.quick {
+		calls, blobs = relayCallsQuick, relayBlobsQuick
+	}
+	if b.o.relayCalls > 0 {
+		calls = b.o.relayCalls
+	}
+	blocks := min(b.o.trials, calls)
+	per := (calls + blocks - 1) / blocks
+	si, err := b.startShareInst(ctx, "relay-cost")
+	if err != nil {
+		return err
+	}
+	defer si.stop(ctx, b)
+	b.progress("relay-cost: %d blocks of %d echo calls (1 KiB) and %d blob calls (1 MiB), direct vs shared, on `%s _fixture mcp`",
+		blocks, per, blobs, filepath.Base(b.bin))
+	sfx := fmt.Sprintf(" (%d calls, blocks of %d)", blocks*per, per)
+	d50 := res.figure("relay-cost", "echo 1 KiB round trip, direct: p50 within a block"+sfx, "µs")
+	d99 := res.figure("relay-cost", "  direct: p99 within a block", "µs")
+	s50 := res.figure("relay-cost", "echo 1 KiB round trip, shared: p50 within a block", "µs")
+	s99 := res.figure("relay-cost", "  shared: p99 within a block", "µs")
+	a50 := res.figure("relay-cost", "**added p50, shared − direct** (goal ≤ 50 µs)", "µs")
+	a99 := res.figure("relay-cost", "  added p99, shared − direct", "µs")
+	dTP := res.figure("relay-cost", fmt.Sprintf("1 MiB results, one call at a time (%d per block), direct: throughput", blobs), "MB/s")
+	sTP := res.figure("relay-cost", "**1 MiB results, one call at a time, shared: throughput** (goal ≥ 200 MB/s)", "MB/s")
+	ratio := res.figure("relay-cost", "  throughput shared / direct", "x")
+	dTP2 := res.figure("relay-cost", fmt.Sprintf("1 MiB results, %d calls in flight, direct: throughput", relayDepth), "MB/s")
+	sTP2 := res.figure("relay-cost", fmt.Sprintf("1 MiB results, %d calls in flight, shared: throughput", relayDepth), "MB/s")
+
+	root := filepath.Join(si.dir, "root")
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return err
+	}
+	var clients [2]*rawClient
+	defer func() {
+		for _, c := range clients {
+			if c != nil {
+				c.close(b)
+			}
+		}
+	}()
+	for i, share := range []bool{false, true} {
+		args := []string{"run"}
+		if share {
+			args = append(args, "--share")
+		}
+		args = append(args, "--name", "fixture-"+map[bool]string{false: "direct", true: "shared"}[share], "--", b.bin, "_fixture", "mcp")
+		c, err := b.startRaw(ctx, si, root, args)
+		if err != nil {
+			return fmt.Errorf("relay-cost: %w", err)
+		}
+		clients[i] = c
+	}
+	arg := strings.Repeat("a", relayArgBytes)
+	for _, c := range clients {
+		for range relayWarmup {
+			if _, err := c.call("echo", `{"text":"`+arg+`"}`, relayArgBytes); err != nil {
+				return fmt.Errorf("relay-cost warm-up (%s): %w", c.what, err)
+			}
+		}
+	}
+	blobArgs := `{"bytes":` + strconv.Itoa(relayBlobBytes) + `}`
+	for blk := range blocks {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var p50, p99 [2]float64
+		var tp [2][2]float64 // [depth 1, relayDepth][direct, shared]
+		failed := false
+		for k := range 2 {
+			i := (k + blk) % 2
+			c := clients[i]
+			lat := make([]float64, 0, per)
+			for range per {
+				d, err := c.call("echo", `{"text":"`+arg+`"}`, relayArgBytes)
+				if err != nil {
+					b.progress("  block %d (%s) FAILED: %v", blk+1, c.what, err)
+					failed = true
+					break
+				}
+				lat = append(lat, float64(d)/float64(time.Microsecond))
+			}
+			if failed {
+				break
+			}
+			p50[i], p99[i] = median(lat), percentile(lat, 99)
+			for j, depth := range []int{1, relayDepth} {
+				n, d, err := c.stream("blob", blobArgs, blobs, depth, relayBlobBytes)
+				if err != nil {
+					b.progress("  block %d (%s) blob FAILED: %v", blk+1, c.what, err)
+					failed = true
+					break
+				}
+				tp[j][i] = float64(n) / 1e6 / d.Seconds()
+			}
+			if failed {
+				break
+			}
+		}
+		if failed {
+			res.Failures++
+			// A client whose call failed is in an unknown state.
+			return errors.New("relay-cost: a call failed; see above")
+		}
+		d50.add(p50[0])
+		d99.add(p99[0])
+		s50.add(p50[1])
+		s99.add(p99[1])
+		a50.add(p50[1] - p50[0])
+		a99.add(p99[1] - p99[0])
+		dTP.add(tp[0][0])
+		sTP.add(tp[0][1])
+		ratio.add(tp[0][1] / tp[0][0])
+		dTP2.add(tp[1][0])
+		sTP2.add(tp[1][1])
+		b.progress("  block %d: p50 direct %.0fµs shared %.0fµs, p99 %.0f / %.0fµs; 1 MiB results %.0f / %.0f MB/s, %d in flight %.0f / %.0f MB/s",
+			blk+1, p50[0], p50[1], p99[0], p99[1], tp[0][0], tp[0][1], relayDepth, tp[1][0], tp[1][1])
+	}
+	return nil
+}
+
+// rawClient is a newline-delimited JSON-RPC client on a shim's pipes.
+type rawClient struct {
+	what  string
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	w     *bufio.Writer
+	r     *bufio.Reader
+	next  int
+	done  chan struct{}
+	line  []byte // the last answer (reused)
+	bytes int    // answer bytes counted by stream
+}
+
+func (b *bench) startRaw(ctx context.Context, si *shareInst, dir string, args []string) (*rawClient, error) {
+	c := &rawClient{what: strings.Join(args[:len(args)-3], " "), done: make(chan struct{})}
+	c.cmd = exec.Command(b.bin, args...)
+	c.cmd.Dir, c.cmd.Env, c.cmd.Stderr = dir, si.env, b.errLog
+	var err error
+	if c.in, err = c.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start supervisor %s: %w", c.what, err)
+	}
+	b.track(c.cmd.Process.Pid, "shim")
+	c.w = bufio.NewWriterSize(c.in, 64<<10)
+	c.r = bufio.NewReaderSize(out, 1<<20)
+	// The handshake answers within the limit, or the shim is killed.
+	timer := time.AfterFunc(30*time.Second, func() { c.cmd.Process.Kill() })
+	defer timer.Stop()
+	if _, err := c.request("initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}`); err != nil {
+		c.close(b)
+		return nil, fmt.Errorf("%s: initialize: %w", c.what, err)
+	}
+	if err := c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil {
+		c.close(b)
+		return nil, fmt.Errorf("%s: %w", c.what, err)
+	}
+	if _, err := c.request("tools/list", `{}`); err != nil {
+		c.close(b)
+		return nil, fmt.Errorf("%s: tools/list: %w", c.what, err)
+	}
+	return c, nil
+}
+
+func (c *rawClient) send(msg string) error {
+	c.w.WriteString(msg)
+	c.w.WriteByte('\n')
+	if err := c.w.Flush(); err != nil {
+		return fmt.Errorf("write to the shim: %w", err)
+	}
+	return nil
+}
+
+// request sends one request and reads lines until its answer, which it
+// returns (valid until the next call).
+func (c *rawClient) request(method, params string) ([]byte, error) {
+	id, err := c.sendRequest(method, params)
+	if err != nil {
+		return nil, err
+	}
+	return c.answer(method, id)
+}
+
+// sendRequest sends one request and returns its id.
+func (c *rawClient) sendRequest(method, params string) (string, error) {
+	c.next++
+	id := strconv.Itoa(c.next)
+	return id, c.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":` + params + `}`)
+}
+
+// answer reads lines until the answer to request id (notifications are
+// skipped), which it returns (valid until the next read).
+func (c *rawClient) answer(method, id string) ([]byte, error) {
+	for {
+		line, err := c.readLine()
+		if err != nil {
+			return nil, err
+		}
+		// The usual answer, checked without scanning a 1 MiB body: the
+		// fixture writes the id first, and the broker splices the
+		// client's own back in its place.
+		if bytes.HasPrefix(line, []byte(`{"id":`+id+`,"jsonrpc":"2.0","result":`)) {
+			return line, nil
+		}
+		env, err := jsonrpc.Parse(line)
+		if err != nil {
+			return nil, fmt.Errorf("answer to %s: %w", method, err)
+		}
+		if !env.IsResponse() {
+			continue // a notification
+		}
+		if got := string(line[env.ID.Start:env.ID.End]); got != id {
+			return nil, fmt.Errorf("answer to %s with id %s, want %s", method, got, id)
+		}
+		if env.HasError {
+			return nil, fmt.Errorf("%s: error %s", method, truncate(line, 300))
+		}
+		return line, nil
+	}
+}
+
+// readLine reads one whole line, without its newline.
+func (c *rawClient) readLine() ([]byte, error) {
+	c.line = c.line[:0]
+	for {
+		part, err := c.r.ReadSlice('\n')
+		c.line = append(c.line, part...)
+		if err == nil {
+			return c.line[:len(c.line)-1], nil
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return nil, fmt.Errorf("read from the shim: %w", err)
+		}
+	}
+}
+
+// call is one tools/call round trip, timed from the write to the whole
+// answer read; the answer is checked after the clock stops.
+func (c *rawClient) call(tool, args string, minLen int) (time.Duration, error) {
+	t0 := time.Now()
+	line, err := c.request("tools/call", `{"name":"`+tool+`","arguments":`+args+`}`)
+	d := time.Since(t0)
+	if err != nil {
+		return 0, err
+	}
+	if len(line) < minLen || !bytes.Contains(line, []byte(`"result"`)) {
+		return 0, fmt.Errorf("%s: short answer %s", tool, truncate(line, 300))
+	}
+	return d, nil
+}
+
+// stream makes count tools/call requests with depth of them in flight
+// (the next is sent as each answer arrives) and returns the bytes of the
+// answers (newlines too) and the time from the first request to the last
+// answer.
+func (c *rawClient) stream(tool, args string, count, depth, minLen int) (int, time.Duration, error) {
+	params := `{"name":"` + tool + `","arguments":` + args + `}`
+	var ids []string
+	sent, got := 0, 0
+	t0 := time.Now()
+	for got < count {
+		for sent < count && sent-got < depth {
+			id, err := c.sendRequest("tools/call", params)
+			if err != nil {
+				return 0, 0, err
+			}
+			ids = append(ids, id)
+			sent++
+		}
+		line, err := c.answer("tools/call", ids[got])
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(line) < minLen {
+			return 0, 0, fmt.Errorf("%s: answer of %d bytes, want at least %d", tool, len(line), minLen)
+		}
+		got++
+		c.bytes += len(line) + 1
+	}
+	d := time.Since(t0)
+	n := c.bytes
+	c.bytes = 0
+	return n, d, nil
+}
+
+// close closes the shim's stdin (the client leaves) and waits for it.
+func (c *rawClient) close(b *bench) {
+	c.in.Close()
+	done := make(chan struct{})
+	go func() { c.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		b.progress("  %s: shim still running 10s after its stdin closed: SIGKILL", c.what)
+		c.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func truncate(bs []byte, n int) string {
+	if len(bs) <= n {
+		return string(bs)
+	}
+	return string(bs[:n]) + "…"
+}
