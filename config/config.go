@@ -231,7 +231,7 @@ type file struct {
 	// VolatileEnv adds to broker.Volatile: environment variables left out
 	// of a shared server's key (a trailing * matches a prefix).
 	VolatileEnv []string `toml:"volatile_env"`
-	Breaker        struct {
+	Breaker     struct {
 		Threshold   *int    `toml:"threshold"`
 		Cooldown    *string `toml:"cooldown"`
 		MaxCooldown *string `toml:"max_cooldown"`
