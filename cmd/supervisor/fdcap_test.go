@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os/exec"
 	"strings"
 	"sync"
@@ -23,29 +22,8 @@ import (
 // runs are served.
 func TestIdleConnectionsCannotStarveStops(t *testing.T) {
 	in := newInstance(t)
-	cmd := exec.Command("/bin/sh", "-c", `ulimit -n 256 && exec "$0" daemon --foreground`, bin)
-	cmd.Env = append(append([]string{}, in.env...), "SUPERVISOR_IDLE_TIMEOUT=3s")
-	cmd.Stderr = &prefixWriter{t: t, prefix: "daemon: "}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		select {
-		case <-done:
-		default:
-			in.run("daemon", "stop")
-			killByPID(cmd.Process.Pid)
-			<-done
-		}
-	})
-	waitCond(t, func() error {
-		if pid := in.daemonPID(); pid != cmd.Process.Pid {
-			return fmt.Errorf("daemon %d does not answer (pid answering: %d)", cmd.Process.Pid, pid)
-		}
-		return nil
-	})
+	in.startDaemonCmd(t, exec.Command("/bin/sh", "-c", `ulimit -n 256 && exec "$0" daemon --foreground`, bin),
+		"SUPERVISOR_IDLE_TIMEOUT=3s")
 
 	h := in.startHost(t, 1, "--", bin, "_fixture", "ignore-term")
 

@@ -460,7 +460,14 @@ func (in *instance) startClient(t *testing.T, lang string, c mcpCase, npm, root 
 	}
 	cmd.Dir = npm
 	cmd.Env = env
-	cmd.Stderr = &prefixWriter{t: t, prefix: lang + " client: "}
+	return startClientProc(t, cmd, lang+" client: ")
+}
+
+// startClientProc starts a client process (client.mjs or the Go host
+// helper), reads its first result line, and kills it at the test's end.
+func startClientProc(t *testing.T, cmd *exec.Cmd, prefix string) *mcpClient {
+	t.Helper()
+	cmd.Stderr = &prefixWriter{t: t, prefix: prefix}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -56,7 +56,13 @@ func faultBin(t *testing.T) string {
 // closed when it exits.
 func (in *instance) startDaemonWith(t *testing.T, exe string, env ...string) (int, chan struct{}) {
 	t.Helper()
-	cmd := exec.Command(exe, "daemon", "--foreground")
+	return in.startDaemonCmd(t, exec.Command(exe, "daemon", "--foreground"), env...)
+}
+
+// startDaemonCmd is startDaemonWith for a daemon started by cmd (a wrapper
+// that execs it, e.g. to set a resource limit first).
+func (in *instance) startDaemonCmd(t *testing.T, cmd *exec.Cmd, env ...string) (int, chan struct{}) {
+	t.Helper()
 	cmd.Env = append(append([]string{}, in.env...), env...)
 	cmd.Stderr = &prefixWriter{t: t, prefix: "daemon: "}
 	if err := cmd.Start(); err != nil {

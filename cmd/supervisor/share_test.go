@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -627,26 +626,7 @@ func TestShareTSSDKClients(t *testing.T) {
 		cmd := exec.Command("node", filepath.Join(npm, "client.mjs"))
 		cmd.Dir = npm
 		cmd.Env = append(slices.Clone(env), "SUPERVISOR_TEST_MCP_CLIENT="+string(config))
-		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("ts client %d: ", i)}
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cl := &mcpClient{cmd: cmd, done: make(chan struct{}), lines: bufio.NewReader(stdout), stdin: stdin}
-		go func() { cmd.Wait(); close(cl.done) }()
-		t.Cleanup(func() {
-			stdin.Close()
-			cmd.Process.Kill()
-			<-cl.done
-		})
-		cl.result = cl.next(t)
+		cl := startClientProc(t, cmd, fmt.Sprintf("ts client %d: ", i))
 		if cl.result.Event != "connected" || cl.result.Text != "Echo: "+msg {
 			t.Errorf("ts client %d: got %+v, want its own echo %q", i, cl.result, msg)
 		}
