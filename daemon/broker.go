@@ -337,23 +337,30 @@ func isDone(c chan struct{}) bool {
 // startBroker spawns br's broker process with the client's command,
 // directory and environment, and waits for its socket.
 func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find the supervisor binary: %w", err)
+	if d.exe == "" {
+		return errors.New("this binary's path is unknown: a broker cannot be started")
 	}
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		return err
 	}
 	defer null.Close()
-	logDir := filepath.Join(d.cfg.Paths.StateDir, "logs")
-	if err := os.MkdirAll(logDir, 0o700); err != nil {
+	br.id = newID()
+	sess := brokerSession(br.key)
+	// Where a stdio server's stderr goes: `logs NAME` and `logs ID` find
+	// it, and retention removes it with the record.
+	logPath := RunLogPath(d.cfg.Paths, br.name, br.id)
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
 		return fmt.Errorf("create log directory: %w", err)
 	}
-	logPath := filepath.Join(logDir, fmt.Sprintf("%s-%s.log", safeLogName(br.name), br.key[:8]))
-	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	// The broker's output, and its upstream's stderr, go through a log
+	// writer that holds the cap (as a stdio server's stderr does); to the
+	// file itself where none can run (Windows).
+	logf, err := d.startLogWriter(logPath, nil, logWriterMarkers{session: sess, procID: br.id})
 	if err != nil {
-		return fmt.Errorf("open log: %w", err)
+		if logf, err = os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
+			return fmt.Errorf("open log: %w", err)
+		}
 	}
 	defer logf.Close()
 	pr, pw, err := os.Pipe()
@@ -361,8 +368,6 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 		return err
 	}
 	defer pr.Close()
-	br.id = newID()
-	sess := brokerSession(br.key)
 	if _, err := d.reg.AddProcess(registry.Process{
 		ID: br.id, Session: sess, Name: br.name, Argv: req.Argv, Cwd: string(req.Cwd),
 		Broker: true, BrokerKey: br.key, Health: "starting", GraceMS: req.GraceMS,
@@ -374,7 +379,7 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	if d.cgroups != nil {
 		cg, _ = d.cgroups.NewServer(sess, br.id)
 	}
-	argv := append([]string{exe, "_broker", "--socket", br.socket, "--linger", d.settings().Linger.String(), "--"}, req.Argv...)
+	argv := append([]string{d.exe, "_broker", "--socket", br.socket, "--linger", d.settings().Linger.String(), "--"}, req.Argv...)
 	started, err := spawn.Start(d.reaper, spawn.Request{
 		Argv: argv, Env: req.Env, Dir: string(req.Cwd), Stdio: [3]*os.File{null, pw, logf},
 		SessionID: sess, ProcID: br.id, CgroupFD: cg.Fd, Instance: d.instance,
@@ -433,20 +438,6 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	d.setHealth(br.id, "healthy")
 	d.log.Info("broker started", "id", br.id, "pid", started.PID, "name", br.name, "key", br.key[:12])
 	return nil
-}
-
-// safeLogName keeps a log file name to letters, digits, '.', '_' and '-'.
-func safeLogName(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			b[i] = '_'
-		}
-	}
-	if len(b) == 0 || len(b) > 64 {
-		return "server"
-	}
-	return string(b)
 }
 
 // stopBrokers stops every broker (daemon stop): their upstreams go with

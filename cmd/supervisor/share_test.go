@@ -738,3 +738,30 @@ func TestShareAcrossLingerEnd(t *testing.T) {
 		time.Sleep(time.Duration(60+5*i) * time.Millisecond)
 	}
 }
+
+// TestShareLogs: a shared server's stderr (and its broker's) is captured
+// like any server's: `supervisor logs NAME` shows it.
+func TestShareLogs(t *testing.T) {
+	in := newInstance(t)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	cmd := exec.Command(bin, "run", "--share", "--name", "loud", "--", bin, "_fixture", "mcp", "--stderr")
+	cmd.Dir = t.TempDir()
+	cmd.Env = in.env
+	client := mcp.NewClient(&mcp.Implementation{Name: "logs", Version: "0.0.0"}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer cs.Close()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitCond(t, func() error {
+		out, errOut, code := in.run("logs", "loud")
+		if code != 0 || !strings.Contains(out, "mcp: tools/call") {
+			return fmt.Errorf("logs loud: exit %d, %q %q; want the server's stderr lines", code, out, errOut)
+		}
+		return nil
+	})
+}
