@@ -229,7 +229,13 @@ func (b *bench) peerTrial(ctx context.Context, p peer, dir string) (survivors in
 		tree = append(tree, w)
 		b.track(pids[i], "peers "+name)
 	}
-	if sid := sessionOf(pids[2]); sid != pids[2] {
+	// $! is the shell's child before it has run setsid(): give it the
+	// moment to leave.
+	sid := sessionOf(pids[2])
+	for deadline := time.Now().Add(5 * time.Second); sid != pids[2] && time.Now().Before(deadline); sid = sessionOf(pids[2]) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if sid != pids[2] {
 		return 0, 0, fmt.Errorf("escapee %d is in session %d, not its own", pids[2], sid)
 	}
 	t0 := time.Now()
