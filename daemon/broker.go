@@ -234,7 +234,38 @@ func (d *Daemon) readoptBroker(p registry.Process, l *live) {
 	d.mu.Lock()
 	d.brokers[p.BrokerKey] = br
 	d.mu.Unlock()
+	go d.forgetBroker(br)
+	if st, err := askStats(br.socket); err == nil {
+		relayed := map[string]bool{}
+		for _, c := range st.Clients {
+			relayed[c.ID] = true
+		}
+		d.reg.Update(p.ID, func(r *registry.Process) error {
+			kept := r.Clients[:0]
+			for _, c := range r.Clients {
+				if relayed[c.ID] {
+					kept = append(kept, c)
+				}
+			}
+			if len(kept) == len(r.Clients) {
+				return errUnchanged
+			}
+			r.Clients = kept
+			return nil
+		})
+	}
 	d.log.Info("re-adopted a broker", "id", p.ID, "pid", p.PID, "clients", len(p.Clients))
+}
+
+// forgetBroker drops br from the brokers by key once its process is gone:
+// a key never asked for again must not keep a dead broker's entry.
+func (d *Daemon) forgetBroker(br *brokerRef) {
+	<-br.l.done
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.brokers[br.key] == br {
+		delete(d.brokers, br.key)
+	}
 }
 
 // handOver gives the client's stdin and stdout to br and waits for its
@@ -415,6 +446,7 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	d.mu.Unlock()
 	br.l, br.pid, br.token = l, started.PID, started.Token
 	go d.monitor(l, started.Exit)
+	go d.forgetBroker(br)
 	d.reg.Event("process.start", sess, br.id, fmt.Sprintf("pid %d broker of %q", started.PID, req.Argv))
 
 	ready := make(chan error, 1)

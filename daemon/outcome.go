@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"errors"
 	"syscall"
 	"time"
 
@@ -85,8 +84,7 @@ func (d *Daemon) publishStop(session string, o shutdown.Outcome) {
 // it exited on EOF, and that is published once (the record's stop result
 // says it was). Otherwise it is what the record says, or already gone.
 func (d *Daemon) settleExited(id string, opt shutdown.Options, since time.Time) shutdown.Outcome {
-	errDone := errors.New("already settled")
-	var out shutdown.Outcome
+	out := shutdown.Outcome{ID: id, Result: shutdown.AlreadyGone} // no record: nothing to settle
 	p, err := d.reg.Update(id, func(p *registry.Process) error {
 		out = shutdown.Outcome{ID: id, PID: p.PID, Result: shutdown.AlreadyGone}
 		if p.Stop != nil {
@@ -95,7 +93,7 @@ func (d *Daemon) settleExited(id string, opt shutdown.Options, since time.Time) 
 		eof := opt.EOFGrace > 0 && p.State == registry.StateExited && p.ExitedAt != nil &&
 			!p.ExitedAt.Before(since.Add(-eofLead)) && p.Signal != "SIGKILL" && p.Signal != "SIGTERM"
 		if !eof || out.Result != shutdown.AlreadyGone {
-			return errDone
+			return errUnchanged // settled already, or not by this stop
 		}
 		out.Result = shutdown.ExitedOnEOF
 		for i := range out.Procs {

@@ -818,7 +818,9 @@ func (d *Daemon) endSessionsSince(ids, reasons []string, opt shutdown.Options, s
 		}
 		d.mu.Unlock()
 	}
-	for _, p := range d.reg.Processes(registry.Filter{All: true}) {
+	// Exited records too only for a host's death (there can be many,
+	// kept for the retention); any other end stops the live ones.
+	for _, p := range d.reg.Processes(registry.Filter{All: opt.EOFGrace > 0}) {
 		// A server that exited on EOF as its host died, before we got
 		// here, is part of this stop: its outcome is settled with it.
 		justExited := opt.EOFGrace > 0 && p.Stop == nil && p.ExitedAt != nil && !p.ExitedAt.Before(since.Add(-eofLead))

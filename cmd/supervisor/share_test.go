@@ -498,7 +498,7 @@ func TestShareProgressAndCancel(t *testing.T) {
 			}
 		}}
 	}
-	in, clients, ctx := shareSetupWith(t, 2, []string{"--share"}, "", opts)
+	_, clients, ctx := shareSetupWith(t, 2, []string{"--share"}, "", opts)
 	call := func(ctx context.Context, cl *sharedClient, steps int) error {
 		p := &mcp.CallToolParams{Name: "trigger-long-running-operation", Arguments: map[string]any{"duration": steps / 5.0, "steps": steps}}
 		p.SetProgressToken("p")
@@ -540,7 +540,6 @@ func TestShareProgressAndCancel(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	_ = in
 }
 
 // TestShareUpstreamCrash: the shared server crashes while a call is in
