@@ -110,6 +110,12 @@ type Stats struct {
 	Unsafe       bool          // the upstream sent server-to-client requests
 	UnsafeReason string
 	IdleSince    time.Time // when the last request in flight was answered; zero while busy
+	// Stateless: the upstream answered server/discover supporting the
+	// stateless revision (2026-07-28), with these versions.
+	Stateless bool     `json:",omitempty"`
+	Versions  []string `json:",omitempty"`
+	// Listens counts clients' open subscriptions/listen requests.
+	Listens int `json:",omitempty"`
 }
 
 // Broker relays clients to one upstream. Create it with New.
@@ -129,6 +135,7 @@ type Broker struct {
 	nextSrv uint64
 	srvReqs map[uint64]*srvReq // server-to-client requests, by the id the client sees
 	subs    map[string]*sub    // by uri
+	listen  listenState        // subscriptions/listen (stateless revision)
 	init    initState
 	// initialized: notifications/initialized reached the current upstream.
 	initialized  bool
@@ -136,6 +143,8 @@ type Broker struct {
 	relayed      uint64
 	unsafe       bool
 	unsafeReason string
+	stateless    bool     // the upstream supports the stateless revision
+	versions     []string // as its server/discover said
 	idleSince    time.Time
 	running      bool
 	stopped      bool
@@ -252,6 +261,7 @@ func (b *Broker) Stats() Stats {
 	s := Stats{
 		Restarts: b.restarts, Relayed: b.relayed,
 		Unsafe: b.unsafe, UnsafeReason: b.unsafeReason,
+		Stateless: b.stateless, Versions: slices.Clone(b.versions), Listens: len(b.listen.clients),
 	}
 	if b.up != nil {
 		s.UpstreamPID = b.up.pid

@@ -24,8 +24,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// bin is the real supervisor binary, whose `_fixture mcp` is the upstream.
-var bin string
+// bin is the real supervisor binary, whose `_fixture mcp` is the upstream;
+// gomcp a server on the official Go SDK that speaks the stateless revision.
+var bin, gomcp string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "broker-bin-")
@@ -34,11 +35,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = filepath.Join(dir, "supervisor")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/supervisor")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build supervisor:", err)
-		os.Exit(1)
+	gomcp = filepath.Join(dir, "gomcp")
+	for out, pkg := range map[string]string{bin: "../cmd/supervisor", gomcp: "../fixture/gomcp"} {
+		build := exec.Command("go", "build", "-o", out, pkg)
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build", pkg+":", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

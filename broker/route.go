@@ -43,6 +43,8 @@ const (
 	kindSubscribe                    // the upstream's one subscribe for a uri
 	kindReinit                       // the initialize replayed after a restart: swallowed
 	kindInternal                     // the broker's own request: answer swallowed
+	kindDiscover                     // a client's server/discover: its result is learned from
+	kindListen                       // the broker's own subscriptions/listen
 )
 
 // pending is a request sent (or waiting to be sent) upstream.
@@ -216,6 +218,7 @@ func (b *Broker) detachLocked(c *client, reason string, force bool) {
 		}
 	}
 	b.init.waiters = dropWaiters(b.init.waiters, func(w initWaiter) bool { return w.c == c })
+	b.dropListens(c, nil)
 	for uri := range c.subs {
 		s := b.subs[uri]
 		if s == nil {
@@ -288,6 +291,10 @@ func (b *Broker) dropPending(id uint64, p *pending) {
 // anyone waiting on the same outcome) and forgets it.
 func (b *Broker) failPending(id uint64, p *pending, code int, msg string) {
 	switch p.kind {
+	case kindListen:
+		// The upstream went; markReady opens the listen on the next one,
+		// and the clients' listens stay open.
+		b.listen.upID, b.listen.acked = 0, false
 	case kindInit:
 		for _, w := range b.init.waiters {
 			b.deliver(w.c, errorResponse(w.id, code, msg))
@@ -346,6 +353,9 @@ func (b *Broker) markReady() {
 			b.pending[id] = &pending{kind: kindInternal, sent: true}
 			b.up.q.push(request(id, "resources/subscribe", uri), 0)
 		}
+	}
+	if len(b.listen.clients) > 0 && b.listen.upID == 0 {
+		b.openListen()
 	}
 	for _, m := range b.held {
 		b.up.q.push(m, 0)
@@ -417,6 +427,10 @@ func (b *Broker) fromClient(c *client, line []byte) {
 			b.clientSubscribe(c, line, e)
 		case "resources/unsubscribe":
 			b.clientUnsubscribe(c, line, e)
+		case "subscriptions/listen":
+			b.clientListenRequest(c, line, e)
+		case "server/discover":
+			b.forward(c, line, e, kindDiscover)
 		default:
 			b.forward(c, line, e, kindClient)
 		}
@@ -443,9 +457,12 @@ func (b *Broker) fromClient(c *client, line []byte) {
 			b.initialized = true
 			b.sendUp(clone(line), nil)
 		case "notifications/cancelled":
+			if b.dropListens(c, span(line, e.RequestID)) {
+				return // a listen ends without an answer
+			}
 			id, ok := c.byOrig[string(span(line, e.RequestID))]
 			p := b.pending[id]
-			if !ok || p == nil || p.kind != kindClient {
+			if !ok || p == nil || (p.kind != kindClient && p.kind != kindDiscover) {
 				return // answered already, or not cancellable (initialize)
 			}
 			b.sendUp(jsonrpc.Splice(line, jsonrpc.Edit{Span: e.RequestID, Value: strconv.AppendUint(nil, id, 10)}), nil)
@@ -606,6 +623,9 @@ func (b *Broker) fromUpstream(u *upstream, line []byte) {
 				}
 			}
 		default:
+			if b.upstreamListenNote(line, e) {
+				return
+			}
 			// list_changed, logging messages and the rest concern everyone.
 			msg := clone(line)
 			for _, c := range b.clients {
@@ -627,6 +647,15 @@ func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Env
 		if p.c != nil {
 			reply(p.c, p.origID)
 		}
+	case kindDiscover:
+		if p.c != nil {
+			reply(p.c, p.origID)
+		}
+		if e.HasResult {
+			b.learnDiscover(line)
+		}
+	case kindListen:
+		b.listenEnded(line, e)
 	case kindInit:
 		if p.c != nil {
 			reply(p.c, p.origID)
