@@ -100,6 +100,9 @@ type RunRequest struct {
 	// Share asks for the server to be shared (design §11): the client is
 	// attached to the one upstream of its server key, through a broker.
 	Share bool `json:"share,omitempty"`
+	// NoShare (run --share=false) keeps the server direct even where it
+	// would be shared automatically (it speaks the stateless revision).
+	NoShare bool `json:"no_share,omitempty"`
 }
 
 // Started answers a run request once the server runs.
@@ -108,6 +111,10 @@ type Started struct {
 	PID     int        `json:"pid"`
 	Token   proc.Token `json:"token"`
 	Session string     `json:"session"`
+	// Shared says the client was attached to a shared server's broker
+	// (PID and Token are the broker's), whoever asked for it: the run, the
+	// config or the daemon, for a server speaking the stateless revision.
+	Shared bool `json:"shared,omitempty"`
 }
 
 // Exited tells the shim how its server ended.

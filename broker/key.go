@@ -3,6 +3,9 @@ package broker
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -76,4 +79,31 @@ func volatile(name string, extra []string) bool {
 		}
 	}
 	return false
+}
+
+// Fingerprint identifies what a server key runs (design §11): the
+// resolved executable and every argument naming an existing regular file
+// (a script: node's index.js, python's server.py), each by path, size and
+// modification time. An upgrade changes it, so what was learned about the
+// old files (the stateless revision, the lazy-start cache) is not trusted
+// for the new ones. Relative arguments are taken from dir.
+func Fingerprint(resolved string, argv []string, dir string) string {
+	h := sha256.New()
+	add := func(path string) {
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(dir, path)
+		}
+		fi, err := os.Stat(path)
+		if err != nil || !fi.Mode().IsRegular() {
+			return
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00%d\n", path, fi.Size(), fi.ModTime().UnixNano())
+	}
+	add(resolved)
+	for _, a := range argv[min(1, len(argv)):] {
+		if a != "" && !strings.HasPrefix(a, "-") {
+			add(a)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -199,6 +199,9 @@ func (e *Effective) Entries() []Entry {
 		if o.Share {
 			kv = append(kv, [2]string{p + "share", "true"})
 		}
+		if o.NoShare {
+			kv = append(kv, [2]string{p + "share", "false"})
+		}
 	}
 	out := make([]Entry, 0, len(kv))
 	for _, x := range kv {
@@ -363,7 +366,7 @@ func (e *Effective) apply(path string, src []byte) error {
 			e.sources[p+".max_instances"] = at(p + ".max_instances")
 		}
 		if sv.Share != nil {
-			o.Share = *sv.Share
+			o.Share, o.NoShare = *sv.Share, !*sv.Share
 			e.sources[p+".share"] = at(p + ".share")
 		}
 		if s.Servers == nil {

@@ -119,6 +119,8 @@ health = "http://127.0.0.1:9/ok"
 
 [servers]
 inline = { health = "tcp", grace = "1s" }
+shared = { share = true }
+direct = { share = false }
 `)
 	e, err := Load(env(map[string]string{EnvConfig: path}))
 	if err != nil {
@@ -134,6 +136,11 @@ inline = { health = "tcp", grace = "1s" }
 	}
 	if in := s.Servers["inline"]; in.Health != "tcp" || in.Grace != time.Second {
 		t.Errorf("inline = %+v", in)
+	}
+	// share = false is kept apart from unset: it opts out of automatic
+	// sharing (a server speaking the stateless revision).
+	if sh, d, sl := s.Servers["shared"], s.Servers["direct"], s.Servers["slow"]; !sh.Share || sh.NoShare || d.Share || !d.NoShare || sl.Share || sl.NoShare {
+		t.Errorf("share: shared %+v, direct %+v, unset %+v", sh, d, sl)
 	}
 	for key, line := range map[string]int{"servers.slow.grace": 4, "servers.slow.max_instances": 5,
 		`servers."my server".health`: 8, "servers.inline.health": 11, "servers.inline.grace": 11, "max_instances": 1} {

@@ -32,7 +32,8 @@ type brokerRef struct {
 	ready             chan struct{}
 	err               error // why it did not start (after ready is closed)
 	l                 *live
-	pid               int // the broker process, as its clients' shims know it
+	fp                string // fingerprint of what it runs (broker.Fingerprint); "" if unknown
+	pid               int    // the broker process, as its clients' shims know it
 	token             proc.Token
 }
 
@@ -75,12 +76,13 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 		return
 	}
 	key := broker.Key(resolved, req.Argv, cwd, req.Env, d.settings().VolatileEnv)
+	fp := broker.Fingerprint(resolved, req.Argv, cwd)
 	clientID := clientPrefix + newID()[2:]
 	var br *brokerRef
 	var bc *api.Conn
 	for attempt := 1; ; attempt++ {
 		var err error
-		if br, err = d.brokerFor(req, key, name); err != nil {
+		if br, err = d.brokerFor(req, key, fp, name); err != nil {
 			conn.SendError(125, "run --share: start the shared server %s: %v", name, err)
 			return
 		}
@@ -107,7 +109,7 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 	closeFiles()
 	d.clientAttached(br, clientID, req.Session)
 	p, _ := d.reg.Process(br.id)
-	if err := conn.Send(api.TypeStarted, &api.Started{ID: clientID, PID: p.PID, Token: p.Token, Session: req.Session}); err != nil {
+	if err := conn.Send(api.TypeStarted, &api.Started{ID: clientID, PID: p.PID, Token: p.Token, Session: req.Session, Shared: true}); err != nil {
 		d.log.Info("shim gone before the attach was confirmed", "client", clientID, "err", err)
 	}
 	d.shareLifeline(conn, br, bc, clientID, req.Session)
@@ -318,11 +320,17 @@ func (d *Daemon) clientDetached(br *brokerRef, id, session string) {
 		return nil
 	})
 	d.reg.Event("client.detach", session, br.id, fmt.Sprintf("client %s of %s", id, br.name))
+	// What the client's session taught the broker (server/discover) is
+	// kept now, while the broker still runs: its linger may end before
+	// anyone asks again.
+	if st, err := askStats(br.socket); err == nil {
+		d.learnFrom(br, st)
+	}
 }
 
 // brokerFor returns the running broker of key, starting one if none runs.
 // Concurrent first clients of one key start one broker.
-func (d *Daemon) brokerFor(req api.RunRequest, key, name string) (*brokerRef, error) {
+func (d *Daemon) brokerFor(req api.RunRequest, key, fp, name string) (*brokerRef, error) {
 	d.mu.Lock()
 	br := d.brokers[key]
 	if br != nil {
@@ -336,7 +344,7 @@ func (d *Daemon) brokerFor(req api.RunRequest, key, name string) (*brokerRef, er
 	}
 	mine := br == nil
 	if mine {
-		br = &brokerRef{key: key, name: name, ready: make(chan struct{}),
+		br = &brokerRef{key: key, name: name, fp: fp, ready: make(chan struct{}),
 			socket: brokerSocket(d.cfg.Paths, key)}
 		d.brokers[key] = br
 	}
@@ -507,6 +515,7 @@ func (d *Daemon) brokerStats() []broker.Stats {
 			continue
 		}
 		out = append(out, st)
+		d.learnFrom(br, st)
 		d.reg.Update(br.id, func(p *registry.Process) error {
 			unsafe := ""
 			if st.Unsafe {

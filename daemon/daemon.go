@@ -96,6 +96,7 @@ type Daemon struct {
 	hosts    map[string]func()     // session id → cancel of its host watch
 	ports    map[int]*portSlot     // shared servers by port
 	brokers  map[string]*brokerRef // brokers of shared servers (run --share) by server key
+	facts    *factBook             // what brokers learned about server keys
 	conns    map[*api.Conn]bool    // open connections, closed on exit
 	stopping bool                  // refusing new runs
 	recovery *api.Recovery         // the reconcile at start
@@ -224,6 +225,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		// Before the reconcile, which rebuilds the registry from the
 		// markers and reports what it found after this.
 		d.reg.Event("daemon.store_rebuilt", "", "", fmt.Sprintf("registry unreadable (%s): moved aside to %s; rebuilt from the markers of running processes", r.Reason, r.MovedTo))
+	}
+	if d.facts, err = newFactBook(d.store, d.log.Named("facts")); err != nil {
+		return err
 	}
 	if d.breakers, err = newBreakers(d.store, d.settings().Breaker, d.log.Named("breaker")); err != nil {
 		return err

@@ -128,6 +128,10 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		name = baseName(req.Argv[0])
 	}
 	d.settings().ApplyRun(name, &req) // the config file's [servers.NAME]
+	if d.autoShare(req, name) {
+		req.Share = true
+		d.reg.Event("shared.auto", req.Session, "", name+" speaks the stateless MCP revision: shared automatically")
+	}
 	if req.Share {
 		d.serveShare(conn, req, files, name)
 		return

@@ -51,6 +51,9 @@ type ServerOverride struct {
 	// Share runs the server shared (run --share) whether or not the host
 	// config asks for it.
 	Share bool
+	// NoShare (share = false) keeps it direct even where it would be
+	// shared automatically (it speaks the stateless revision).
+	NoShare bool
 }
 
 // ApplyRun fills what a run request of server name left unset from the

@@ -41,6 +41,9 @@ type Options struct {
 	MaxInstances *int
 	// Share attaches to the shared upstream of this server (run --share).
 	Share  bool
+	// NoShare (run --share=false) keeps it direct even where the daemon
+	// would share it on its own.
+	NoShare bool
 	Exe    string // this binary, to start the daemon
 	Paths  api.Paths
 	Env    []string
@@ -95,6 +98,9 @@ func Run(ctx context.Context, o Options) (int, error) {
 	defer signal.Stop(sigs)
 
 	c, started, msgs, err := startServer(ctx, o, &req)
+	// The daemon may share a server the run did not ask to (the config,
+	// a stateless server): a broker is never signalled by a shim.
+	o.Share = o.Share || started.Shared
 	var local *localReason
 	if errors.As(err, &local) {
 		return runLocal(ctx, o, req, local.why, sigs)
@@ -198,7 +204,7 @@ func NewRequest(o Options) (api.RunRequest, error) {
 		Session: ident.ID, Label: ident.Label,
 		HostPID: ident.HostPID, HostToken: ident.HostToken, HostCommand: ident.HostCommand,
 		GraceMS: api.Millis(o.Grace), ShimPID: os.Getpid(), ShimToken: selfTok,
-		MaxInstances: o.MaxInstances, Share: o.Share,
+		MaxInstances: o.MaxInstances, Share: o.Share, NoShare: o.NoShare,
 	}, nil
 }
 

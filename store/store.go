@@ -44,9 +44,10 @@ var (
 	bucketPorts     = []byte("ports")
 	bucketBreakers  = []byte("breakers")
 	bucketEvents    = []byte("events")
+	bucketServers   = []byte("servers")
 	keySchema       = []byte("schema")
 
-	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketProcesses, bucketPorts, bucketBreakers, bucketEvents}
+	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketProcesses, bucketPorts, bucketBreakers, bucketEvents, bucketServers}
 )
 
 // Options tunes Open. The zero value is usable.
@@ -592,6 +593,29 @@ func (s *Store) Breakers(decode func(key string, data []byte) error) error {
 	})
 	if err != nil {
 		return fmt.Errorf("load breakers from %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// PutServer stores what the daemon learned about a server key (design
+// §11: whether it speaks the stateless revision; the lazy-start cache).
+func (s *Store) PutServer(key string, facts any) error { return s.put(bucketServers, key, facts) }
+
+// DeleteServer forgets a server key.
+func (s *Store) DeleteServer(key string) error { return s.delete(bucketServers, key) }
+
+// Servers calls decode with every stored server key's facts.
+func (s *Store) Servers(decode func(key string, data []byte) error) error {
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketServers).ForEach(func(k, v []byte) error {
+			if err := decode(string(k), v); err != nil {
+				return fmt.Errorf("decode %s/%s: %w", bucketServers, k, err)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("load servers from %s: %w", s.path, err)
 	}
 	return nil
 }

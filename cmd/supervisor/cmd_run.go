@@ -64,7 +64,7 @@ executable, 125 for a supervisor error.`,
 			}
 			code, err := shim.Run(context.Background(), shim.Options{
 				Argv: args, Name: o.name, Dir: o.cwd, Session: o.session, Grace: o.grace, MaxInstances: maxInst,
-				Share: o.share, Exe: exe, Paths: p, Env: os.Environ(),
+				Share: o.share, NoShare: cmd.Flags().Changed("share") && !o.share, Exe: exe, Paths: p, Env: os.Environ(),
 			})
 			if err != nil {
 				return &exitError{code: code, err: err}
