@@ -130,4 +130,3 @@ func (d *Daemon) learnFrom(br *brokerRef, st broker.Stats) {
 			br.name+" speaks the stateless MCP revision ("+strings.Join(st.Versions, ", ")+"): its later runs are shared automatically; share = false in [servers."+br.name+"] opts out")
 	}
 }
-

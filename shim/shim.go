@@ -40,14 +40,14 @@ type Options struct {
 	// MaxInstances caps live instances of Name in the session (nil: 1).
 	MaxInstances *int
 	// Share attaches to the shared upstream of this server (run --share).
-	Share  bool
+	Share bool
 	// NoShare (run --share=false) keeps it direct even where the daemon
 	// would share it on its own.
 	NoShare bool
-	Exe    string // this binary, to start the daemon
-	Paths  api.Paths
-	Env    []string
-	Stderr io.Writer
+	Exe     string // this binary, to start the daemon
+	Paths   api.Paths
+	Env     []string
+	Stderr  io.Writer
 	// StartTimeout bounds starting the server while the daemon asks to
 	// retry (it is stopping, or the session is being ended). Default 10 s.
 	StartTimeout time.Duration
