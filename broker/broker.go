@@ -67,6 +67,14 @@ type Config struct {
 	// StopTimeout is how long Run waits for the upstream to exit after
 	// closing its stdin, and again after SIGTERM (default 5s).
 	StopTimeout time.Duration
+	// Lazy answers what Cache can while the upstream is down, and starts
+	// it on the first request the cache cannot answer; with no warm Cache
+	// the upstream starts at once and fills it (lazy.go).
+	Lazy  bool
+	Cache *Cache
+	// Idle stops an upstream with nothing in flight for this long (0:
+	// never); the next request starts it again.
+	Idle time.Duration
 }
 
 // JSON-RPC error codes the broker answers with.
@@ -116,6 +124,15 @@ type Stats struct {
 	Versions  []string `json:",omitempty"`
 	// Listens counts clients' open subscriptions/listen requests.
 	Listens int `json:",omitempty"`
+	// Lazy start (lazy.go): the cache's generation (it changes whenever
+	// the cache does), requests answered from it and not, upstream starts
+	// on demand and stops for idleness.
+	Lazy        bool   `json:",omitempty"`
+	CacheGen    uint64 `json:",omitempty"`
+	CacheHits   uint64 `json:",omitempty"`
+	CacheMisses uint64 `json:",omitempty"`
+	LazyStarts  uint64 `json:",omitempty"`
+	IdleStops   uint64 `json:",omitempty"`
 }
 
 // Broker relays clients to one upstream. Create it with New.
@@ -145,6 +162,13 @@ type Broker struct {
 	unsafeReason string
 	stateless    bool     // the upstream supports the stateless revision
 	versions     []string // as its server/discover said
+	cache        *Cache   // lazy: what is answered while the upstream is down
+	cacheGen     uint64
+	cacheHits    uint64
+	cacheMisses  uint64
+	lazyStarts   uint64
+	idleStops    uint64
+	wantUp       chan struct{} // a request waits for a lazy upstream
 	idleSince    time.Time
 	running      bool
 	stopped      bool
@@ -191,6 +215,8 @@ func New(cfg Config) (*Broker, error) {
 		pending:   map[uint64]*pending{},
 		srvReqs:   map[uint64]*srvReq{},
 		subs:      map[string]*sub{},
+		cache:     cfg.Cache.clone(),
+		wantUp:    make(chan struct{}, 1),
 		idleSince: time.Now(),
 		runDone:   make(chan struct{}),
 	}, nil
@@ -262,6 +288,8 @@ func (b *Broker) Stats() Stats {
 		Restarts: b.restarts, Relayed: b.relayed,
 		Unsafe: b.unsafe, UnsafeReason: b.unsafeReason,
 		Stateless: b.stateless, Versions: slices.Clone(b.versions), Listens: len(b.listen.clients),
+		Lazy: b.cfg.Lazy, CacheGen: b.cacheGen, CacheHits: b.cacheHits, CacheMisses: b.cacheMisses,
+		LazyStarts: b.lazyStarts, IdleStops: b.idleStops,
 	}
 	if b.up != nil {
 		s.UpstreamPID = b.up.pid
@@ -274,6 +302,14 @@ func (b *Broker) Stats() Stats {
 	}
 	slices.SortFunc(s.Clients, func(x, y ClientStats) int { return strings.Compare(x.ID, y.ID) })
 	return s
+}
+
+// Cache returns a copy of the lazy-start cache (nil if none) and its
+// generation.
+func (b *Broker) Cache() (*Cache, uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cache.clone(), b.cacheGen
 }
 
 // Wait returns once Run has returned and every relay goroutine has stopped.
@@ -301,7 +337,22 @@ func (b *Broker) Run(ctx context.Context) error {
 
 	var crashes []time.Time
 	first := true
+	// A lazy broker with a warm cache waits for a request before its
+	// first start, and after every idle stop.
+	wait := b.cfg.Lazy && b.cfg.Cache.Warm()
 	for {
+		if wait {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-b.wantUp:
+			}
+			b.mu.Lock()
+			b.lazyStarts++
+			b.emit("upstream.lazy_start", "a request the cache cannot answer")
+			b.unlock()
+		}
+		wait = false
 		u, err := b.startUpstream()
 		if err != nil {
 			if first {
@@ -310,11 +361,12 @@ func (b *Broker) Run(ctx context.Context) error {
 			b.log.Error("restart upstream", "err", err)
 		} else {
 			first = false
-			select {
-			case <-ctx.Done():
-				b.stopUpstream(u)
+			switch b.superviseUpstream(ctx, u) {
+			case upStopped:
 				return nil
-			case <-u.exited:
+			case upIdle:
+				wait = true
+				continue
 			}
 			b.upstreamExited(u)
 		}
@@ -344,6 +396,64 @@ func (b *Broker) Run(ctx context.Context) error {
 		b.restarts++
 		b.mu.Unlock()
 	}
+}
+
+type upEnd int
+
+const (
+	upCrashed upEnd = iota // it exited on its own
+	upStopped              // ctx is done: stopped, clients detached
+	upIdle                 // stopped for idleness: clients stay
+)
+
+// superviseUpstream waits for u to exit, ctx to end, or (Config.Idle) u
+// to have been idle long enough to stop.
+func (b *Broker) superviseUpstream(ctx context.Context, u *upstream) upEnd {
+	for {
+		var tick <-chan time.Time
+		if b.cfg.Idle > 0 {
+			b.mu.Lock()
+			_, left := b.idleNow(time.Now())
+			b.mu.Unlock()
+			t := time.NewTimer(max(left, 10*time.Millisecond))
+			defer t.Stop()
+			tick = t.C
+		}
+		select {
+		case <-ctx.Done():
+			b.stopUpstream(u)
+			return upStopped
+		case <-u.exited:
+			return upCrashed
+		case <-tick:
+			if b.idleStop(u) {
+				return upIdle
+			}
+		}
+	}
+}
+
+// idleStop stops u if it is idle: from the moment it is judged idle no
+// message reaches it (they are held, and wake Run for a new start).
+func (b *Broker) idleStop(u *upstream) bool {
+	b.mu.Lock()
+	idle, _ := b.idleNow(time.Now())
+	if !idle || b.up != u {
+		b.mu.Unlock()
+		return false
+	}
+	b.up, b.ready = nil, false
+	b.idleStops++
+	b.emit("upstream.idle_stop", fmt.Sprintf("pid %d idle for %v", u.pid, b.cfg.Idle))
+	select { // a stale wake-up would start it again at once
+	case <-b.wantUp:
+	default:
+	}
+	b.unlock()
+	b.log.Info("stopping the idle upstream", "pid", u.pid, "idle", b.cfg.Idle)
+	b.endUpstream(u)
+	b.upstreamGone(u, "stopped idle")
+	return true
 }
 
 // shutdown detaches every client and refuses new ones.

@@ -112,7 +112,9 @@ func newHarness(t testing.TB, argv []string, tweak func(*Config)) *harness {
 			}
 		}
 	})
-	h.waitFor(func(s Stats) bool { return s.UpstreamPID > 0 }, "the upstream to start")
+	if !cfg.Lazy || !cfg.Cache.Warm() {
+		h.waitFor(func(s Stats) bool { return s.UpstreamPID > 0 }, "the upstream to start")
+	}
 	return h
 }
 

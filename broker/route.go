@@ -45,6 +45,7 @@ const (
 	kindInternal                     // the broker's own request: answer swallowed
 	kindDiscover                     // a client's server/discover: its result is learned from
 	kindListen                       // the broker's own subscriptions/listen
+	kindFill                         // the broker's own list call, filling the cache
 )
 
 // pending is a request sent (or waiting to be sent) upstream.
@@ -54,6 +55,7 @@ type pending struct {
 	origID    []byte
 	origToken []byte // its _meta.progressToken; nil if none
 	uri       string // kindSubscribe
+	cacheKey  string // its answer is kept in the lazy cache (cacheKeyOf)
 	sent      bool   // queued to the current upstream (not held)
 }
 
@@ -420,6 +422,9 @@ func (b *Broker) fromClient(c *client, line []byte) {
 	}
 	switch {
 	case e.IsRequest():
+		if b.fromCache(c, line, e) {
+			return
+		}
 		switch e.Method {
 		case "initialize":
 			b.clientInitialize(c, line, e)
@@ -456,6 +461,7 @@ func (b *Broker) fromClient(c *client, line []byte) {
 			}
 			b.initialized = true
 			b.sendUp(clone(line), nil)
+			b.fillCache()
 		case "notifications/cancelled":
 			if b.dropListens(c, span(line, e.RequestID)) {
 				return // a listen ends without an answer
@@ -483,6 +489,12 @@ func (b *Broker) forward(c *client, line []byte, e jsonrpc.Envelope, kind pendin
 	id := b.newID()
 	idb := strconv.AppendUint(nil, id, 10)
 	p := &pending{kind: kind, c: c, origID: clone(span(line, e.ID))}
+	if b.cfg.Lazy {
+		p.cacheKey = cacheKeyOf(line, e)
+		if b.up == nil {
+			b.wake() // a lazy or idle-stopped upstream is wanted now
+		}
+	}
 	edits := [2]jsonrpc.Edit{{Span: e.ID, Value: idb}}
 	if e.ProgressToken.Present() {
 		// The token is the upstream id: unique, and found again in one lookup.
@@ -647,13 +659,23 @@ func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Env
 		if p.c != nil {
 			reply(p.c, p.origID)
 		}
+		if p.cacheKey != "" && e.HasResult {
+			if sp, err := jsonrpc.Lookup(line, "result"); err == nil {
+				b.cacheResult(p.cacheKey, span(line, sp))
+			}
+		}
 	case kindDiscover:
 		if p.c != nil {
 			reply(p.c, p.origID)
 		}
 		if e.HasResult {
 			b.learnDiscover(line)
+			if sp, err := jsonrpc.Lookup(line, "result"); err == nil {
+				b.cacheResult(p.cacheKey, span(line, sp))
+			}
 		}
+	case kindFill:
+		b.filled(p, line, e)
 	case kindListen:
 		b.listenEnded(line, e)
 	case kindInit:
@@ -674,16 +696,24 @@ func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Env
 			b.init.negotiated, _ = jsonrpc.DecodeString(span(line, v))
 		}
 		b.init.inFlight, b.init.waiters = false, nil
+		b.cacheInit(b.init.requested, b.init.negotiated, b.init.result)
 		for _, w := range waiters {
 			b.answerInit(w.c, w.id, w.version)
 		}
 	case kindReinit:
 		if e.HasError {
 			b.log.Warn("the restarted upstream refused the replayed initialize", "line", preview(line))
+		} else if sp, err := jsonrpc.Lookup(line, "result"); err == nil {
+			negotiated := b.init.negotiated
+			if v, err := jsonrpc.Lookup(line, "result", "protocolVersion"); err == nil && v.Present() {
+				negotiated, _ = jsonrpc.DecodeString(span(line, v))
+			}
+			b.cacheInit(b.init.requested, negotiated, span(line, sp))
 		}
 		b.up.q.push(notification("notifications/initialized", ""), 0)
 		b.initialized = true
 		b.markReady()
+		b.fillCache()
 	case kindSubscribe:
 		s := b.subs[p.uri]
 		if s == nil {

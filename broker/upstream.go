@@ -61,6 +61,7 @@ func (b *Broker) startUpstream() (*upstream, error) {
 	b.mu.Lock()
 	b.up = u
 	b.initialized = false
+	b.idleSince = time.Now()
 	b.emit("upstream.start", "pid "+strconv.Itoa(u.pid))
 	b.log.Info("upstream started", "pid", u.pid, "argv", b.cfg.Argv)
 	if b.init.result != nil {
@@ -140,7 +141,14 @@ func (b *Broker) readUpstream(u *upstream) {
 // stdin closed; then SIGTERM and SIGKILL to its group if it lingers.
 func (b *Broker) stopUpstream(u *upstream) {
 	b.shutdown()
-	u.q.close() // the writer flushes and closes stdin: the MCP stdio stop
+	b.endUpstream(u)
+	b.upstreamGone(u, "stopped")
+}
+
+// endUpstream closes u's stdin (the MCP stdio stop), then sends SIGTERM
+// and SIGKILL to its group if it lingers, and waits for it.
+func (b *Broker) endUpstream(u *upstream) {
+	u.q.close() // the writer flushes and closes stdin
 	steps := []struct {
 		signal func(int)
 		name   string
@@ -150,7 +158,6 @@ func (b *Broker) stopUpstream(u *upstream) {
 		select {
 		case <-u.exited:
 			t.Stop()
-			b.upstreamGone(u, "stopped")
 			return
 		case <-t.C:
 		}
@@ -158,7 +165,6 @@ func (b *Broker) stopUpstream(u *upstream) {
 		s.signal(u.pid)
 	}
 	<-u.exited
-	b.upstreamGone(u, "stopped")
 }
 
 // upstreamGone forgets u and reports its exit.

@@ -1,0 +1,120 @@
+//go:build linux
+
+package broker
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// warmCache runs a cold lazy broker once: it starts at once, and the
+// handshake of one client plus the broker's own list calls fill the cache.
+func warmCache(t *testing.T) *Cache {
+	t.Helper()
+	h := newHarness(t, fixtureArgv(), func(c *Config) { c.Lazy = true })
+	c := h.attach("filler")
+	if m := c.initialize("1", "2025-11-25"); m.Error != nil {
+		t.Fatalf("initialize: %s", m.raw)
+	}
+	var cache *Cache
+	h.waitFor(func(s Stats) bool {
+		cache, _ = h.b.Cache()
+		return cache.Warm() && cache.Lists["tools/list "] != nil
+	}, "the cache to hold initialize and tools/list")
+	if !strings.Contains(string(cache.Init), `"listChanged":true`) {
+		t.Errorf("the cached initialize result does not advertise listChanged: %s", cache.Init)
+	}
+	return cache
+}
+
+// A lazy broker with a warm cache answers the handshake and tools/list
+// without starting its upstream; the first call starts it; idle, it is
+// stopped and started again by the next call; a call longer than the
+// idle time is never interrupted.
+func TestLazyAndIdle(t *testing.T) {
+	cache := warmCache(t)
+	const idle = 300 * time.Millisecond
+	h := newHarness(t, fixtureArgv(), func(c *Config) { c.Lazy, c.Cache, c.Idle = true, cache, idle })
+	c := h.attach("host")
+	if m := c.initialize("0", "2025-11-25"); m.Error != nil || !strings.Contains(string(m.Result), `"listChanged":true`) {
+		t.Fatalf("initialize from the cache: %s", m.raw)
+	}
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	if m := c.answer("1"); m.Error != nil || !strings.Contains(string(m.Result), `"echo"`) {
+		t.Fatalf("tools/list from the cache: %s", m.raw)
+	}
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	c.answer("2")
+	time.Sleep(100 * time.Millisecond) // time for a wrong start to show
+	if s := h.b.Stats(); s.UpstreamPID != 0 || s.CacheHits != 2 || s.LazyStarts != 0 {
+		t.Fatalf("after the handshake and tools/list: %+v, want no upstream and 2 cache hits", s)
+	}
+
+	c.call("3", "echo", `{"text":"first"}`)
+	if m := c.answer("3"); m.text() != "first" {
+		t.Fatalf("first call: %s", m.raw)
+	}
+	first := h.b.Stats()
+	if first.UpstreamPID == 0 || first.LazyStarts != 1 {
+		t.Fatalf("after the first call: %+v, want a running upstream started lazily once", first)
+	}
+	h.waitFor(func(s Stats) bool { return s.UpstreamPID == 0 && s.IdleStops == 1 }, "the idle upstream to stop")
+	h.waitEvent("upstream.idle_stop")
+
+	c.call("4", "echo", `{"text":"again"}`)
+	if m := c.answer("4"); m.text() != "again" {
+		t.Fatalf("call after the idle stop: %s", m.raw)
+	}
+	if s := h.b.Stats(); s.LazyStarts != 2 || s.Restarts != 0 {
+		t.Fatalf("after the call that restarted it: %+v, want 2 lazy starts and no crash restarts", s)
+	}
+	// A call three times the idle time runs to its end.
+	c.call("5", "slow", `{"steps":3,"ms":300}`)
+	if m := c.answer("5"); m.Error != nil {
+		t.Fatalf("slow call: %s", m.raw)
+	}
+	if s := h.b.Stats(); s.IdleStops != 1 {
+		t.Fatalf("idle stops = %d during a long call, want 1", s.IdleStops)
+	}
+}
+
+// A cache whose tools/list no longer matches the server: the lazy start
+// refreshes it and tells the client its list changed.
+func TestLazyListChanged(t *testing.T) {
+	cache := warmCache(t)
+	cache.Lists["tools/list "] = json.RawMessage(`{"tools":[{"name":"gone","inputSchema":{"type":"object"}}]}`)
+	h := newHarness(t, fixtureArgv(), func(c *Config) { c.Lazy, c.Cache = true, cache })
+	c := h.attach("host")
+	c.initialize("0", "2025-11-25")
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	if m := c.answer("1"); !strings.Contains(string(m.Result), `"gone"`) {
+		t.Fatalf("tools/list from the (stale) cache: %s", m.raw)
+	}
+	c.call("2", "echo", `{"text":"x"}`)
+	c.answer("2")
+	c.note("notifications/tools/list_changed")
+	c.send(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
+	if m := c.answer("3"); !strings.Contains(string(m.Result), `"echo"`) {
+		t.Fatalf("tools/list after the change: %s", m.raw)
+	}
+	got, _ := h.b.Cache()
+	if !strings.Contains(string(got.Lists["tools/list "]), `"echo"`) {
+		t.Fatalf("the cache was not refreshed: %s", got.Lists["tools/list "])
+	}
+}
+
+// A client asking a protocol version the cache has no answer for starts
+// the upstream and is initialized by it.
+func TestLazyOtherVersion(t *testing.T) {
+	cache := warmCache(t)
+	h := newHarness(t, fixtureArgv(), func(c *Config) { c.Lazy, c.Cache = true, cache })
+	c := h.attach("host")
+	if m := c.initialize("0", "2024-11-05"); m.Error != nil {
+		t.Fatalf("initialize 2024-11-05: %s", m.raw)
+	}
+	if s := h.b.Stats(); s.UpstreamPID == 0 || s.CacheMisses != 1 {
+		t.Fatalf("%+v: want a started upstream and one cache miss", s)
+	}
+}
