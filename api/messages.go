@@ -103,6 +103,12 @@ type RunRequest struct {
 	// NoShare (run --share=false) keeps the server direct even where it
 	// would be shared automatically (it speaks the stateless revision).
 	NoShare bool `json:"no_share,omitempty"`
+	// Lazy answers the handshake and list calls from a cache and starts
+	// the server on the first other request; IdleMS stops it after that
+	// long with nothing in flight (0: never), to start it again on the
+	// next request (design §11). Either runs the client through a broker.
+	Lazy   bool  `json:"lazy,omitempty"`
+	IdleMS int64 `json:"idle_ms,omitempty"`
 }
 
 // Started answers a run request once the server runs.

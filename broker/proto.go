@@ -7,6 +7,7 @@ const (
 	MsgDetach   = "detach"   // daemon → broker: end this client
 	MsgDetached = "detached" // broker → daemon: the client is gone (EOF or detach)
 	MsgStats    = "stats"    // daemon → broker, answered with Stats
+	MsgCache    = "cache"    // daemon → broker, answered with CacheReply
 	// MsgWatch (daemon → broker, AttachRequest without fds): a new daemon
 	// takes over a client's connection after the old one went away;
 	// answered with MsgAttached (or an error for a client not relayed),
@@ -18,4 +19,10 @@ const (
 type AttachRequest struct {
 	ID      string `json:"id"`
 	Session string `json:"session"`
+}
+
+// CacheReply is the lazy-start cache and its generation (Stats.CacheGen).
+type CacheReply struct {
+	Gen   uint64 `json:"gen"`
+	Cache *Cache `json:"cache,omitempty"`
 }

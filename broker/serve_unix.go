@@ -142,6 +142,10 @@ func (s *server) serve(conn *api.Conn) {
 	case MsgStats:
 		api.CloseFds(fds)
 		conn.Send(MsgStats, s.b.Stats())
+	case MsgCache:
+		api.CloseFds(fds)
+		c, gen := s.b.Cache()
+		conn.Send(MsgCache, CacheReply{Gen: gen, Cache: c})
 	case MsgWatch:
 		api.CloseFds(fds)
 		var req AttachRequest

@@ -199,6 +199,12 @@ func (e *Effective) Entries() []Entry {
 		if o.Share {
 			kv = append(kv, [2]string{p + "share", "true"})
 		}
+		if o.Lazy {
+			kv = append(kv, [2]string{p + "lazy", "true"})
+		}
+		if o.Idle > 0 {
+			kv = append(kv, [2]string{p + "idle", o.Idle.String()})
+		}
 		if o.NoShare {
 			kv = append(kv, [2]string{p + "share", "false"})
 		}
@@ -248,6 +254,8 @@ type server struct {
 	Health       *string `toml:"health"`
 	MaxInstances *int    `toml:"max_instances"`
 	Share        *bool   `toml:"share"`
+	Lazy         *bool   `toml:"lazy"`
+	Idle         *string `toml:"idle"`
 }
 
 // apply decodes src strictly and merges it over e.
@@ -368,6 +376,13 @@ func (e *Effective) apply(path string, src []byte) error {
 		if sv.Share != nil {
 			o.Share, o.NoShare = *sv.Share, !*sv.Share
 			e.sources[p+".share"] = at(p + ".share")
+		}
+		if sv.Lazy != nil {
+			o.Lazy = *sv.Lazy
+			e.sources[p+".lazy"] = at(p + ".lazy")
+		}
+		if err := dur(p+".idle", sv.Idle, &o.Idle); err != nil {
+			return err
 		}
 		if s.Servers == nil {
 			s.Servers = map[string]daemon.ServerOverride{}

@@ -3,11 +3,15 @@ package daemon
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
@@ -32,8 +36,13 @@ type brokerRef struct {
 	ready             chan struct{}
 	err               error // why it did not start (after ready is closed)
 	l                 *live
+	serverKey         string // the server key of what it runs (key is a solo broker's own); "" if unknown
 	fp                string // fingerprint of what it runs (broker.Fingerprint); "" if unknown
-	pid               int    // the broker process, as its clients' shims know it
+	lazy              bool
+	idle              time.Duration
+	mu                sync.Mutex   // guards seen
+	seen              broker.Stats // its figures when last asked (lazy.go's counters)
+	pid               int          // the broker process, as its clients' shims know it
 	token             proc.Token
 }
 
@@ -78,11 +87,17 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 	key := broker.Key(resolved, req.Argv, cwd, req.Env, d.settings().VolatileEnv)
 	fp := broker.Fingerprint(resolved, req.Argv, cwd)
 	clientID := clientPrefix + newID()[2:]
+	serverKey := key
+	if !req.Share {
+		// Lazy or idle but not shared: a broker of this client's own, which
+		// shares only the cache (kept by server key).
+		key = soloKey(key, clientID)
+	}
 	var br *brokerRef
 	var bc *api.Conn
 	for attempt := 1; ; attempt++ {
 		var err error
-		if br, err = d.brokerFor(req, key, fp, name); err != nil {
+		if br, err = d.brokerFor(req, key, serverKey, fp, name); err != nil {
 			conn.SendError(125, "run --share: start the shared server %s: %v", name, err)
 			return
 		}
@@ -216,7 +231,7 @@ func (d *Daemon) serveShareAttach(conn *api.Conn, a api.Attach) {
 		conn.SendError(125, "attach %s: the broker of %s no longer relays this client", a.ID, br.name)
 		return
 	}
-	if err := conn.Send(api.TypeStarted, &api.Started{ID: a.ID, PID: a.PID, Token: a.Token, Session: a.Session}); err != nil {
+	if err := conn.Send(api.TypeStarted, &api.Started{ID: a.ID, PID: a.PID, Token: a.Token, Session: a.Session, Shared: true}); err != nil {
 		return
 	}
 	d.reg.Event("shim.attached", a.Session, br.id, fmt.Sprintf("shim %d, client %s", a.ShimPID, a.ID))
@@ -330,7 +345,7 @@ func (d *Daemon) clientDetached(br *brokerRef, id, session string) {
 
 // brokerFor returns the running broker of key, starting one if none runs.
 // Concurrent first clients of one key start one broker.
-func (d *Daemon) brokerFor(req api.RunRequest, key, fp, name string) (*brokerRef, error) {
+func (d *Daemon) brokerFor(req api.RunRequest, key, serverKey, fp, name string) (*brokerRef, error) {
 	d.mu.Lock()
 	br := d.brokers[key]
 	if br != nil {
@@ -344,7 +359,8 @@ func (d *Daemon) brokerFor(req api.RunRequest, key, fp, name string) (*brokerRef
 	}
 	mine := br == nil
 	if mine {
-		br = &brokerRef{key: key, name: name, fp: fp, ready: make(chan struct{}),
+		br = &brokerRef{key: key, serverKey: serverKey, name: name, fp: fp, ready: make(chan struct{}),
+			lazy: req.Lazy, idle: time.Duration(req.IdleMS) * time.Millisecond,
 			socket: brokerSocket(d.cfg.Paths, key)}
 		d.brokers[key] = br
 	}
@@ -418,9 +434,32 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	if d.cgroups != nil {
 		cg, _ = d.cgroups.NewServer(sess, br.id)
 	}
-	argv := append([]string{d.exe, "_broker", "--socket", br.socket, "--linger", d.settings().Linger.String(), "--"}, req.Argv...)
+	argv := []string{d.exe, "_broker", "--socket", br.socket, "--linger", d.settings().Linger.String()}
+	stdin := null
+	if br.lazy {
+		argv = append(argv, "--lazy")
+		// The cache goes to the broker on its stdin: nothing on disk but
+		// the registry, and no second copy to keep current.
+		if c := d.facts.cache(br.serverKey, br.fp); c != nil {
+			cr, cw, err := os.Pipe()
+			if err != nil {
+				pw.Close()
+				return err
+			}
+			defer cr.Close()
+			stdin = cr
+			go func() {
+				defer cw.Close()
+				json.NewEncoder(cw).Encode(c) // a broker that dies unread: EPIPE, nothing lost
+			}()
+		}
+	}
+	if br.idle > 0 {
+		argv = append(argv, "--idle", br.idle.String())
+	}
+	argv = append(append(argv, "--"), req.Argv...)
 	started, err := spawn.Start(d.reaper, spawn.Request{
-		Argv: argv, Env: req.Env, Dir: string(req.Cwd), Stdio: [3]*os.File{null, pw, logf},
+		Argv: argv, Env: req.Env, Dir: string(req.Cwd), Stdio: [3]*os.File{stdin, pw, logf},
 		SessionID: sess, ProcID: br.id, CgroupFD: cg.Fd, Instance: d.instance,
 	})
 	pw.Close()
@@ -455,6 +494,9 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	br.l, br.pid, br.token = l, started.PID, started.Token
 	go d.monitor(l, started.Exit)
 	go d.forgetBroker(br)
+	if br.lazy || br.idle > 0 {
+		go d.watchBroker(br)
+	}
 	d.reg.Event("process.start", sess, br.id, fmt.Sprintf("pid %d broker of %q", started.PID, req.Argv))
 
 	ready := make(chan error, 1)
@@ -554,4 +596,52 @@ func askStats(socket string) (broker.Stats, error) {
 		return st, err
 	}
 	return st, api.Decode(m, &st)
+}
+
+// soloKey is the broker key of a lazy or idle client that is not shared:
+// its own, derived from the server key so it cannot collide with one.
+func soloKey(serverKey, clientID string) string {
+	sum := sha256.Sum256([]byte(serverKey + "\x00solo\x00" + clientID))
+	return hex.EncodeToString(sum[:])
+}
+
+// watchBrokerEvery is how often a lazy or idle broker is asked for its
+// figures: its lazy starts and idle stops become events within it.
+const watchBrokerEvery = time.Second
+
+// watchBroker follows a lazy or idle broker until it exits (a daemon stop
+// stops it): starts, idle stops and cache changes become events, metrics
+// and registry entries.
+func (d *Daemon) watchBroker(br *brokerRef) {
+	t := time.NewTicker(watchBrokerEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-br.l.done:
+			return
+		case <-t.C:
+		}
+		if st, err := askStats(br.socket); err == nil {
+			d.learnFrom(br, st)
+		}
+	}
+}
+
+func askCache(socket string) (broker.CacheReply, error) {
+	var cr broker.CacheReply
+	c, err := dialBroker(socket)
+	if err != nil {
+		return cr, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := c.Send(broker.MsgCache, nil); err != nil {
+		return cr, err
+	}
+	m, fds, err := c.Recv()
+	api.CloseFds(fds)
+	if err != nil {
+		return cr, err
+	}
+	return cr, api.Decode(m, &cr)
 }

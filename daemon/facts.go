@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/broker"
 	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
 	"github.com/seed-86a41135/supervisor/store"
 )
@@ -25,6 +27,9 @@ type serverFacts struct {
 	Stateless   bool      `json:"stateless,omitempty"`
 	Versions    []string  `json:"versions,omitempty"`
 	Learned     time.Time `json:"learned"`
+	// Cache is the lazy-start cache (run --lazy), nil until a lazy broker
+	// filled one.
+	Cache *broker.Cache `json:"cache,omitempty"`
 }
 
 // factBook is the daemon's copy of the servers bucket.
@@ -60,22 +65,65 @@ func (fb *factBook) stateless(key, fp string) bool {
 	return ok && f.Stateless && f.Fingerprint == fp
 }
 
-// learn records a broker's figures for key; false if there was nothing new.
-func (fb *factBook) learn(key, name, fp string, st broker.Stats) bool {
-	if fp == "" || !st.Stateless {
+// cache returns the lazy-start cache of key for fingerprint fp: nil if
+// none, or if it was filled by other files (an upgrade starts eagerly).
+func (fb *factBook) cache(key, fp string) *broker.Cache {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	f, ok := fb.byKey[key]
+	if !ok || f.Fingerprint != fp || !f.Cache.Warm() {
+		return nil
+	}
+	return f.Cache
+}
+
+// update changes key's facts (those of another fingerprint are dropped)
+// and stores them; change reports whether it changed anything.
+func (fb *factBook) update(key, name, fp string, change func(*serverFacts) bool) bool {
+	if key == "" || fp == "" {
 		return false
 	}
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
-	if f, ok := fb.byKey[key]; ok && f.Stateless && f.Fingerprint == fp {
+	f, ok := fb.byKey[key]
+	if !ok || f.Fingerprint != fp {
+		f = serverFacts{Name: name, Fingerprint: fp}
+	}
+	if !change(&f) {
 		return false
 	}
-	f := serverFacts{Name: name, Fingerprint: fp, Stateless: true, Versions: st.Versions, Learned: time.Now().UTC()}
+	f.Learned = time.Now().UTC()
 	fb.byKey[key] = f
 	if err := fb.st.PutServer(key, f); err != nil {
 		fb.log.Warn("store server facts", "name", name, "err", err)
 	}
 	return true
+}
+
+// learn records that key speaks the stateless revision, if st says so;
+// false if that was known.
+func (fb *factBook) learn(key, name, fp string, st broker.Stats) bool {
+	if !st.Stateless {
+		return false
+	}
+	return fb.update(key, name, fp, func(f *serverFacts) bool {
+		if f.Stateless {
+			return false
+		}
+		f.Stateless, f.Versions = true, st.Versions
+		return true
+	})
+}
+
+// learnCache keeps a lazy broker's cache for key.
+func (fb *factBook) learnCache(key, name, fp string, c *broker.Cache) {
+	if !c.Warm() {
+		return
+	}
+	fb.update(key, name, fp, func(f *serverFacts) bool {
+		f.Cache = c
+		return true
+	})
 }
 
 // serverIdentity is a run request's server key and fingerprint, or an
@@ -123,10 +171,53 @@ func (d *Daemon) autoShare(req api.RunRequest, name string) bool {
 	return st.Stateless && br.fp == fp
 }
 
-// learnFrom keeps what a broker's figures teach about its key.
+// learnFrom keeps what a broker's figures teach about its server key
+// (the stateless revision, the lazy cache) and turns what changed since
+// it was last asked into events and metrics.
 func (d *Daemon) learnFrom(br *brokerRef, st broker.Stats) {
-	if d.facts.learn(br.key, br.name, br.fp, st) {
-		d.reg.Event("shared.stateless", brokerSession(br.key), br.id,
+	br.mu.Lock()
+	seen := br.seen
+	br.seen = st
+	br.mu.Unlock()
+	sess := brokerSession(br.key)
+	if d.facts.learn(br.serverKey, br.name, br.fp, st) {
+		d.reg.Event("shared.stateless", sess, br.id,
 			br.name+" speaks the stateless MCP revision ("+strings.Join(st.Versions, ", ")+"): its later runs are shared automatically; share = false in [servers."+br.name+"] opts out")
 	}
+	if !st.Lazy && st.Restarts == seen.Restarts && st.IdleStops == 0 {
+		return
+	}
+	grew := func(now, then uint64) uint64 {
+		if now < then {
+			return 0
+		}
+		return now - then
+	}
+	starts, stops := grew(st.LazyStarts, seen.LazyStarts), grew(st.IdleStops, seen.IdleStops)
+	d.metrics.lazyEvents(starts, stops, grew(st.CacheHits, seen.CacheHits), grew(st.CacheMisses, seen.CacheMisses))
+	if starts > 0 {
+		d.reg.Event("lazy.start", sess, br.id, fmt.Sprintf("%s: started on a request the cache could not answer (pid %d)", br.name, st.UpstreamPID))
+	}
+	if stops > 0 {
+		d.reg.Event("idle.stop", sess, br.id, fmt.Sprintf("%s: stopped after %v with nothing in flight; the next request starts it again", br.name, br.idle))
+	}
+	if st.CacheGen != seen.CacheGen && st.CacheGen > 0 && br.serverKey != "" {
+		if cr, err := askCache(br.socket); err == nil {
+			d.facts.learnCache(br.serverKey, br.name, br.fp, cr.Cache)
+		}
+	}
+	health := "healthy"
+	switch {
+	case st.UpstreamPID == 0 && st.LazyStarts == 0 && st.Lazy:
+		health = "cached" // answering from the cache; the server never started
+	case st.UpstreamPID == 0 && st.IdleStops > 0:
+		health = "idle" // stopped for idleness; the next request starts it
+	}
+	d.reg.Update(br.id, func(p *registry.Process) error {
+		if p.Health == health || p.Health == "starting" {
+			return errUnchanged
+		}
+		p.Health = health
+		return nil
+	})
 }

@@ -38,6 +38,7 @@ type metrics struct {
 	stops   *prometheus.CounterVec
 	cascade *prometheus.HistogramVec
 	health  *prometheus.CounterVec
+	lazy    *prometheus.CounterVec
 }
 
 func newMetrics(d *Daemon) *metrics {
@@ -62,9 +63,17 @@ func newMetrics(d *Daemon) *metrics {
 			Name: "supervisor_health_checks_total",
 			Help: "Periodic health checks of shared servers, by result (pass or fail).",
 		}, []string{"result"}),
+		lazy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "supervisor_lazy_total",
+			Help: "Lazy and idle servers (design §11): upstreams started on demand (start), stopped for idleness (idle_stop), " +
+				"requests answered from the cache (cache_hit) and not (cache_miss).",
+		}, []string{"event"}),
 	}
 	for _, r := range []string{"ok", "failed"} {
 		m.spawns.WithLabelValues(r)
+	}
+	for _, r := range []string{"start", "idle_stop", "cache_hit", "cache_miss"} {
+		m.lazy.WithLabelValues(r)
 	}
 	for _, r := range []shutdown.Result{shutdown.ExitedOnEOF, shutdown.ExitedOnSIGTERM, shutdown.Killed,
 		shutdown.AlreadyGone, shutdown.Unkillable, shutdown.Interrupted, shutdown.Failed} {
@@ -76,7 +85,7 @@ func newMetrics(d *Daemon) *metrics {
 	for _, r := range []string{"stop", "exited"} {
 		m.cascade.WithLabelValues(r)
 	}
-	m.reg.MustRegister(m.spawns, m.stops, m.cascade, m.health, &stateCollector{d: d})
+	m.reg.MustRegister(m.spawns, m.stops, m.cascade, m.health, m.lazy, &stateCollector{d: d})
 	return m
 }
 
@@ -99,6 +108,18 @@ func (m *metrics) spawn(err error) {
 		return
 	}
 	m.spawns.WithLabelValues("ok").Inc()
+}
+
+// lazyEvents adds what a broker's lazy counters grew by.
+func (m *metrics) lazyEvents(starts, idleStops, hits, misses uint64) {
+	if m == nil {
+		return
+	}
+	for label, n := range map[string]uint64{"start": starts, "idle_stop": idleStops, "cache_hit": hits, "cache_miss": misses} {
+		if n > 0 {
+			m.lazy.WithLabelValues(label).Add(float64(n))
+		}
+	}
 }
 
 // stopped counts one stopped server by its outcome.

@@ -132,7 +132,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		req.Share = true
 		d.reg.Event("shared.auto", req.Session, "", name+" speaks the stateless MCP revision: shared automatically")
 	}
-	if req.Share {
+	if req.Share || req.Lazy || req.IdleMS > 0 {
 		d.serveShare(conn, req, files, name)
 		return
 	}

@@ -54,6 +54,9 @@ type ServerOverride struct {
 	// NoShare (share = false) keeps it direct even where it would be
 	// shared automatically (it speaks the stateless revision).
 	NoShare bool
+	// Lazy and Idle (lazy = true, idle = "10m"): run --lazy and --idle.
+	Lazy bool
+	Idle time.Duration
 }
 
 // ApplyRun fills what a run request of server name left unset from the
@@ -65,6 +68,12 @@ func (s *Settings) ApplyRun(name string, req *api.RunRequest) {
 	}
 	if o.Share {
 		req.Share = true
+	}
+	if o.Lazy {
+		req.Lazy = true
+	}
+	if req.IdleMS <= 0 && o.Idle > 0 {
+		req.IdleMS = api.Millis(o.Idle)
 	}
 	if req.MaxInstances == nil {
 		if o.MaxInstances != nil {

@@ -44,10 +44,13 @@ type Options struct {
 	// NoShare (run --share=false) keeps it direct even where the daemon
 	// would share it on its own.
 	NoShare bool
-	Exe     string // this binary, to start the daemon
-	Paths   api.Paths
-	Env     []string
-	Stderr  io.Writer
+	// Lazy and Idle: RunRequest.Lazy and IdleMS.
+	Lazy   bool
+	Idle   time.Duration
+	Exe    string // this binary, to start the daemon
+	Paths  api.Paths
+	Env    []string
+	Stderr io.Writer
 	// StartTimeout bounds starting the server while the daemon asks to
 	// retry (it is stopping, or the session is being ended). Default 10 s.
 	StartTimeout time.Duration
@@ -204,7 +207,7 @@ func NewRequest(o Options) (api.RunRequest, error) {
 		Session: ident.ID, Label: ident.Label,
 		HostPID: ident.HostPID, HostToken: ident.HostToken, HostCommand: ident.HostCommand,
 		GraceMS: api.Millis(o.Grace), ShimPID: os.Getpid(), ShimToken: selfTok,
-		MaxInstances: o.MaxInstances, Share: o.Share, NoShare: o.NoShare,
+		MaxInstances: o.MaxInstances, Share: o.Share, NoShare: o.NoShare, Lazy: o.Lazy, IdleMS: api.Millis(o.Idle),
 	}, nil
 }
 

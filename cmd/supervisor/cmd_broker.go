@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,7 +21,8 @@ import (
 // server (design §11); it is not for people to run.
 func newBrokerCommand() *cobra.Command {
 	var socket string
-	var linger time.Duration
+	var linger, idle time.Duration
+	var lazy bool
 	cmd := &cobra.Command{
 		Use:    "_broker --socket PATH [--linger D] -- CMD [ARG...]",
 		Short:  "Relay clients to one shared server (started by the daemon)",
@@ -31,13 +35,38 @@ func newBrokerCommand() *cobra.Command {
 			defer stop()
 			log := hclog.New(&hclog.LoggerOptions{Name: "broker", Output: os.Stderr, Level: hclog.Info})
 			cwd, _ := os.Getwd()
+			var cache *broker.Cache
+			if lazy {
+				cache = readCache(os.Stdin, log)
+			}
 			return broker.Serve(ctx, broker.ServeConfig{
 				Socket: socket, Linger: linger, Ready: os.Stdout,
-				Broker: broker.Config{Argv: args, Dir: cwd, Env: os.Environ(), Log: log},
+				Broker: broker.Config{Argv: args, Dir: cwd, Env: os.Environ(), Log: log, Lazy: lazy, Cache: cache, Idle: idle},
 			})
 		},
 	}
 	cmd.Flags().StringVar(&socket, "socket", "", "the unix socket the daemon hands clients over")
 	cmd.Flags().DurationVar(&linger, "linger", 30*time.Second, "how long to outlive the last client")
+	cmd.Flags().BoolVar(&lazy, "lazy", false, "answer from the cache on stdin (JSON) and start the server on demand")
+	cmd.Flags().DurationVar(&idle, "idle", 0, "stop the server after this long with nothing in flight")
 	return cmd
+}
+
+// readCache reads the lazy-start cache the daemon writes on stdin (none:
+// /dev/null). One that cannot be read means a cold start, which fills a
+// new one: the cache only saves time, it never decides an answer alone.
+func readCache(r io.Reader, log hclog.Logger) *broker.Cache {
+	data, err := io.ReadAll(io.LimitReader(r, 64<<20))
+	if err != nil || len(bytes.TrimSpace(data)) == 0 {
+		if err != nil {
+			log.Warn("read the cache on stdin; starting cold", "err", err)
+		}
+		return nil
+	}
+	var c broker.Cache
+	if err := json.Unmarshal(data, &c); err != nil {
+		log.Warn("the cache on stdin is not valid; starting cold", "err", err)
+		return nil
+	}
+	return &c
 }

@@ -19,6 +19,8 @@ type runOptions struct {
 	grace        time.Duration
 	maxInstances int
 	share        bool
+	lazy         bool
+	idle         time.Duration
 }
 
 func newRunCommand() *cobra.Command {
@@ -55,6 +57,9 @@ executable, 125 for a supervisor error.`,
 			if err != nil {
 				return fmt.Errorf("find this binary: %w", err)
 			}
+			if o.idle < 0 {
+				return fmt.Errorf("--idle %v: must be 0 (never) or more", o.idle)
+			}
 			var maxInst *int
 			if cmd.Flags().Changed("max-instances") {
 				if o.maxInstances < 0 {
@@ -64,7 +69,7 @@ executable, 125 for a supervisor error.`,
 			}
 			code, err := shim.Run(context.Background(), shim.Options{
 				Argv: args, Name: o.name, Dir: o.cwd, Session: o.session, Grace: o.grace, MaxInstances: maxInst,
-				Share: o.share, NoShare: cmd.Flags().Changed("share") && !o.share, Exe: exe, Paths: p, Env: os.Environ(),
+				Share: o.share, NoShare: cmd.Flags().Changed("share") && !o.share, Lazy: o.lazy, Idle: o.idle, Exe: exe, Paths: p, Env: os.Environ(),
 			})
 			if err != nil {
 				return &exitError{code: code, err: err}
@@ -80,6 +85,8 @@ executable, 125 for a supervisor error.`,
 	cmd.Flags().StringVar(&o.session, "session", "", "session id instead of the host-derived one ([A-Za-z0-9._-]{1,128}; also $SUPERVISOR_SESSION)")
 	cmd.Flags().DurationVar(&o.grace, "grace", 0, "SIGTERM grace before SIGKILL when stopping (default 5s)")
 	cmd.Flags().BoolVar(&o.share, "share", false, "share one server process with every client whose command, directory and environment match (design §11: the broker)")
+	cmd.Flags().BoolVar(&o.lazy, "lazy", false, "answer the handshake and list calls from a cache and start the server on the first other request (design §11)")
+	cmd.Flags().DurationVar(&o.idle, "idle", 0, "stop the server after this long with nothing in flight, and start it again on the next request (0: never)")
 	cmd.Flags().IntVar(&o.maxInstances, "max-instances", 1, "live instances of --name per session; the newest wins, older ones are stopped (0: no cap)")
 	return cmd
 }
