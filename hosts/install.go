@@ -51,6 +51,9 @@ type Options struct {
 	// for every session, design §11); an entry wrapped already without it
 	// is re-wrapped.
 	Share []string
+	// Lazy names the servers to wrap lazy (`run --lazy`: started on the
+	// first call their cache cannot answer, design §11), likewise.
+	Lazy []string
 
 	// beforeWrite runs between the edit and the re-read that precedes the
 	// write: tests use it to change the file under our feet.
@@ -68,6 +71,7 @@ const (
 	Already    Action = "already"     // it was wrapped already, left as is
 	Repinned   Action = "repinned"    // wrapped by a binary that moved; now this one
 	Shared     Action = "shared"      // wrapped already; now shared (--share)
+	Lazy       Action = "lazy"        // wrapped already; now lazy (--lazy)
 	Unwrapped  Action = "unwrapped"   // Uninstall put it back
 	NotWrapped Action = "not-wrapped" // Uninstall found it unwrapped
 	Remote     Action = "remote"      // a network server, left alone
@@ -241,7 +245,7 @@ func Install(hs []Host, o Options) ([]Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		r := o.apply(f, func(src []byte) ([]byte, []Entry, error) { return wrapAll(f, src, cmd, o.Share) })
+		r := o.apply(f, func(src []byte) ([]byte, []Entry, error) { return wrapAll(f, src, cmd, o) })
 		if r.Exists {
 			r.Command = cmd
 		}
@@ -281,7 +285,7 @@ func Uninstall(hs []Host, o Options) ([]Result, error) {
 				return nil, nil, err
 			}
 			if b, err := readBackup(f.Path); err == nil {
-				if w, _, err := wrapAll(f, b, cmd, o.Share); err == nil && bytes.Equal(w, src) {
+				if w, _, err := wrapAll(f, b, cmd, o); err == nil && bytes.Equal(w, src) {
 					return b, keptWrapped(f, b, entries), nil
 				}
 			}
@@ -392,7 +396,7 @@ func listAll(ed Editor, src []byte, schemas []Schema) ([][]Server, error) {
 
 // wrapAll wraps every stdio server of src that is not wrapped yet, and
 // re-pins those wrapped by a supervisor binary at another absolute path.
-func wrapAll(f File, src []byte, cmd string, share []string) ([]byte, []Entry, error) {
+func wrapAll(f File, src []byte, cmd string, o Options) ([]byte, []Entry, error) {
 	ed, err := editorFor(f.Format)
 	if err != nil {
 		return nil, nil, err
@@ -409,19 +413,23 @@ func wrapAll(f File, src []byte, cmd string, share []string) ([]byte, []Entry, e
 			a = NoCommand
 		case isWrapped(srv):
 			a = Already
-			share := slices.Contains(share, srv.Name) && !slices.Contains(srv.Args, "--share")
-			if share || isAbs(srv.Command) && isAbs(cmd) && srv.Command != cmd {
+			flags, added := runFlags(srv, o)
+			if added != "" || isAbs(srv.Command) && isAbs(cmd) && srv.Command != cmd {
 				a = Repinned
-				if share {
+				switch added {
+				case "--share":
 					a = Shared
+				case "--lazy":
+					a = Lazy
 				}
 				if out, err = ed.Unwrap(out, s, srv.Name); err == nil {
-					out, err = ed.Wrap(out, s, srv.Name, cmd, runPrefix(srv.Name, share || slices.Contains(srv.Args, "--share")))
+					out, err = ed.Wrap(out, s, srv.Name, cmd, runPrefix(srv.Name, flags))
 				}
 			}
 		default:
 			a = Wrapped
-			out, err = ed.Wrap(out, s, srv.Name, cmd, runPrefix(srv.Name, slices.Contains(share, srv.Name)))
+			flags, _ := runFlags(srv, o)
+			out, err = ed.Wrap(out, s, srv.Name, cmd, runPrefix(srv.Name, flags))
 		}
 		if err != nil {
 			return err
@@ -476,11 +484,36 @@ func keptWrapped(f File, backup []byte, entries []Entry) []Entry {
 	return entries
 }
 
-func runPrefix(name string, share bool) []string {
-	if share {
-		return []string{"run", "--share", "--name", name, "--"}
+// runFlags are the run flags srv is wrapped with: --share and --lazy as
+// o asks for them or its wrapped command has them already, and the first
+// one o adds ("" if none).
+func runFlags(srv Server, o Options) (flags []string, added string) {
+	var have []string
+	if isWrapped(srv) {
+		have = srv.Args
+		if i := slices.Index(have, "--"); i >= 0 {
+			have = have[:i] // the server's own arguments are not ours
+		}
 	}
-	return []string{"run", "--name", name, "--"}
+	for _, f := range []struct {
+		flag  string
+		names []string
+	}{{"--share", o.Share}, {"--lazy", o.Lazy}} {
+		switch {
+		case slices.Contains(have, f.flag):
+			flags = append(flags, f.flag)
+		case slices.Contains(f.names, srv.Name):
+			flags = append(flags, f.flag)
+			if added == "" {
+				added = f.flag
+			}
+		}
+	}
+	return flags, added
+}
+
+func runPrefix(name string, flags []string) []string {
+	return append(append(append([]string{"run"}, flags...), "--name", name), "--")
 }
 
 // isWrapped: the command is a supervisor binary and its arguments start

@@ -381,3 +381,25 @@ func TestInstallShare(t *testing.T) {
 		})
 	}
 }
+
+// install --lazy wraps a server lazy, and keeps --share on one wrapped
+// shared before (and the other way round): flags accumulate.
+func TestInstallLazy(t *testing.T) {
+	o, path := placeFile(t, "cursor", false, []byte(cursorSrc))
+	o.Share = []string{"fs"}
+	mustInstall(t, cursor, o)
+	o.Share, o.Lazy = nil, []string{"fs"}
+	rs := mustInstall(t, cursor, o)
+	got := string(mustRead(t, path))
+	if !strings.Contains(got, `"run", "--share", "--lazy", "--name", "fs", "--"`) {
+		t.Errorf("fs not wrapped shared and lazy:\n%s", got)
+	}
+	if n := rs[0].Count(Lazy); n != 1 {
+		t.Errorf("reported %d lazy, want 1: %+v", n, rs[0].Entries)
+	}
+	o.Lazy = nil
+	rs = mustInstall(t, cursor, o)
+	if n := rs[0].Count(Already); n < 1 || string(mustRead(t, path)) != got {
+		t.Errorf("a plain install changed the flags or reported %+v", rs[0].Entries)
+	}
+}

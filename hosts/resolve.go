@@ -95,7 +95,7 @@ func (o *Options) writesBare(hs []Host, files []File) (bool, error) {
 		if err != nil {
 			continue // missing or unreadable: Install says so per file
 		}
-		if out, _, err := wrapAll(f, src, cmd, nil); err == nil && !bytes.Equal(out, src) {
+		if out, _, err := wrapAll(f, src, cmd, Options{}); err == nil && !bytes.Equal(out, src) {
 			return true, nil
 		}
 	}
