@@ -118,3 +118,40 @@ func TestLazyOtherVersion(t *testing.T) {
 		t.Fatalf("%+v: want a started upstream and one cache miss", s)
 	}
 }
+
+// Idle stop never takes an upstream that holds a subscription, or one
+// that has sent a server-to-client request (its state may be a client's);
+// it does once the last subscription is gone.
+func TestIdleKeeps(t *testing.T) {
+	const idle = 200 * time.Millisecond
+	t.Run("subscription", func(t *testing.T) {
+		h := newHarness(t, fixtureArgv(), func(c *Config) { c.Idle = idle })
+		c := h.attach("a")
+		c.initialize("0", "2025-11-25")
+		c.send(`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"test://r"}}`)
+		c.answer("1")
+		time.Sleep(4 * idle)
+		if s := h.b.Stats(); s.IdleStops != 0 || s.UpstreamPID == 0 {
+			t.Fatalf("stopped with a subscription held: %+v", s)
+		}
+		c.send(`{"jsonrpc":"2.0","id":2,"method":"resources/unsubscribe","params":{"uri":"test://r"}}`)
+		c.answer("2")
+		h.waitFor(func(s Stats) bool { return s.IdleStops == 1 && s.UpstreamPID == 0 }, "the idle stop once unsubscribed")
+	})
+	t.Run("server request", func(t *testing.T) {
+		h := newHarness(t, fixtureArgv(), func(c *Config) { c.Idle = idle })
+		c := h.attach("a")
+		c.initialize("0", "2025-11-25")
+		c.call("1", "roots", "{}")
+		req := c.next()
+		if req.Method != "roots/list" {
+			t.Fatalf("got %s, want roots/list", req.raw)
+		}
+		c.send(`{"jsonrpc":"2.0","id":%s,"result":{"roots":[]}}`, req.ID)
+		c.answer("1")
+		time.Sleep(4 * idle)
+		if s := h.b.Stats(); s.IdleStops != 0 || s.UpstreamPID == 0 {
+			t.Fatalf("stopped a server that sent roots/list: %+v", s)
+		}
+	})
+}
