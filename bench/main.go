@@ -465,7 +465,7 @@ func (b *bench) stopDaemon(ctx context.Context) error {
 }
 
 // figureNames name the steps of all, in order, for --only.
-var figureNames = []string{"host-death-overhead", "spawn-overhead", "cold-start", "pipe-holder-eof", "spawn-storm", "recovery", "scale", "peers", "shared-memory", "relay-cost"}
+var figureNames = []string{"host-death-overhead", "spawn-overhead", "cold-start", "pipe-holder-eof", "spawn-storm", "recovery", "scale", "peers", "shared-memory", "relay-cost", "lazy-start"}
 
 // all runs every figure.
 func (b *bench) all(ctx context.Context) (*Results, error) {
@@ -481,7 +481,7 @@ func (b *bench) all(ctx context.Context) (*Results, error) {
 	res.Machine.Supervisor = st.Version
 	res.Machine.Features = st.Features
 
-	steps := []func(context.Context, *Results) error{b.hostDeath, b.spawn, b.coldStart, b.pipeHolder, b.storm, b.recovery, b.scale, b.peers, b.sharedMemory, b.relayCost}
+	steps := []func(context.Context, *Results) error{b.hostDeath, b.spawn, b.coldStart, b.pipeHolder, b.storm, b.recovery, b.scale, b.peers, b.sharedMemory, b.relayCost, b.lazyStart}
 	for i, step := range steps {
 		if b.o.only != nil && !b.o.only[figureNames[i]] {
 			continue

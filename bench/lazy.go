@@ -1,0 +1,219 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/spawn"
+)
+
+// lazyServers is how many servers the lazy-start session has configured.
+const lazyServers = 10
+
+// lazyStart (issue 15): a session with 10 configured servers (the real
+// server-filesystem on 10 roots), each connected at once the way a host
+// starts them (spawn the shim, initialize, tools/list) over raw JSON-RPC:
+// direct (`run`) against lazy with a warm cache (`run --lazy`, after one
+// cold session filled it). Per server: connect to tools/list answered;
+// per session: all 10 answered, and how many server processes run then
+// (goal: ≤ 5 ms each and 0 processes). Then the first tools/call of a
+// lazy server (it starts the server) against a call on a running one and
+// against the direct start (spawn to initialize answered). Goal: the
+// first call adds ≤ the server's own start + 10 ms.
+func (b *bench) lazyStart(ctx context.Context, res *Results) error {
+	npm, err := npmServers()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			return fmt.Errorf("lazy-start: %w", err)
+		}
+		b.progress("lazy-start: SKIPPED: %v", err)
+		res.figure("lazy-start", "SKIPPED: "+err.Error(), "ms")
+		return nil
+	}
+	trials := max(1, min(b.o.trials, 5))
+	si, err := b.startShareInst(ctx, "lazy-start")
+	if err != nil {
+		return err
+	}
+	defer si.stop(ctx, b)
+	dir := filepath.Join(si.dir, "roots")
+	var argvs [][]string
+	for i := range lazyServers {
+		root := filepath.Join(dir, fmt.Sprintf("root-%d", i))
+		if err := os.MkdirAll(root, 0o700); err != nil {
+			return err
+		}
+		argvs = append(argvs, []string{"node", npmEntry(npm, "server-filesystem"), root})
+	}
+	b.progress("lazy-start: %d trials of a session with %d server-filesystem servers, direct vs lazy (warm cache)", trials, lazyServers)
+	dEach := res.figure("lazy-start", "direct: connect → tools/list answered, per server", "ms")
+	lEach := res.figure("lazy-start", "**lazy (warm cache): connect → tools/list answered, per server** (goal ≤ 5 ms)", "ms")
+	dAll := res.figure("lazy-start", fmt.Sprintf("direct: all %d answered (session start)", lazyServers), "ms")
+	lAll := res.figure("lazy-start", fmt.Sprintf("lazy: all %d answered (session start)", lazyServers), "ms")
+	dProcs := res.figure("lazy-start", "direct: server processes once listed", "count")
+	lProcs := res.figure("lazy-start", "**lazy: server processes once listed** (goal 0)", "count")
+	first := res.figure("lazy-start", "lazy: first tools/call (starts the server)", "ms")
+	running := res.figure("lazy-start", "  a tools/call on a running server", "ms")
+	own := res.figure("lazy-start", "  the server's own start (direct: spawn → initialize answered)", "ms")
+	margin := res.figure("lazy-start", "**first call − running call − own start** (goal ≤ 10 ms)", "ms")
+
+	session := func(lazy bool) (each []float64, all time.Duration, clients []*rawClient, err error) {
+		clients = make([]*rawClient, len(argvs))
+		each = make([]float64, len(argvs))
+		errs := make([]error, len(argvs))
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for i, argv := range argvs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				args := []string{"run", "--name", fmt.Sprintf("fs%d", i)}
+				if lazy {
+					args = append(args, "--lazy")
+				}
+				s := time.Now()
+				clients[i], errs[i] = b.startRaw(ctx, si, dir, append(append(args, "--"), argv...))
+				each[i] = ms(time.Since(s))
+			}()
+		}
+		wg.Wait()
+		all = time.Since(t0)
+		for _, e := range errs {
+			if e != nil {
+				closeAll(b, clients)
+				return nil, 0, nil, e
+			}
+		}
+		return each, all, clients, nil
+	}
+	// One cold lazy session fills the cache (and warms the page cache).
+	_, _, cs, err := session(true)
+	if err != nil {
+		return fmt.Errorf("lazy-start: the cold session: %w", err)
+	}
+	closeAll(b, cs)
+	if err := si.waitEmpty(ctx); err != nil {
+		return err
+	}
+	for trial := range trials {
+		for k := range 2 {
+			lazy := (k+trial)%2 == 1
+			each, all, cs, err := session(lazy)
+			if err != nil {
+				return fmt.Errorf("lazy-start (lazy %v): %w", lazy, err)
+			}
+			n, err := si.serverProcs(ctx)
+			if err != nil {
+				closeAll(b, cs)
+				return err
+			}
+			eachF, allF, procsF := dEach, dAll, dProcs
+			if lazy {
+				eachF, allF, procsF = lEach, lAll, lProcs
+			}
+			slices.Sort(each)
+			eachF.add(each[len(each)/2])
+			allF.add(ms(all))
+			procsF.add(float64(n))
+			if lazy {
+				f, err := cs[0].call("list_allowed_directories", "{}", 10)
+				if err == nil {
+					var r time.Duration
+					if r, err = cs[0].call("list_allowed_directories", "{}", 10); err == nil {
+						first.add(ms(f))
+						running.add(ms(r))
+					}
+				}
+				if err != nil {
+					closeAll(b, cs)
+					return fmt.Errorf("lazy-start: first call: %w", err)
+				}
+			} else {
+				// The direct server's own start: a fresh one, spawn to
+				// initialize answered (startRaw also lists; time to that).
+				s := time.Now()
+				c, err := b.startRaw(ctx, si, dir, append([]string{"run", "--name", "own", "--"}, argvs[0]...))
+				if err != nil {
+					closeAll(b, cs)
+					return err
+				}
+				own.add(ms(time.Since(s)))
+				c.close(b)
+			}
+			closeAll(b, cs)
+			if err := si.waitEmpty(ctx); err != nil {
+				return err
+			}
+		}
+		b.progress("  trial %d done", trial+1)
+	}
+	if len(first.Samples) > 0 && len(own.Samples) > 0 {
+		margin.add(median(first.Samples) - median(running.Samples) - median(own.Samples))
+	}
+	return nil
+}
+
+func closeAll(b *bench, cs []*rawClient) {
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		if c != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); c.close(b) }()
+		}
+	}
+	wg.Wait()
+}
+
+// waitEmpty waits until the daemon lists no live record (lingers over).
+func (si *shareInst) waitEmpty(ctx context.Context) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ps, err := si.procs(ctx)
+		if err == nil && len(ps) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the daemon still lists %d live records 30s after the clients left (%v)", len(ps), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// serverProcs counts the node processes carrying the markers of the
+// daemon's live records: servers, direct or under a broker.
+func (si *shareInst) serverProcs(ctx context.Context) (int, error) {
+	ps, err := si.procs(ctx)
+	if err != nil {
+		return 0, err
+	}
+	ids := map[string]bool{}
+	for _, p := range ps {
+		ids[p.ID] = true
+	}
+	infos, err := proc.Scan()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, info := range infos {
+		env, err := proc.Environ(info.PID)
+		if err != nil {
+			continue
+		}
+		if id, _ := proc.EnvValue(env, spawn.EnvProcID); !ids[id] {
+			continue
+		}
+		if argv, _ := proc.Cmdline(info.PID); len(argv) > 0 && filepath.Base(argv[0]) == "node" {
+			n++
+		}
+	}
+	return n, nil
+}
