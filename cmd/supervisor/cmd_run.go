@@ -26,7 +26,7 @@ type runOptions struct {
 func newRunCommand() *cobra.Command {
 	var o runOptions
 	cmd := &cobra.Command{
-		Use:   "run [--name N] [--cwd DIR] [--session ID] [--grace D] -- CMD [ARG...]",
+		Use:   "run [--name N] [--cwd DIR] [--session ID] [--grace D] [--share] [--lazy] [--idle D] -- CMD [ARG...]",
 		Short: "Run an MCP server under the daemon on this process's stdio (the shim)",
 		Long: `run hands this process's stdin, stdout and stderr to the per-user daemon,
 which starts CMD on them directly, tracks it in the session of the host that
