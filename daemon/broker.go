@@ -246,13 +246,20 @@ func (d *Daemon) readoptBroker(p registry.Process, l *live) {
 		return
 	}
 	br := &brokerRef{key: p.BrokerKey, name: p.Name, id: p.ID, l: l, pid: p.PID, token: p.Token,
-		socket: brokerSocket(d.cfg.Paths, p.BrokerKey), ready: make(chan struct{})}
+		socket: brokerSocket(d.cfg.Paths, p.BrokerKey), ready: make(chan struct{}),
+		serverKey: p.ServerKey, fp: p.Fingerprint, lazy: p.Lazy, idle: time.Duration(p.IdleMS) * time.Millisecond}
 	close(br.ready)
 	d.mu.Lock()
 	d.brokers[p.BrokerKey] = br
 	d.mu.Unlock()
 	go d.forgetBroker(br)
+	if br.lazy || br.idle > 0 {
+		go d.watchBroker(br)
+	}
 	if st, err := askStats(br.socket); err == nil {
+		br.mu.Lock()
+		br.seen = st // what happened while no daemon watched is not news
+		br.mu.Unlock()
 		relayed := map[string]bool{}
 		for _, c := range st.Clients {
 			relayed[c.ID] = true
@@ -426,6 +433,7 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	if _, err := d.reg.AddProcess(registry.Process{
 		ID: br.id, Session: sess, Name: br.name, Argv: req.Argv, Cwd: string(req.Cwd),
 		Broker: true, BrokerKey: br.key, Health: "starting", GraceMS: req.GraceMS,
+		ServerKey: br.serverKey, Fingerprint: br.fp, Lazy: br.lazy, IdleMS: api.Millis(br.idle),
 	}); err != nil {
 		pw.Close()
 		return err

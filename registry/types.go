@@ -126,6 +126,13 @@ type Process struct {
 	// BrokerKey is a broker's server key: a daemon that re-adopts the
 	// broker finds it by this again.
 	BrokerKey string `json:"broker_key,omitempty"`
+	// ServerKey and Fingerprint are what a broker runs (BrokerKey is a
+	// lazy client's own broker's key), Lazy and IdleMS how (run --lazy,
+	// --idle): a daemon that re-adopts it goes on learning from it.
+	ServerKey   string `json:"server_key,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+	Lazy        bool   `json:"lazy,omitempty"`
+	IdleMS      int64  `json:"idle_ms,omitempty"`
 	// Unsafe says why a broker's server is not safely shareable: it sent
 	// server-to-client requests (roots/list, sampling, elicitation) that
 	// no single client could be asked.

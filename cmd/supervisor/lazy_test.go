@@ -320,9 +320,22 @@ func TestLazyIdleAndUpgrade(t *testing.T) {
 		}
 		return nil
 	})
+	// A new daemon (the old one SIGKILLed) takes the broker over and
+	// goes on reporting its idle stops.
+	in.waitNewDaemon(t, in.killDaemon(t))
+	in.mustRun("ps") // the new daemon has re-adopted the broker
 	if got := callText(ctx, t, c, "echo", map[string]any{"text": "back"}); got != "back" {
 		t.Fatalf("the call after the idle stop: %q", got)
 	}
+	in.waitEvents(func(evs []registry.Event) bool {
+		n := 0
+		for _, e := range evs {
+			if e.Kind == "idle.stop" {
+				n++
+			}
+		}
+		return n >= 2
+	})
 	// Three idle periods long: never interrupted.
 	if got := callText(ctx, t, c, "slow", map[string]any{"ms": 2100}); got != "slept 2100 ms" {
 		t.Fatalf("slow call: %q", got)
