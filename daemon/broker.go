@@ -589,21 +589,32 @@ func (d *Daemon) brokerStats() []broker.Stats {
 
 func askStats(socket string) (broker.Stats, error) {
 	var st broker.Stats
+	return st, askBroker(socket, broker.MsgStats, time.Second, &st)
+}
+
+func askCache(socket string) (broker.CacheReply, error) {
+	var cr broker.CacheReply
+	return cr, askBroker(socket, broker.MsgCache, 5*time.Second, &cr)
+}
+
+// askBroker sends the broker at socket a request without arguments and
+// decodes its answer into out, all within limit.
+func askBroker(socket, msgType string, limit time.Duration, out any) error {
 	c, err := dialBroker(socket)
 	if err != nil {
-		return st, err
+		return err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(time.Second))
-	if err := c.Send(broker.MsgStats, nil); err != nil {
-		return st, err
+	c.SetDeadline(time.Now().Add(limit))
+	if err := c.Send(msgType, nil); err != nil {
+		return err
 	}
 	m, fds, err := c.Recv()
 	api.CloseFds(fds)
 	if err != nil {
-		return st, err
+		return err
 	}
-	return st, api.Decode(m, &st)
+	return api.Decode(m, out)
 }
 
 // soloKey is the broker key of a lazy or idle client that is not shared:
@@ -635,21 +646,3 @@ func (d *Daemon) watchBroker(br *brokerRef) {
 	}
 }
 
-func askCache(socket string) (broker.CacheReply, error) {
-	var cr broker.CacheReply
-	c, err := dialBroker(socket)
-	if err != nil {
-		return cr, err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if err := c.Send(broker.MsgCache, nil); err != nil {
-		return cr, err
-	}
-	m, fds, err := c.Recv()
-	api.CloseFds(fds)
-	if err != nil {
-		return cr, err
-	}
-	return cr, api.Decode(m, &cr)
-}
