@@ -645,4 +645,3 @@ func (d *Daemon) watchBroker(br *brokerRef) {
 		}
 	}
 }
-
