@@ -29,6 +29,10 @@ type Cache struct {
 	Negotiated string          `json:"negotiated,omitempty"` // and the one the server answered
 	Init       json.RawMessage `json:"init,omitempty"`       // the initialize result, listChanged advertised
 	Discover   json.RawMessage `json:"discover,omitempty"`   // the server/discover result
+	// DiscoverError is the error a legacy server answers server/discover
+	// with: hosts probe with it first (Claude Code does), and a cached
+	// refusal spares a start as much as a cached result.
+	DiscoverError json.RawMessage `json:"discover_error,omitempty"`
 	// Lists are list results by method and cursor (listKey).
 	Lists map[string]json.RawMessage `json:"lists,omitempty"`
 }
@@ -108,6 +112,11 @@ func (b *Broker) fromCache(c *client, line []byte, e jsonrpc.Envelope) bool {
 	res, ok := b.cache.Lists[key]
 	if key == "server/discover" {
 		res, ok = b.cache.Discover, len(b.cache.Discover) > 0
+		if !ok && len(b.cache.DiscoverError) > 0 {
+			b.cacheHits++
+			b.deliver(c, errorAnswer(id, b.cache.DiscoverError))
+			return true
+		}
 	}
 	if !ok {
 		b.cacheMisses++
@@ -188,6 +197,27 @@ func (b *Broker) cacheResult(key string, res []byte) {
 			b.deliver(c, note)
 		}
 	}
+}
+
+// cacheDiscoverError keeps a server's refusal of server/discover.
+func (b *Broker) cacheDiscoverError(errObj []byte) {
+	if !b.cfg.Lazy {
+		return
+	}
+	if b.cache == nil {
+		b.cache = &Cache{}
+	}
+	if !bytes.Equal(b.cache.DiscoverError, errObj) {
+		b.cache.DiscoverError = clone(errObj)
+		b.cacheGen++
+	}
+}
+
+func errorAnswer(id, errObj []byte) []byte {
+	m := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
+	m = append(m, `,"error":`...)
+	m = append(m, errObj...)
+	return append(m, '}')
 }
 
 // fillCache lists what the upstream's initialize result advertises, so

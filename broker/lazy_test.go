@@ -15,6 +15,8 @@ func warmCache(t *testing.T) *Cache {
 	t.Helper()
 	h := newHarness(t, fixtureArgv(), func(c *Config) { c.Lazy = true })
 	c := h.attach("filler")
+	c.send(`{"jsonrpc":"2.0","id":"probe","method":"server/discover","params":{}}`)
+	c.answer(`"probe"`)
 	if m := c.initialize("1", "2025-11-25"); m.Error != nil {
 		t.Fatalf("initialize: %s", m.raw)
 	}
@@ -47,9 +49,15 @@ func TestLazyAndIdle(t *testing.T) {
 	}
 	c.send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
 	c.answer("2")
+	// A host's stateless probe (Claude Code sends one first) gets the
+	// server's refusal from the cache.
+	c.send(`{"jsonrpc":"2.0","id":"probe","method":"server/discover","params":{}}`)
+	if m := c.answer(`"probe"`); m.Error == nil {
+		t.Fatalf("server/discover of a legacy server from the cache: %s, want its error", m.raw)
+	}
 	time.Sleep(100 * time.Millisecond) // time for a wrong start to show
-	if s := h.b.Stats(); s.UpstreamPID != 0 || s.CacheHits != 2 || s.LazyStarts != 0 {
-		t.Fatalf("after the handshake and tools/list: %+v, want no upstream and 2 cache hits", s)
+	if s := h.b.Stats(); s.UpstreamPID != 0 || s.CacheHits != 3 || s.LazyStarts != 0 {
+		t.Fatalf("after the handshake and tools/list: %+v, want no upstream and 3 cache hits", s)
 	}
 
 	c.call("3", "echo", `{"text":"first"}`)

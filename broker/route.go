@@ -673,6 +673,8 @@ func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Env
 			if sp, err := jsonrpc.Lookup(line, "result"); err == nil {
 				b.cacheResult(p.cacheKey, span(line, sp))
 			}
+		} else if sp, err := jsonrpc.Lookup(line, "error"); err == nil && sp.Present() {
+			b.cacheDiscoverError(span(line, sp))
 		}
 	case kindFill:
 		b.filled(p, line, e)

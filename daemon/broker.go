@@ -331,6 +331,13 @@ func (d *Daemon) clientAttached(br *brokerRef, id, session string) {
 }
 
 func (d *Daemon) clientDetached(br *brokerRef, id, session string) {
+	// What the client's session taught the broker (server/discover, the
+	// lazy cache) is kept first, while the broker still runs: its linger
+	// may end before anyone asks again, and the event below says it is
+	// done.
+	if st, err := askStats(br.socket); err == nil {
+		d.learnFrom(br, st)
+	}
 	d.reg.Update(br.id, func(p *registry.Process) error {
 		kept := p.Clients[:0]
 		for _, c := range p.Clients {
@@ -342,12 +349,6 @@ func (d *Daemon) clientDetached(br *brokerRef, id, session string) {
 		return nil
 	})
 	d.reg.Event("client.detach", session, br.id, fmt.Sprintf("client %s of %s", id, br.name))
-	// What the client's session taught the broker (server/discover) is
-	// kept now, while the broker still runs: its linger may end before
-	// anyone asks again.
-	if st, err := askStats(br.socket); err == nil {
-		d.learnFrom(br, st)
-	}
 }
 
 // brokerFor returns the running broker of key, starting one if none runs.

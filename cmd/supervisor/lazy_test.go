@@ -353,3 +353,93 @@ func TestLazyIdleAndUpgrade(t *testing.T) {
 		t.Fatalf("upgraded server's tools %v lack newtool", got)
 	}
 }
+
+// TestLazyClaudeCode: the real Claude Code CLI. `claude mcp list` connects
+// to every configured server as a session start does (a server/discover
+// probe, initialize, tools/list) and calls nothing. With three lazy
+// servers wrapped by supervisor, the first listing starts them (the cache
+// is cold) and fills the cache; the second is answered from the cache:
+// every server shows connected, no server process starts, and every
+// broker says cached.
+func TestLazyClaudeCode(t *testing.T) {
+	npm := npmDeps(t)
+	claude := filepath.Join(npm, "node_modules", ".bin", "claude")
+	if _, err := os.Stat(claude); err != nil {
+		msg := "testdata/npm/node_modules lacks @anthropic-ai/claude-code; run `npm ci --prefix testdata/npm`"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	in := newInstance(t)
+	// The brokers outlive the listing long enough to be looked at.
+	if err := os.WriteFile(filepath.Join(in.state, "config.toml"), []byte("linger = \"20s\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := append(mcpEnv(t, in), "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
+	dir := mcpRoot(t)
+	claudeRun := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, claude, args...)
+		cmd.Env, cmd.Dir = env, dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("claude %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	const n = 3
+	for i := range n {
+		root := filepath.Join(dir, fmt.Sprintf("root-%d", i))
+		os.Mkdir(root, 0o700)
+		name := fmt.Sprintf("fs%d", i)
+		claudeRun("mcp", "add", "--scope", "user", name, "--", bin, "run", "--lazy", "--name", name, "--",
+			"node", filepath.Join(npm, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js"), root)
+	}
+	connected := func(out string) {
+		t.Helper()
+		if got := strings.Count(out, "Connected"); got != n {
+			t.Fatalf("claude mcp list shows %d of %d servers connected:\n%s", got, n, out)
+		}
+	}
+
+	connected(claudeRun("mcp", "list")) // cold: the servers start, the cache fills
+	// Once every client has detached, the cache is kept; then the daemon
+	// stops the lingering brokers and their servers.
+	in.waitEvents(func(evs []registry.Event) bool {
+		k := 0
+		for _, e := range evs {
+			if e.Kind == "client.detach" {
+				k++
+			}
+		}
+		return k >= n
+	})
+	in.mustRun("daemon", "stop")
+
+	connected(claudeRun("mcp", "list"))
+	if ups := upstreams(t, in); len(ups) != 0 {
+		t.Fatalf("warm cache: %d server processes after claude mcp list, want 0: %v", len(ups), ups)
+	}
+	waitCond(t, func() error {
+		brokers := 0
+		for _, p := range in.mustProcesses(false) {
+			if !p.Broker {
+				continue
+			}
+			brokers++
+			if p.Health != "cached" {
+				return fmt.Errorf("broker %s (%s) health %q, want cached", p.ID, p.Name, p.Health)
+			}
+		}
+		if brokers != n {
+			return fmt.Errorf("%d brokers, want %d", brokers, n)
+		}
+		return nil
+	})
+	if evs := in.eventsJSON(); hasEvent(evs, "lazy.start", "") {
+		t.Fatal("a lazy.start event: a server was started for the warm listing")
+	}
+}
