@@ -11,39 +11,87 @@ import (
 // queue is an outbound message queue drained by one writer goroutine.
 // push never blocks, so routing (under the broker's lock) never waits on a
 // peer; the writer takes everything queued at once.
+//
+// The fast path: a message pushed while nothing is queued or being
+// written is handed back to the pusher (push's inline), which writes it
+// itself once it has released the broker's lock, with one non-blocking
+// write (writeInline). That saves the two goroutine wake-ups of a hand-over
+// to the writer, most of the relay's cost for small messages. What that
+// write leaves (a full pipe, a partial write, an error) becomes the
+// writer's, ahead of anything queued meanwhile, so order is kept and
+// blocking and errors stay the writer's business.
 type queue struct {
+	raw rawWriter // its ok() is false: no fast path (not a non-blocking descriptor)
+
 	mu      sync.Mutex
 	msgs    [][]byte
-	size    int
+	size    int // of msgs: what waits behind the message being written
 	closed  bool
+	inline  bool          // a pusher is writing one message (writeInline)
+	writing bool          // the writer holds a batch
+	carry   []byte        // the rest of an inline message, the writer's next
+	carried bool          // carry is set (it may be empty: only the newline is left)
 	wake    chan struct{} // one pending wake-up for the writer
 	drained chan struct{} // closed (and replaced) each time the writer takes a batch
 }
 
-func newQueue() *queue {
-	return &queue{wake: make(chan struct{}, 1), drained: make(chan struct{})}
+// newQueue makes the queue of the writer w; the fast path is taken only
+// if w is a non-blocking descriptor.
+func newQueue(w io.Writer) *queue {
+	return &queue{raw: newRawWriter(w), wake: make(chan struct{}, 1), drained: make(chan struct{})}
 }
 
 // push appends msg unless that would put more than limit bytes behind the
 // batch the writer holds (limit 0: no limit). One message, however large,
 // is always accepted by an empty queue: the limit is on a peer that does
-// not read, not on the size of an answer.
-func (q *queue) push(msg []byte, limit int) bool {
+// not read, not on the size of an answer. inline hands msg back to the
+// caller, who must pass it to writeInline once it holds no lock: the
+// queue was idle.
+func (q *queue) push(msg []byte, limit int) (ok, inline bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
-		return true // the writer is gone; nobody will read it
+		return true, false // the writer is gone; nobody will read it
+	}
+	if q.raw.ok() && !q.inline && !q.writing && !q.carried && len(q.msgs) == 0 {
+		q.inline = true
+		return true, true
 	}
 	if limit > 0 && len(q.msgs) > 0 && q.size+len(msg) > limit {
-		return false
+		return false, false
 	}
 	q.msgs = append(q.msgs, msg)
 	q.size += len(msg)
+	if !q.inline {
+		q.signal()
+	}
+	return true, false
+}
+
+// signal wakes the writer; call with mu held.
+func (q *queue) signal() {
 	select {
 	case q.wake <- struct{}{}:
 	default:
 	}
-	return true
+}
+
+// writeInline is the fast path's one non-blocking write of msg and its
+// newline; whatever it does not write goes to the writer, ahead of what
+// was queued meanwhile. Call it without any lock held.
+func (q *queue) writeInline(msg []byte) {
+	n := q.raw.writeOnce(msg)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.inline = false
+	if n <= len(msg) {
+		// The pipe was full or the write failed: the writer waits for
+		// room, or meets the error and handles it as its own.
+		q.carry, q.carried = msg[n:], true
+	}
+	if q.carried || len(q.msgs) > 0 || q.closed {
+		q.signal()
+	}
 }
 
 // over reports whether more than limit bytes wait, and a channel closed
@@ -55,18 +103,24 @@ func (q *queue) over(limit int) (bool, <-chan struct{}) {
 }
 
 // take returns every queued message, waiting for one; ok is false once
-// the queue is closed and empty, or stop is closed.
+// the queue is closed and empty, or stop is closed. The writer calls done
+// once it has written the batch.
 func (q *queue) take(stop <-chan struct{}) (batch [][]byte, ok bool) {
 	for {
 		q.mu.Lock()
-		if len(q.msgs) > 0 {
-			batch, q.msgs, q.size = q.msgs, nil, 0
+		if !q.inline && (q.carried || len(q.msgs) > 0) {
+			batch = q.msgs
+			if q.carried {
+				batch = append([][]byte{q.carry}, batch...)
+				q.carry, q.carried = nil, false
+			}
+			q.msgs, q.size, q.writing = nil, 0, true
 			close(q.drained)
 			q.drained = make(chan struct{})
 			q.mu.Unlock()
 			return batch, true
 		}
-		closed := q.closed
+		closed := q.closed && !q.inline
 		q.mu.Unlock()
 		if closed {
 			return nil, false
@@ -79,15 +133,20 @@ func (q *queue) take(stop <-chan struct{}) (batch [][]byte, ok bool) {
 	}
 }
 
+// done tells that the batch take returned is written: the queue is idle
+// again unless more waits.
+func (q *queue) done() {
+	q.mu.Lock()
+	q.writing = false
+	q.mu.Unlock()
+}
+
 // close lets the writer finish what is queued and stop.
 func (q *queue) close() {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.closed = true
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
+	q.signal()
 }
 
 // writeBatch writes each message and its newline, flushing once.

@@ -179,6 +179,7 @@ func (b *Broker) writeClient(c *client) {
 			b.unlock()
 			return
 		}
+		c.q.done()
 	}
 }
 
@@ -322,7 +323,7 @@ func (b *Broker) failPending(id uint64, p *pending, code int, msg string) {
 func (b *Broker) sendUp(msg []byte, p *pending) bool {
 	b.relayed++
 	if b.up != nil && b.ready {
-		b.up.q.push(msg, 0)
+		b.enqueue(b.up.q, msg, 0)
 		if p != nil {
 			p.sent = true
 		}
@@ -344,11 +345,11 @@ func (b *Broker) markReady() {
 		if s.active {
 			id := b.newID()
 			b.pending[id] = &pending{kind: kindInternal, sent: true}
-			b.up.q.push(request(id, "resources/subscribe", uri), 0)
+			b.enqueue(b.up.q, request(id, "resources/subscribe", uri), 0)
 		}
 	}
 	for _, m := range b.held {
-		b.up.q.push(m, 0)
+		b.enqueue(b.up.q, m, 0)
 	}
 	b.held, b.heldN = nil, 0
 	for _, p := range b.pending {
@@ -367,7 +368,7 @@ func (b *Broker) internalRequest(method, uri string) {
 // answerServer answers a server-to-client request of u with an error.
 func (b *Broker) answerServer(u *upstream, id []byte, code int, msg string) {
 	if u != nil && u == b.up {
-		u.q.push(errorResponse(id, code, msg), 0)
+		b.enqueue(u.q, errorResponse(id, code, msg), 0)
 	}
 }
 
@@ -377,7 +378,7 @@ func (b *Broker) deliver(c *client, msg []byte) {
 	if c == nil || c.detached {
 		return
 	}
-	if !c.q.push(msg, b.cfg.MaxQueue) {
+	if !b.enqueue(c.q, msg, b.cfg.MaxQueue) {
 		c.log.Warn("client is not reading its output; detaching it", "queued_limit", b.cfg.MaxQueue)
 		b.detachLocked(c, fmt.Sprintf("did not read its output: over %d bytes queued", b.cfg.MaxQueue), true)
 		return
@@ -429,7 +430,7 @@ func (b *Broker) fromClient(c *client, line []byte) {
 		}
 		delete(b.srvReqs, n)
 		if r.up == b.up && b.up != nil {
-			b.up.q.push(jsonrpc.Splice(line, jsonrpc.Edit{Span: e.ID, Value: r.upID}), 0)
+			b.enqueue(b.up.q, jsonrpc.Splice(line, jsonrpc.Edit{Span: e.ID, Value: r.upID}), 0)
 			b.relayed++
 		}
 	case e.IsNotification():
@@ -652,7 +653,7 @@ func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Env
 		if e.HasError {
 			b.log.Warn("the restarted upstream refused the replayed initialize", "line", preview(line))
 		}
-		b.up.q.push(notification("notifications/initialized", ""), 0)
+		b.enqueue(b.up.q, notification("notifications/initialized", ""), 0)
 		b.initialized = true
 		b.markReady()
 	case kindSubscribe:
@@ -696,7 +697,7 @@ func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Env
 func (b *Broker) serverRequest(u *upstream, line []byte, e jsonrpc.Envelope) {
 	upID := clone(span(line, e.ID))
 	if e.Method == "ping" {
-		u.q.push(result(upID, []byte("{}")), 0) // the broker is alive; no client need answer
+		b.enqueue(u.q, result(upID, []byte("{}")), 0) // the broker is alive; no client need answer
 		return
 	}
 	var busy []*client
