@@ -120,6 +120,7 @@ type Broker struct {
 	mu      sync.Mutex
 	events  []event       // emitted once mu is released (see unlock)
 	writes  []inlineWrite // the fast path's writes, done once mu is released
+	bufs    bufPool       // large answers' buffers
 	clients map[string]*client
 	up      *upstream // nil while down
 	ready   bool      // up takes clients' messages (a restart's re-initialize is done)
@@ -151,7 +152,7 @@ type event struct{ kind, detail string }
 // that routed it once it has released mu (queue.writeInline).
 type inlineWrite struct {
 	q   *queue
-	msg []byte
+	msg outMsg
 }
 
 // New checks cfg and fills its defaults.
@@ -203,6 +204,10 @@ func (b *Broker) emit(kind, detail string) {
 // enqueue queues msg on q (see queue.push); an idle queue's message is
 // written by this goroutine in unlock. Call with mu held.
 func (b *Broker) enqueue(q *queue, msg []byte, limit int) bool {
+	return b.enqueueMsg(q, outMsg{b: msg}, limit)
+}
+
+func (b *Broker) enqueueMsg(q *queue, msg outMsg, limit int) bool {
 	ok, inline := q.push(msg, limit)
 	if inline {
 		b.writes = append(b.writes, inlineWrite{q, msg})
@@ -243,7 +248,7 @@ func (b *Broker) Attach(id string, in io.ReadCloser, out io.WriteCloser) error {
 		return fmt.Errorf("attach client %q: %w", id, ErrDuplicate)
 	}
 	c := &client{
-		id: id, in: in, out: out, q: newQueue(out), stop: make(chan struct{}),
+		id: id, in: in, out: out, q: newQueue(out, &b.bufs), stop: make(chan struct{}),
 		byOrig: map[string]uint64{}, subs: map[string]bool{},
 		log: b.log.With("client", id),
 	}

@@ -21,15 +21,16 @@ import (
 // writer's, ahead of anything queued meanwhile, so order is kept and
 // blocking and errors stay the writer's business.
 type queue struct {
-	raw rawWriter // its ok() is false: no fast path (not a non-blocking descriptor)
+	raw  rawWriter // its ok() is false: no fast path (not a non-blocking descriptor)
+	pool *bufPool  // recycles messages' buffers once written
 
 	mu      sync.Mutex
-	msgs    [][]byte
+	msgs    []outMsg
 	size    int // of msgs: what waits behind the message being written
 	closed  bool
 	inline  bool          // a pusher is writing one message (writeInline)
 	writing bool          // the writer holds a batch
-	carry   []byte        // the rest of an inline message, the writer's next
+	carry   outMsg        // the rest of an inline message, the writer's next
 	carried bool          // carry is set (it may be empty: only the newline is left)
 	wake    chan struct{} // one pending wake-up for the writer
 	drained chan struct{} // closed (and replaced) each time the writer takes a batch
@@ -37,8 +38,8 @@ type queue struct {
 
 // newQueue makes the queue of the writer w; the fast path is taken only
 // if w is a non-blocking descriptor.
-func newQueue(w io.Writer) *queue {
-	return &queue{raw: newRawWriter(w), wake: make(chan struct{}, 1), drained: make(chan struct{})}
+func newQueue(w io.Writer, pool *bufPool) *queue {
+	return &queue{raw: newRawWriter(w), pool: pool, wake: make(chan struct{}, 1), drained: make(chan struct{})}
 }
 
 // push appends msg unless that would put more than limit bytes behind the
@@ -47,7 +48,7 @@ func newQueue(w io.Writer) *queue {
 // not read, not on the size of an answer. inline hands msg back to the
 // caller, who must pass it to writeInline once it holds no lock: the
 // queue was idle.
-func (q *queue) push(msg []byte, limit int) (ok, inline bool) {
+func (q *queue) push(msg outMsg, limit int) (ok, inline bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -57,11 +58,11 @@ func (q *queue) push(msg []byte, limit int) (ok, inline bool) {
 		q.inline = true
 		return true, true
 	}
-	if limit > 0 && len(q.msgs) > 0 && q.size+len(msg) > limit {
+	if limit > 0 && len(q.msgs) > 0 && q.size+len(msg.b) > limit {
 		return false, false
 	}
 	q.msgs = append(q.msgs, msg)
-	q.size += len(msg)
+	q.size += len(msg.b)
 	if !q.inline {
 		q.signal()
 	}
@@ -79,15 +80,18 @@ func (q *queue) signal() {
 // writeInline is the fast path's one non-blocking write of msg and its
 // newline; whatever it does not write goes to the writer, ahead of what
 // was queued meanwhile. Call it without any lock held.
-func (q *queue) writeInline(msg []byte) {
-	n := q.raw.writeOnce(msg)
+func (q *queue) writeInline(msg outMsg) {
+	n := q.raw.writeOnce(msg.b)
+	if n > len(msg.b) {
+		q.pool.put(msg.buf)
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.inline = false
-	if n <= len(msg) {
+	if n <= len(msg.b) {
 		// The pipe was full or the write failed: the writer waits for
 		// room, or meets the error and handles it as its own.
-		q.carry, q.carried = msg[n:], true
+		q.carry, q.carried = outMsg{b: msg.b[n:], buf: msg.buf}, true
 	}
 	if q.carried || len(q.msgs) > 0 || q.closed {
 		q.signal()
@@ -105,14 +109,14 @@ func (q *queue) over(limit int) (bool, <-chan struct{}) {
 // take returns every queued message, waiting for one; ok is false once
 // the queue is closed and empty, or stop is closed. The writer calls done
 // once it has written the batch.
-func (q *queue) take(stop <-chan struct{}) (batch [][]byte, ok bool) {
+func (q *queue) take(stop <-chan struct{}) (batch []outMsg, ok bool) {
 	for {
 		q.mu.Lock()
 		if !q.inline && (q.carried || len(q.msgs) > 0) {
 			batch = q.msgs
 			if q.carried {
-				batch = append([][]byte{q.carry}, batch...)
-				q.carry, q.carried = nil, false
+				batch = append([]outMsg{q.carry}, batch...)
+				q.carry, q.carried = outMsg{}, false
 			}
 			q.msgs, q.size, q.writing = nil, 0, true
 			close(q.drained)
@@ -149,13 +153,59 @@ func (q *queue) close() {
 	q.signal()
 }
 
-// writeBatch writes each message and its newline, flushing once.
-func writeBatch(w *bufio.Writer, batch [][]byte) error {
+// writeBatch writes each message and its newline, flushing once; the
+// buffers of written messages go back to pool.
+func writeBatch(w *bufio.Writer, batch []outMsg, pool *bufPool) error {
 	for _, m := range batch {
-		w.Write(m)
+		w.Write(m.b)
 		w.WriteByte('\n')
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, m := range batch {
+		pool.put(m.buf)
+	}
+	return nil
+}
+
+// outMsg is a queued message. buf, if set, is the pooled buffer it lies
+// in (a large answer to one client), recycled once the message is
+// written; nothing else may refer to it.
+type outMsg struct {
+	b   []byte
+	buf []byte
+}
+
+// Buffers of pooled messages: from poolMin bytes, for answers of a
+// megabyte or so, up to poolMax.
+const (
+	poolMin = 64 << 10
+	poolMax = 16 << 20
+)
+
+// bufPool recycles the buffers of large messages. Answers of a megabyte
+// come in streaks; without it each is a fresh allocation the runtime
+// zeroes, and the heap churn keeps the scavenger returning pages to the
+// kernel that the next answer faults back in. The zero value is ready;
+// a nil pool recycles nothing.
+type bufPool struct{ p sync.Pool }
+
+// get returns an empty buffer of at least n bytes' capacity.
+func (p *bufPool) get(n int) []byte {
+	if v, _ := p.p.Get().(*[]byte); v != nil && cap(*v) >= n {
+		return (*v)[:0]
+	}
+	// Headroom, so that an answer a little larger than the last reuses it.
+	return make([]byte, 0, n+n/8)
+}
+
+func (p *bufPool) put(b []byte) {
+	if p == nil || cap(b) < poolMin || cap(b) > poolMax {
+		return
+	}
+	b = b[:0]
+	p.p.Put(&b)
 }
 
 // errLineTooLong is a line over the reader's limit.

@@ -27,7 +27,7 @@ func startWriter(t *testing.T, q *queue, w io.Writer) <-chan error {
 				errc <- nil
 				return
 			}
-			if err := writeBatch(bw, batch); err != nil {
+			if err := writeBatch(bw, batch, q.pool); err != nil {
 				errc <- err
 				return
 			}
@@ -74,21 +74,21 @@ func readN(t *testing.T, r io.Reader, n int) {
 // takes the fast path again once idle.
 func TestQueueInlineHandOverKeepsOrder(t *testing.T) {
 	r, w := pipe(t)
-	q := newQueue(w)
+	q := newQueue(w, nil)
 	if !q.raw.ok() {
 		t.Fatal("os.Pipe's write end: want the fast path (a non-blocking descriptor)")
 	}
 	done := startWriter(t, q, w)
-	ok, inline := q.push(msgN(0, 300<<10), 0)
+	ok, inline := q.push(outMsg{b: msgN(0, 300<<10)}, 0)
 	if !ok || !inline {
 		t.Fatalf("push to an idle queue = %v, %v; want accepted and inline", ok, inline)
 	}
 	for i := 1; i <= 50; i++ {
-		if ok, inline := q.push(msgN(i, 100), 0); !ok || inline {
+		if ok, inline := q.push(outMsg{b: msgN(i, 100)}, 0); !ok || inline {
 			t.Fatalf("push %d during an inline write = %v, %v; want queued", i, ok, inline)
 		}
 	}
-	q.writeInline(msgN(0, 300<<10)) // 64 KiB at most: the rest is the writer's
+	q.writeInline(outMsg{b: msgN(0, 300<<10)}) // 64 KiB at most: the rest is the writer's
 	readN(t, r, 51)
 	// The writer calls done after its write; then the queue is idle.
 	deadline := time.Now().Add(5 * time.Second)
@@ -104,10 +104,10 @@ func TestQueueInlineHandOverKeepsOrder(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if ok, inline := q.push(msgN(51, 10), 0); !ok || !inline {
+	if ok, inline := q.push(outMsg{b: msgN(51, 10)}, 0); !ok || !inline {
 		t.Fatalf("push to the drained queue = %v, %v; want the fast path again", ok, inline)
 	}
-	q.writeInline(msgN(51, 10))
+	q.writeInline(outMsg{b: msgN(51, 10)})
 	line, err := bufio.NewReader(r).ReadString('\n')
 	if err != nil || line != string(msgN(51, 10))+"\n" {
 		t.Fatalf("after the hand-over: read %q, %v; want message 51", line, err)
@@ -123,7 +123,7 @@ func TestQueueInlineHandOverKeepsOrder(t *testing.T) {
 // the order pushed, whatever mix of fast path and writer carried it.
 func TestQueueInlineConcurrentOrder(t *testing.T) {
 	r, w := pipe(t)
-	q := newQueue(w)
+	q := newQueue(w, nil)
 	done := startWriter(t, q, w)
 	const n = 3000
 	var mu sync.Mutex // the broker's lock
@@ -146,10 +146,10 @@ func TestQueueInlineConcurrentOrder(t *testing.T) {
 				}
 				m := msgN(next, size)
 				next++
-				_, inline := q.push(m, 0)
+				_, inline := q.push(outMsg{b: m}, 0)
 				mu.Unlock()
 				if inline {
-					q.writeInline(m)
+					q.writeInline(outMsg{b: m})
 				}
 			}
 		}()
@@ -167,18 +167,18 @@ func TestQueueInlineConcurrentOrder(t *testing.T) {
 // reached as before (the broker then detaches that client).
 func TestQueueInlineFullPipeLimit(t *testing.T) {
 	_, w := pipe(t)
-	q := newQueue(w)
+	q := newQueue(w, nil)
 	done := startWriter(t, q, w)
 	const limit = 256 << 10
 	m := msgN(0, 16<<10)
 	pushed := 0
 	for ; pushed < 1000; pushed++ {
-		ok, inline := q.push(m, limit)
+		ok, inline := q.push(outMsg{b: m}, limit)
 		if !ok {
 			break
 		}
 		if inline {
-			q.writeInline(m)
+			q.writeInline(outMsg{b: m})
 		}
 		time.Sleep(100 * time.Microsecond) // let the writer take what it can
 	}
@@ -213,10 +213,10 @@ func TestQueueInlineOnlyNonBlocking(t *testing.T) {
 		name string
 		w    io.Writer
 	}{{"blocking pipe", w}, {"io.Pipe", pw}} {
-		if q := newQueue(tc.w); q.raw.ok() {
+		if q := newQueue(tc.w, nil); q.raw.ok() {
 			t.Errorf("%s: fast path on; want it off", tc.name)
 		}
-		if _, inline := newQueue(tc.w).push([]byte("x"), 0); inline {
+		if _, inline := newQueue(tc.w, nil).push(outMsg{b: []byte("x")}, 0); inline {
 			t.Errorf("%s: push returned inline", tc.name)
 		}
 	}

@@ -173,7 +173,7 @@ func (b *Broker) writeClient(c *client) {
 		if !ok {
 			return
 		}
-		if err := writeBatch(w, batch); err != nil {
+		if err := writeBatch(w, batch, c.q.pool); err != nil {
 			b.mu.Lock()
 			b.detachLocked(c, "write: "+err.Error(), true)
 			b.unlock()
@@ -375,16 +375,32 @@ func (b *Broker) answerServer(u *upstream, id []byte, code int, msg string) {
 // deliver queues msg for c; a client that has let MaxQueue bytes pile up
 // is detached rather than allowed to hold up the others.
 func (b *Broker) deliver(c *client, msg []byte) {
+	b.deliverMsg(c, outMsg{b: msg})
+}
+
+func (b *Broker) deliverMsg(c *client, msg outMsg) {
 	if c == nil || c.detached {
 		return
 	}
-	if !b.enqueue(c.q, msg, b.cfg.MaxQueue) {
+	if !b.enqueueMsg(c.q, msg, b.cfg.MaxQueue) {
 		c.log.Warn("client is not reading its output; detaching it", "queued_limit", b.cfg.MaxQueue)
 		b.detachLocked(c, fmt.Sprintf("did not read its output: over %d bytes queued", b.cfg.MaxQueue), true)
 		return
 	}
 	c.messages++
 	b.relayed++
+}
+
+// splice is jsonrpc.Splice for a message to one peer: a large one goes
+// into a pooled buffer, recycled once written.
+func (b *Broker) splice(line []byte, e jsonrpc.Edit) outMsg {
+	n := jsonrpc.SplicedLen(line, e)
+	if n < poolMin {
+		return outMsg{b: jsonrpc.AppendSplice(make([]byte, 0, n), line, e)}
+	}
+	buf := b.bufs.get(n)
+	m := jsonrpc.AppendSplice(buf, line, e)
+	return outMsg{b: m, buf: m}
 }
 
 // fromClient routes one message from c.
@@ -621,7 +637,9 @@ func (b *Broker) fromUpstream(u *upstream, line []byte) {
 // upstreamAnswer routes the answer to pending request n.
 func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Envelope) {
 	reply := func(c *client, id []byte) {
-		b.deliver(c, jsonrpc.Splice(line, jsonrpc.Edit{Span: e.ID, Value: id}))
+		if c != nil && !c.detached {
+			b.deliverMsg(c, b.splice(line, jsonrpc.Edit{Span: e.ID, Value: id}))
+		}
 	}
 	switch p.kind {
 	case kindClient:

@@ -55,7 +55,7 @@ func (b *Broker) startUpstream() (*upstream, error) {
 		outR.Close()
 		return nil, fmt.Errorf("broker: start upstream %q: %w; check the server's command", b.cfg.Argv[0], err)
 	}
-	u := &upstream{pid: cmd.Process.Pid, cmd: cmd, stdin: inW, stdout: outR, q: newQueue(inW), exited: make(chan struct{})}
+	u := &upstream{pid: cmd.Process.Pid, cmd: cmd, stdin: inW, stdout: outR, q: newQueue(inW, nil), exited: make(chan struct{})}
 	// Installed before its reader starts, so nothing it says early (a log
 	// notification) is taken for a dead run's.
 	b.mu.Lock()
@@ -113,7 +113,7 @@ func (b *Broker) writeUpstream(u *upstream) {
 		if !ok {
 			return
 		}
-		if err := writeBatch(w, batch); err != nil {
+		if err := writeBatch(w, batch, nil); err != nil {
 			b.log.Warn("write to upstream", "pid", u.pid, "err", err)
 			return // it died: Run notices through exited
 		}
