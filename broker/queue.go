@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -211,63 +212,88 @@ func (p *bufPool) put(b []byte) {
 // errLineTooLong is a line over the reader's limit.
 var errLineTooLong = errors.New("line too long")
 
-// lineReader reads newline-delimited messages of up to max bytes.
+// lineReader reads newline-delimited messages of up to max bytes. It
+// reads straight into its own buffer, which grows to hold a long line:
+// a megabyte answer is read in as large pieces as the pipe gives and
+// copied once (from the kernel), not gathered from a bufio.Reader's.
 type lineReader struct {
-	r   *bufio.Reader
+	r   io.Reader
 	max int
 	buf []byte
+	// buf[start:end] is read and not returned yet; buf[start:scan] holds
+	// no newline.
+	start, scan, end int
+	err              error // of the last read, returned once buf is used up
 }
 
+// lineBuf is the reader's usual buffer size, and what it shrinks back to.
+const lineBuf = 64 << 10
+
 func newLineReader(r io.Reader, max int) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+	return &lineReader{r: r, max: max, buf: make([]byte, lineBuf)}
 }
 
 // next returns the next line without its newline; it is valid until the
 // following call. A final line without a newline is returned before EOF.
+// A line over max is skipped and reported as errLineTooLong (or
+// io.ErrUnexpectedEOF if the input ends within it).
 func (l *lineReader) next() ([]byte, error) {
-	if cap(l.buf) > 2<<20 {
+	if len(l.buf) > 2<<20 && l.end-l.start <= lineBuf/2 {
 		// Keep a buffer for answers of a megabyte or so, which come in
 		// streaks, but not a rare huge message's.
-		l.buf = nil
+		buf := make([]byte, lineBuf)
+		l.end = copy(buf, l.buf[l.start:l.end])
+		l.scan -= l.start
+		l.start, l.buf = 0, buf
 	}
-	l.buf = l.buf[:0]
+	skipping := false
 	for {
-		chunk, err := l.r.ReadSlice('\n')
-		if err == nil && len(l.buf) == 0 && len(chunk)-1 <= l.max {
-			return chunk[:len(chunk)-1], nil // the common case: no copy
-		}
-		if len(l.buf)+len(chunk) > l.max+1 {
-			l.buf = nil
-			if err != nil && !l.skipLine() {
-				return nil, io.ErrUnexpectedEOF
+		if i := bytes.IndexByte(l.buf[l.scan:l.end], '\n'); i >= 0 {
+			nl := l.scan + i
+			line := l.buf[l.start:nl]
+			l.start, l.scan = nl+1, nl+1
+			if skipping || len(line) > l.max {
+				return nil, fmt.Errorf("%w: over %d bytes", errLineTooLong, l.max)
 			}
-			return nil, fmt.Errorf("%w: over %d bytes", errLineTooLong, l.max)
+			return line, nil
 		}
-		l.buf = append(l.buf, chunk...)
-		switch {
-		case err == nil:
-			return l.buf[:len(l.buf)-1], nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF) && len(l.buf) > 0:
-			return l.buf, nil
-		default:
-			return nil, err
+		l.scan = l.end
+		if l.end-l.start > l.max {
+			// Over the limit with no end in sight: drop what is read and
+			// skip to the newline.
+			skipping = true
+			l.start, l.scan, l.end = 0, 0, 0
 		}
+		if l.err != nil {
+			switch {
+			case skipping:
+				return nil, io.ErrUnexpectedEOF
+			case errors.Is(l.err, io.EOF) && l.end > l.start:
+				line := l.buf[l.start:l.end]
+				l.start, l.scan = l.end, l.end
+				return line, nil
+			}
+			return nil, l.err
+		}
+		if l.end == len(l.buf) {
+			l.room()
+		}
+		n, err := l.r.Read(l.buf[l.end:])
+		l.end += n
+		l.err = err
 	}
 }
 
-// skipLine discards the rest of a line; false at EOF or error.
-func (l *lineReader) skipLine() bool {
-	l.buf = nil
-	for {
-		_, err := l.r.ReadSlice('\n')
-		switch {
-		case err == nil:
-			return true
-		case errors.Is(err, bufio.ErrBufferFull):
-		default:
-			return false
-		}
+// room makes space after end: the pending bytes move to the front, into
+// a buffer twice as large if they fill half of it.
+func (l *lineReader) room() {
+	pending := l.end - l.start
+	buf := l.buf
+	if pending*2 > len(buf) {
+		buf = make([]byte, min(2*len(buf), l.max+1+lineBuf))
 	}
+	copy(buf, l.buf[l.start:l.end])
+	l.buf = buf
+	l.scan -= l.start
+	l.start, l.end = 0, pending
 }
