@@ -238,6 +238,11 @@ func newLineReader(r io.Reader, max int) *lineReader {
 // A line over max is skipped and reported as errLineTooLong (or
 // io.ErrUnexpectedEOF if the input ends within it).
 func (l *lineReader) next() ([]byte, error) {
+	if l.start == l.end {
+		// All read is used up (the usual case between a request and its
+		// answer): the next line starts at the front, with no copy.
+		l.start, l.scan, l.end = 0, 0, 0
+	}
 	if len(l.buf) > 2<<20 && l.end-l.start <= lineBuf/2 {
 		// Keep a buffer for answers of a megabyte or so, which come in
 		// streaks, but not a rare huge message's.
