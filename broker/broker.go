@@ -13,7 +13,9 @@
 // its in and out. For *os.File that works only on a non-blocking (pollable)
 // descriptor: os.Pipe's are; wrap a descriptor received over a unix socket
 // with PollableFile, or a client that never writes keeps a goroutine (and
-// Wait) blocked.
+// Wait) blocked. Only such descriptors get the relay's fast path too (a
+// message for an idle peer written by the goroutine that routed it, see
+// queue); other writers cost a goroutine hand-over per message.
 //
 // Legacy servers may keep state per connection; sharing them is safe only
 // as far as these rules reach, which is why it is opt-in (design §11).
