@@ -12,13 +12,25 @@ import (
 	"testing"
 )
 
-// BenchmarkRoundTrip is one client's tools/call echo of 1 KiB, and a
-// 1 MiB answer, through the broker and straight to the same fixture
+// BenchmarkRoundTrip is one client's tools/call echo of 1 KiB and of
+// 1 MiB, and a blob call answered with 1 MiB (bench's relay-cost
+// throughput), through the broker and straight to the same fixture
 // server: the difference is the relay's cost.
 func BenchmarkRoundTrip(b *testing.B) {
+	type bench struct {
+		name string
+		line string
+		size int
+	}
+	var benches []bench
 	for _, size := range []int{1 << 10, 1 << 20} {
-		line := fmt.Sprintf(`{"jsonrpc":"2.0","id":%%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":%q}}}`+"\n", strings.Repeat("x", size))
-		b.Run(fmt.Sprintf("direct/%dKiB", size>>10), func(b *testing.B) {
+		benches = append(benches, bench{fmt.Sprintf("%dKiB", size>>10),
+			fmt.Sprintf(`{"jsonrpc":"2.0","id":%%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":%q}}}`+"\n", strings.Repeat("x", size)), size})
+	}
+	benches = append(benches, bench{"blob1MiB", `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"blob","arguments":{"bytes":1048576}}}` + "\n", 1 << 20})
+	for _, bc := range benches {
+		line, size := bc.line, bc.size
+		b.Run("direct/"+bc.name, func(b *testing.B) {
 			cmd := exec.Command(bin, "_fixture", "mcp")
 			in, _ := cmd.StdinPipe()
 			out, _ := cmd.StdoutPipe()
@@ -35,7 +47,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 				}
 			}
 		})
-		b.Run(fmt.Sprintf("broker/%dKiB", size>>10), func(b *testing.B) {
+		b.Run("broker/"+bc.name, func(b *testing.B) {
 			h := newHarness(b, fixtureArgv(), func(c *Config) { c.Log = nil })
 			inR, inW, _ := os.Pipe()
 			outR, outW, _ := os.Pipe()

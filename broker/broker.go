@@ -13,7 +13,9 @@
 // its in and out. For *os.File that works only on a non-blocking (pollable)
 // descriptor: os.Pipe's are; wrap a descriptor received over a unix socket
 // with PollableFile, or a client that never writes keeps a goroutine (and
-// Wait) blocked.
+// Wait) blocked. Only such descriptors get the relay's fast path too (a
+// message for an idle peer written by the goroutine that routed it, see
+// queue); other writers cost a goroutine hand-over per message.
 //
 // Legacy servers may keep state per connection; sharing them is safe only
 // as far as these rules reach, which is why it is opt-in (design §11).
@@ -141,7 +143,9 @@ type Broker struct {
 	log hclog.Logger
 
 	mu      sync.Mutex
-	events  []event // emitted once mu is released (see unlock)
+	events  []event       // emitted once mu is released (see unlock)
+	writes  []inlineWrite // the fast path's writes, done once mu is released
+	bufs    bufPool       // large answers' buffers
 	clients map[string]*client
 	up      *upstream // nil while down
 	ready   bool      // up takes clients' messages (a restart's re-initialize is done)
@@ -178,6 +182,13 @@ type Broker struct {
 }
 
 type event struct{ kind, detail string }
+
+// inlineWrite is a message for an idle queue, written by the goroutine
+// that routed it once it has released mu (queue.writeInline).
+type inlineWrite struct {
+	q   *queue
+	msg outMsg
+}
 
 // New checks cfg and fills its defaults.
 func New(cfg Config) (*Broker, error) {
@@ -227,12 +238,30 @@ func (b *Broker) emit(kind, detail string) {
 	b.events = append(b.events, event{kind, detail})
 }
 
-// unlock releases mu and then reports the events queued under it, so
-// OnEvent may call back into the broker.
+// enqueue queues msg on q (see queue.push); an idle queue's message is
+// written by this goroutine in unlock. Call with mu held.
+func (b *Broker) enqueue(q *queue, msg []byte, limit int) bool {
+	return b.enqueueMsg(q, outMsg{b: msg}, limit)
+}
+
+func (b *Broker) enqueueMsg(q *queue, msg outMsg, limit int) bool {
+	ok, inline := q.push(msg, limit)
+	if inline {
+		b.writes = append(b.writes, inlineWrite{q, msg})
+	}
+	return ok
+}
+
+// unlock releases mu, then does the fast path's writes and reports the
+// events queued under it, so OnEvent may call back into the broker. A
+// write is one non-blocking attempt: never a wait on a peer.
 func (b *Broker) unlock() {
-	evs := b.events
-	b.events = nil
+	evs, ws := b.events, b.writes
+	b.events, b.writes = nil, nil
 	b.mu.Unlock()
+	for _, w := range ws {
+		w.q.writeInline(w.msg)
+	}
 	if b.cfg.OnEvent == nil {
 		return
 	}
@@ -256,7 +285,7 @@ func (b *Broker) Attach(id string, in io.ReadCloser, out io.WriteCloser) error {
 		return fmt.Errorf("attach client %q: %w", id, ErrDuplicate)
 	}
 	c := &client{
-		id: id, in: in, out: out, q: newQueue(), stop: make(chan struct{}),
+		id: id, in: in, out: out, q: newQueue(out, &b.bufs), stop: make(chan struct{}),
 		byOrig: map[string]uint64{}, subs: map[string]bool{},
 		log: b.log.With("client", id),
 	}

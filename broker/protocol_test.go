@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -553,5 +554,34 @@ func TestPollableFileDetach(t *testing.T) {
 	buf := make([]byte, 1)
 	if n, err := syscall.Read(out[0], buf); n != 0 || err != nil {
 		t.Errorf("read after detach = %d, %v; want EOF", n, err)
+	}
+}
+
+// Large answers go through pooled buffers, recycled once written: many
+// in flight to two clients at once, each must arrive whole and unmixed.
+func TestLargeAnswersPooled(t *testing.T) {
+	h := newHarness(t, fixtureArgv(), nil)
+	clients := []*tclient{h.attach("a"), h.attach("b")}
+	const n = 12
+	text := func(c, i int) string {
+		return strings.Repeat(fmt.Sprintf("%c%d.", 'a'+c, i), (poolMin+i*37<<10)/4)
+	}
+	for ci, c := range clients {
+		c.initialize("0", "2025-11-25")
+		go func() {
+			for i := 1; i <= n; i++ {
+				if _, err := fmt.Fprintf(c.w, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":%q}}}`+"\n", i, text(ci, i)); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	for ci, c := range clients {
+		for i := 1; i <= n; i++ {
+			m := c.answer(strconv.Itoa(i))
+			if got, want := m.text(), text(ci, i); got != want {
+				t.Fatalf("client %s, answer %d: %d bytes starting %.20q, want %d bytes starting %.20q", c.id, i, len(got), got, len(want), want)
+			}
+		}
 	}
 }

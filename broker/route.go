@@ -177,12 +177,13 @@ func (b *Broker) writeClient(c *client) {
 		if !ok {
 			return
 		}
-		if err := writeBatch(w, batch); err != nil {
+		if err := writeBatch(w, batch, c.q.pool); err != nil {
 			b.mu.Lock()
 			b.detachLocked(c, "write: "+err.Error(), true)
 			b.unlock()
 			return
 		}
+		c.q.done()
 	}
 }
 
@@ -331,7 +332,7 @@ func (b *Broker) failPending(id uint64, p *pending, code int, msg string) {
 func (b *Broker) sendUp(msg []byte, p *pending) bool {
 	b.relayed++
 	if b.up != nil && b.ready {
-		b.up.q.push(msg, 0)
+		b.enqueue(b.up.q, msg, 0)
 		if p != nil {
 			p.sent = true
 		}
@@ -353,14 +354,14 @@ func (b *Broker) markReady() {
 		if s.active {
 			id := b.newID()
 			b.pending[id] = &pending{kind: kindInternal, sent: true}
-			b.up.q.push(request(id, "resources/subscribe", uri), 0)
+			b.enqueue(b.up.q, request(id, "resources/subscribe", uri), 0)
 		}
 	}
 	if len(b.listen.clients) > 0 && b.listen.upID == 0 {
 		b.openListen()
 	}
 	for _, m := range b.held {
-		b.up.q.push(m, 0)
+		b.enqueue(b.up.q, m, 0)
 	}
 	b.held, b.heldN = nil, 0
 	for _, p := range b.pending {
@@ -379,23 +380,39 @@ func (b *Broker) internalRequest(method, uri string) {
 // answerServer answers a server-to-client request of u with an error.
 func (b *Broker) answerServer(u *upstream, id []byte, code int, msg string) {
 	if u != nil && u == b.up {
-		u.q.push(errorResponse(id, code, msg), 0)
+		b.enqueue(u.q, errorResponse(id, code, msg), 0)
 	}
 }
 
 // deliver queues msg for c; a client that has let MaxQueue bytes pile up
 // is detached rather than allowed to hold up the others.
 func (b *Broker) deliver(c *client, msg []byte) {
+	b.deliverMsg(c, outMsg{b: msg})
+}
+
+func (b *Broker) deliverMsg(c *client, msg outMsg) {
 	if c == nil || c.detached {
 		return
 	}
-	if !c.q.push(msg, b.cfg.MaxQueue) {
+	if !b.enqueueMsg(c.q, msg, b.cfg.MaxQueue) {
 		c.log.Warn("client is not reading its output; detaching it", "queued_limit", b.cfg.MaxQueue)
 		b.detachLocked(c, fmt.Sprintf("did not read its output: over %d bytes queued", b.cfg.MaxQueue), true)
 		return
 	}
 	c.messages++
 	b.relayed++
+}
+
+// splice is jsonrpc.Splice for a message to one peer: a large one goes
+// into a pooled buffer, recycled once written.
+func (b *Broker) splice(line []byte, e jsonrpc.Edit) outMsg {
+	n := jsonrpc.SplicedLen(line, e)
+	if n < poolMin {
+		return outMsg{b: jsonrpc.AppendSplice(make([]byte, 0, n), line, e)}
+	}
+	buf := b.bufs.get(n)
+	m := jsonrpc.AppendSplice(buf, line, e)
+	return outMsg{b: m, buf: m}
 }
 
 // fromClient routes one message from c.
@@ -448,7 +465,7 @@ func (b *Broker) fromClient(c *client, line []byte) {
 		}
 		delete(b.srvReqs, n)
 		if r.up == b.up && b.up != nil {
-			b.up.q.push(jsonrpc.Splice(line, jsonrpc.Edit{Span: e.ID, Value: r.upID}), 0)
+			b.enqueue(b.up.q, jsonrpc.Splice(line, jsonrpc.Edit{Span: e.ID, Value: r.upID}), 0)
 			b.relayed++
 		}
 	case e.IsNotification():
@@ -652,7 +669,9 @@ func (b *Broker) fromUpstream(u *upstream, line []byte) {
 // upstreamAnswer routes the answer to pending request n.
 func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Envelope) {
 	reply := func(c *client, id []byte) {
-		b.deliver(c, jsonrpc.Splice(line, jsonrpc.Edit{Span: e.ID, Value: id}))
+		if c != nil && !c.detached {
+			b.deliverMsg(c, b.splice(line, jsonrpc.Edit{Span: e.ID, Value: id}))
+		}
 	}
 	switch p.kind {
 	case kindClient:
@@ -712,7 +731,7 @@ func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Env
 			}
 			b.cacheInit(b.init.requested, negotiated, span(line, sp))
 		}
-		b.up.q.push(notification("notifications/initialized", ""), 0)
+		b.enqueue(b.up.q, notification("notifications/initialized", ""), 0)
 		b.initialized = true
 		b.markReady()
 		b.fillCache()
@@ -757,7 +776,7 @@ func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Env
 func (b *Broker) serverRequest(u *upstream, line []byte, e jsonrpc.Envelope) {
 	upID := clone(span(line, e.ID))
 	if e.Method == "ping" {
-		u.q.push(result(upID, []byte("{}")), 0) // the broker is alive; no client need answer
+		b.enqueue(u.q, result(upID, []byte("{}")), 0) // the broker is alive; no client need answer
 		return
 	}
 	var busy []*client

@@ -55,7 +55,7 @@ func (b *Broker) startUpstream() (*upstream, error) {
 		outR.Close()
 		return nil, fmt.Errorf("broker: start upstream %q: %w; check the server's command", b.cfg.Argv[0], err)
 	}
-	u := &upstream{pid: cmd.Process.Pid, cmd: cmd, stdin: inW, stdout: outR, q: newQueue(), exited: make(chan struct{})}
+	u := &upstream{pid: cmd.Process.Pid, cmd: cmd, stdin: inW, stdout: outR, q: newQueue(inW, nil), exited: make(chan struct{})}
 	// Installed before its reader starts, so nothing it says early (a log
 	// notification) is taken for a dead run's.
 	b.mu.Lock()
@@ -70,7 +70,7 @@ func (b *Broker) startUpstream() (*upstream, error) {
 		b.ready = false
 		id := b.newID()
 		b.pending[id] = &pending{kind: kindReinit, sent: true}
-		u.q.push(b.init.replay(id), 0)
+		b.enqueue(u.q, b.init.replay(id), 0)
 	} else {
 		b.markReady()
 	}
@@ -114,10 +114,11 @@ func (b *Broker) writeUpstream(u *upstream) {
 		if !ok {
 			return
 		}
-		if err := writeBatch(w, batch); err != nil {
+		if err := writeBatch(w, batch, nil); err != nil {
 			b.log.Warn("write to upstream", "pid", u.pid, "err", err)
 			return // it died: Run notices through exited
 		}
+		u.q.done()
 	}
 }
 

@@ -264,13 +264,24 @@ type Edit struct {
 // copy. Edits must not overlap and may come in any order; an edit of an
 // absent span is ignored. msg is not modified.
 func Splice(msg []byte, edits ...Edit) []byte {
+	return AppendSplice(make([]byte, 0, SplicedLen(msg, edits...)), msg, edits...)
+}
+
+// SplicedLen is the length of Splice's result.
+func SplicedLen(msg []byte, edits ...Edit) int {
 	n := len(msg)
 	for _, e := range edits {
 		if e.Span.Present() {
 			n += len(e.Value) - (e.Span.End - e.Span.Start)
 		}
 	}
-	out := make([]byte, 0, n)
+	return n
+}
+
+// AppendSplice is Splice appending to dst (a recycled buffer of
+// SplicedLen bytes or more spares the allocation).
+func AppendSplice(dst, msg []byte, edits ...Edit) []byte {
+	out := dst
 	pos := 0
 	// Few edits per message: picking the next one each time beats sorting
 	// a copy of the slice (no allocation, and the caller's order is kept).

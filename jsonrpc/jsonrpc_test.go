@@ -288,7 +288,8 @@ func benchMessages() map[string][]byte {
 	call := []byte(`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"echo","arguments":{"message":"` + arg + `"},"_meta":{"progressToken":12}}}`)
 	text := strings.Repeat(`lorem ipsum \"dolor\" sit amet \u00e9 `, (1<<20)/40)
 	result := []byte(`{"jsonrpc":"2.0","id":12,"result":{"content":[{"type":"text","text":"` + text + `"}]}}`)
-	return map[string][]byte{"call-1KiB": call, "result-1MiB": result}
+	blob := []byte(`{"id":12,"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 1<<20) + `"}]}}`)
+	return map[string][]byte{"call-1KiB": call, "result-1MiB": result, "blob-1MiB": blob}
 }
 
 func BenchmarkParseSplice(b *testing.B) {
