@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -38,6 +40,7 @@ func executeBroker(args []string) int {
 func newBrokerCommand() *cobra.Command {
 	var socket string
 	var linger time.Duration
+	var drop []string
 	cmd := &cobra.Command{
 		Use:    brokerCommand + " --socket PATH [--linger D] -- CMD [ARG...]",
 		Short:  "Relay clients to one shared server (started by the daemon)",
@@ -52,11 +55,27 @@ func newBrokerCommand() *cobra.Command {
 			cwd, _ := os.Getwd()
 			return broker.Serve(ctx, broker.ServeConfig{
 				Socket: socket, Linger: linger, Ready: os.Stdout,
-				Broker: broker.Config{Argv: args, Dir: cwd, Env: os.Environ(), Log: log},
+				Broker: broker.Config{Argv: args, Dir: cwd, Env: dropEnv(os.Environ(), drop), Log: log},
 			})
 		},
 	}
 	cmd.Flags().StringVar(&socket, "socket", "", "the unix socket the daemon hands clients over")
 	cmd.Flags().DurationVar(&linger, "linger", 30*time.Second, "how long to outlive the last client")
+	cmd.Flags().StringArrayVar(&drop, "drop-env", nil, "a variable the daemon set for the broker itself, not passed to the upstream (repeatable)")
 	return cmd
+}
+
+// dropEnv is env without the variables named in drop.
+func dropEnv(env, drop []string) []string {
+	if len(drop) == 0 {
+		return env
+	}
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(drop, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
