@@ -51,8 +51,11 @@
 //     See peers.go.
 //   - shared-memory: N = 1, 5, 10 (1, 2 with --quick) Go SDK clients of the
 //     real server-everything and server-filesystem (testdata/npm), direct
-//     (`supervisor run`) vs shared (`run --share`): the summed PSS of every
-//     server-side process (servers; brokers and upstreams), the shims apart.
+//     (`supervisor run`) vs shared (`run --share`): the summed PSS and USS
+//     (median of 5 readings) of every server-side process (servers and
+//     their log writers; brokers, upstreams and log writers), the shims
+//     apart; the issue's goal (shared ≤ direct / N + 5 MiB) and the fair
+//     one (shared ≤ direct at N = 1 + 5 MiB).
 //     Skipped with a note when node_modules is missing (an error under
 //     CI=true). relay-cost: raw JSON-RPC over a shim's pipes to `_fixture
 //     mcp`, direct vs shared: round trips of 1 KiB echo calls

@@ -8,7 +8,6 @@ package session
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -24,8 +23,6 @@ const (
 	EnvClaudeSession = "CLAUDE_CODE_SESSION_ID"
 )
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
-
 // ErrInvalidID is returned for a session id outside [A-Za-z0-9._-]{1,128}.
 var ErrInvalidID = errors.New("session ids are 1 to 128 characters of A-Z a-z 0-9 . _ -")
 
@@ -40,10 +37,29 @@ func isInit(p proc.Info) bool {
 
 // ValidateID checks an explicit session id.
 func ValidateID(id string) error {
-	if !idPattern.MatchString(id) {
+	if !validID(id) {
 		return fmt.Errorf("invalid session id %q: %w", id, ErrInvalidID)
 	}
 	return nil
+}
+
+// validID reports whether id is 1 to 128 of [A-Za-z0-9._-]. A loop and not
+// the regexp `^[A-Za-z0-9._-]{1,128}$`: that compiles to 128 copies of the
+// class, about 120 KB of heap (0.35 MiB of RSS measured) that every
+// supervisor process, each shim, log writer and broker, would allocate at
+// start and keep.
+func validID(id string) bool {
+	if len(id) < 1 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Identity is the session a shim belongs to.

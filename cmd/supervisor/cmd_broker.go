@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -17,19 +19,39 @@ import (
 	"github.com/seed-86a41135/supervisor/broker"
 )
 
+// brokerCommand is the name the daemon spawns the broker by.
+const brokerCommand = "_broker"
+
+// executeBroker runs `supervisor _broker ARGS` as main does any command,
+// but without building the whole command tree first: a broker lives as
+// long as its shared server, one per server, and an idle one may never
+// reach its first GC, so the tree's garbage (about 0.2 MiB of heap) would
+// stay resident for its life.
+func executeBroker(args []string) int {
+	cmd := newBrokerCommand()
+	cmd.SetArgs(args)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintf(os.Stderr, "supervisor: %s: %v\n", brokerCommand, err)
+		return 1
+	}
+	return 0
+}
+
 // newBrokerCommand is the broker process the daemon spawns for a shared
 // server (design §11); it is not for people to run.
 func newBrokerCommand() *cobra.Command {
 	var socket string
 	var linger, idle time.Duration
 	var lazy bool
+	var drop []string
 	cmd := &cobra.Command{
-		Use:    "_broker --socket PATH [--linger D] -- CMD [ARG...]",
+		Use:    brokerCommand + " --socket PATH [--linger D] -- CMD [ARG...]",
 		Short:  "Relay clients to one shared server (started by the daemon)",
 		Hidden: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if socket == "" || len(args) == 0 {
-				return fmt.Errorf("_broker needs --socket PATH and a command after --")
+				return fmt.Errorf("%s needs --socket PATH and a command after --", brokerCommand)
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
@@ -41,7 +63,7 @@ func newBrokerCommand() *cobra.Command {
 			}
 			return broker.Serve(ctx, broker.ServeConfig{
 				Socket: socket, Linger: linger, Ready: os.Stdout,
-				Broker: broker.Config{Argv: args, Dir: cwd, Env: os.Environ(), Log: log, Lazy: lazy, Cache: cache, Idle: idle},
+				Broker: broker.Config{Argv: args, Dir: cwd, Env: dropEnv(os.Environ(), drop), Log: log, Lazy: lazy, Cache: cache, Idle: idle},
 			})
 		},
 	}
@@ -49,6 +71,7 @@ func newBrokerCommand() *cobra.Command {
 	cmd.Flags().DurationVar(&linger, "linger", 30*time.Second, "how long to outlive the last client")
 	cmd.Flags().BoolVar(&lazy, "lazy", false, "answer from the cache on stdin (JSON) and start the server on demand")
 	cmd.Flags().DurationVar(&idle, "idle", 0, "stop the server after this long with nothing in flight")
+	cmd.Flags().StringArrayVar(&drop, "drop-env", nil, "a variable the daemon set for the broker itself, not passed to the upstream (repeatable)")
 	return cmd
 }
 
@@ -69,4 +92,19 @@ func readCache(r io.Reader, log hclog.Logger) *broker.Cache {
 		return nil
 	}
 	return &c
+}
+
+// dropEnv is env without the variables named in drop.
+func dropEnv(env, drop []string) []string {
+	if len(drop) == 0 {
+		return env
+	}
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(drop, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

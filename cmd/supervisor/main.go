@@ -12,5 +12,8 @@ func main() {
 	// Hosts leak fds without close-on-exec into their children; whatever
 	// this process starts (a daemon, above all) must not inherit them.
 	inherited, _ := proc.MarkInheritedCloexec()
+	if len(os.Args) > 1 && os.Args[1] == brokerCommand {
+		os.Exit(executeBroker(os.Args[2:]))
+	}
 	os.Exit(execute(os.Args[1:], inherited))
 }

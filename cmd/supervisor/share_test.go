@@ -764,3 +764,72 @@ func TestShareLogs(t *testing.T) {
 		return nil
 	})
 }
+
+// TestShareBrokerGOMAXPROCS: the broker runs with GOMAXPROCS=1 (its memory,
+// issue 14) without its upstream seeing it, and a client's own GOMAXPROCS
+// reaches both unchanged.
+func TestShareBrokerGOMAXPROCS(t *testing.T) {
+	for _, tc := range []struct {
+		name, client, broker, upstream string // "" for unset
+	}{
+		{"client sets none", "", "1", ""},
+		{"client sets one", "3", "3", "3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := newInstance(t)
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			env := slices.DeleteFunc(slices.Clone(in.env), func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") })
+			if tc.client != "" {
+				env = append(env, "GOMAXPROCS="+tc.client)
+			}
+			cmd := exec.Command(bin, "run", "--share", "--name", "fixture", "--", bin, "_fixture", "mcp")
+			cmd.Dir, cmd.Env = t.TempDir(), env
+			cmd.Stderr = &prefixWriter{t: t, prefix: "client: "}
+			client := mcp.NewClient(&mcp.Implementation{Name: "gomaxprocs", Version: "0.0.0"}, nil)
+			cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+			if err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			defer cs.Close()
+			var br registry.Process
+			for _, p := range in.mustProcesses(false) {
+				if p.Broker {
+					br = p
+				}
+			}
+			if br.PID == 0 {
+				t.Fatal("no broker record")
+			}
+			gomaxprocs := func(pid int) string {
+				env, err := proc.Environ(pid)
+				if err != nil {
+					t.Fatalf("environment of %d: %v", pid, err)
+				}
+				v, _ := proc.EnvValue(env, "GOMAXPROCS")
+				return v
+			}
+			if got := gomaxprocs(br.PID); got != tc.broker {
+				t.Errorf("broker's GOMAXPROCS = %q, want %q", got, tc.broker)
+			}
+			infos, err := proc.Scan()
+			if err != nil {
+				t.Fatal(err)
+			}
+			upstreams := 0
+			for _, info := range infos {
+				argv, _ := proc.Cmdline(info.PID)
+				if info.PPID != br.PID || len(argv) < 2 || argv[1] != "_fixture" {
+					continue
+				}
+				upstreams++
+				if got := gomaxprocs(info.PID); got != tc.upstream {
+					t.Errorf("upstream's GOMAXPROCS = %q, want %q (the client's)", got, tc.upstream)
+				}
+			}
+			if upstreams != 1 {
+				t.Errorf("%d upstreams under broker %d, want 1", upstreams, br.PID)
+			}
+		})
+	}
+}
