@@ -522,6 +522,16 @@ func TestShareProgressAndCancel(t *testing.T) {
 	if err := <-done0; err != nil {
 		t.Errorf("client 0's call: %v", err)
 	}
+	// The SDK may run a notification's handler after the call's answer
+	// has returned: wait for the fifth.
+	for deadline := time.Now().Add(wait); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(progress[0])
+		mu.Unlock()
+		if n >= 5 || time.Now().After(deadline) {
+			break
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(progress[0]) != 5 || slices.ContainsFunc(progress[0], func(total float64) bool { return total != 5 }) {
