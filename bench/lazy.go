@@ -104,6 +104,7 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 		return err
 	}
 	for trial := range trials {
+		var firstD, runningD, ownD float64
 		for k := range 2 {
 			lazy := (k+trial)%2 == 1
 			each, all, cs, err := session(lazy)
@@ -130,6 +131,7 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 					if r, err = cs[0].call("list_allowed_directories", "{}", 10); err == nil {
 						first.add(ms(f))
 						running.add(ms(r))
+						firstD, runningD = ms(f), ms(r)
 					}
 				}
 				if err != nil {
@@ -145,7 +147,8 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 					closeAll(b, cs)
 					return err
 				}
-				own.add(ms(time.Since(s)))
+				ownD = ms(time.Since(s))
+				own.add(ownD)
 				c.close(b)
 			}
 			closeAll(b, cs)
@@ -153,10 +156,8 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 				return err
 			}
 		}
-		b.progress("  trial %d done", trial+1)
-	}
-	if len(first.Samples) > 0 && len(own.Samples) > 0 {
-		margin.add(median(first.Samples) - median(running.Samples) - median(own.Samples))
+		margin.add(firstD - runningD - ownD)
+		b.progress("  trial %d: first call %.1f ms, running %.1f ms, own start %.1f ms", trial+1, firstD, runningD, ownD)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -416,14 +417,12 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
 		return fmt.Errorf("create log directory: %w", err)
 	}
-	// The broker's output, and its upstream's stderr, go through a log
-	// writer that holds the cap (as a stdio server's stderr does); to the
-	// file itself where none can run (Windows).
-	logf, err := d.startLogWriter(logPath, nil, logWriterMarkers{session: sess, procID: br.id})
+	// The broker writes its output, and its upstream's stderr, to the log
+	// itself, holding the cap as a stdio server's log writer does (--log);
+	// what it says before that goes to the file directly.
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		if logf, err = os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
-			return fmt.Errorf("open log: %w", err)
-		}
+		return fmt.Errorf("open log: %w", err)
 	}
 	defer logf.Close()
 	pr, pw, err := os.Pipe()
@@ -448,6 +447,8 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	for _, name := range drop {
 		argv = append(argv, "--drop-env", name)
 	}
+	maxBytes, keep := d.logCap()
+	argv = append(argv, "--log", logPath, "--log-max-bytes", strconv.FormatInt(maxBytes, 10), "--log-keep", strconv.Itoa(keep))
 	stdin := null
 	if br.lazy {
 		argv = append(argv, "--lazy")

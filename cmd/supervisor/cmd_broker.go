@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-86a41135/supervisor/broker"
+	"github.com/seed-86a41135/supervisor/logwriter"
 )
 
 // brokerCommand is the name the daemon spawns the broker by.
@@ -45,6 +46,7 @@ func newBrokerCommand() *cobra.Command {
 	var linger, idle time.Duration
 	var lazy bool
 	var drop []string
+	var logOpt logwriter.Options
 	cmd := &cobra.Command{
 		Use:    brokerCommand + " --socket PATH [--linger D] -- CMD [ARG...]",
 		Short:  "Relay clients to one shared server (started by the daemon)",
@@ -52,6 +54,13 @@ func newBrokerCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if socket == "" || len(args) == 0 {
 				return fmt.Errorf("%s needs --socket PATH and a command after --", brokerCommand)
+			}
+			if logOpt.Path != "" {
+				finish, err := captureStderr(logOpt)
+				if err != nil {
+					return err
+				}
+				defer finish()
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
@@ -71,6 +80,9 @@ func newBrokerCommand() *cobra.Command {
 	cmd.Flags().DurationVar(&linger, "linger", 30*time.Second, "how long to outlive the last client")
 	cmd.Flags().BoolVar(&lazy, "lazy", false, "answer from the cache on stdin (JSON) and start the server on demand")
 	cmd.Flags().DurationVar(&idle, "idle", 0, "stop the server after this long with nothing in flight")
+	cmd.Flags().StringVar(&logOpt.Path, "log", "", "write stderr (the broker's and its upstream's) to this capped, rotated log")
+	cmd.Flags().Int64Var(&logOpt.MaxBytes, "log-max-bytes", 10<<20, "rotate the log before it would pass this size")
+	cmd.Flags().IntVar(&logOpt.Keep, "log-keep", 3, "rotated logs kept")
 	cmd.Flags().StringArrayVar(&drop, "drop-env", nil, "a variable the daemon set for the broker itself, not passed to the upstream (repeatable)")
 	return cmd
 }
