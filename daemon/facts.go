@@ -41,18 +41,35 @@ type factBook struct {
 	byKey map[string]serverFacts
 }
 
+// factsKeep is how long what was learned about a server key is kept
+// without being learned again (every lazy session refreshes its cache):
+// keys of servers no longer run (a project's directory, an old
+// environment) must not pile up in the registry.
+const factsKeep = 30 * 24 * time.Hour
+
 func newFactBook(st *store.Store, log hclog.Logger) (*factBook, error) {
 	fb := &factBook{st: st, log: log, byKey: map[string]serverFacts{}}
+	var stale []string
 	err := st.Servers(func(key string, data []byte) error {
 		var f serverFacts
 		if err := json.Unmarshal(data, &f); err != nil {
 			// One bad entry costs only what was learned about that server.
 			log.Warn("forgetting unreadable server facts", "key", key, "err", err)
+			stale = append(stale, key)
+			return nil
+		}
+		if time.Since(f.Learned) > factsKeep {
+			stale = append(stale, key)
 			return nil
 		}
 		fb.byKey[key] = f
 		return nil
 	})
+	for _, key := range stale {
+		if err := st.DeleteServer(key); err != nil {
+			log.Warn("forget server facts", "key", key, "err", err)
+		}
+	}
 	return fb, err
 }
 
