@@ -3,7 +3,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -841,5 +843,54 @@ func TestShareBrokerGOMAXPROCS(t *testing.T) {
 				t.Errorf("%d upstreams under broker %d, want 1", upstreams, br.PID)
 			}
 		})
+	}
+}
+
+// TestShareLogCap: a shared server's stderr (and its broker's) goes into
+// a capped, rotated log written by the broker itself: a 4 MiB burst under
+// a 1 MB cap leaves the live file and each backup within the cap, and the
+// burst's end in the log.
+func TestShareLogCap(t *testing.T) {
+	in := newInstance(t)
+	in.env = append(in.env, "SUPERVISOR_LOG_MAX_MB=1")
+	script := fmt.Sprintf("yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c 4194304 >&2; echo burst done >&2; exec %s _fixture mcp", bin)
+	s := in.startShim("--share", "--name", "loud", "--", "sh", "-c", script)
+	defer s.stdin.Close()
+	var logPath string
+	waitCond(t, func() error {
+		files, _ := filepath.Glob(filepath.Join(in.state, "logs", "run", "loud@*.log"))
+		if len(files) != 1 {
+			return fmt.Errorf("%d live logs of loud", len(files))
+		}
+		logPath = files[0]
+		if !bytes.Contains(keptLog(t, logPath, 3), []byte("burst done")) {
+			return errors.New("the burst has not ended in the log")
+		}
+		return nil
+	})
+	files, _ := filepath.Glob(logPath + "*")
+	if len(files) < 2 {
+		t.Fatalf("log files %v: want the live one and backups", files)
+	}
+	for _, f := range files {
+		if st, err := os.Stat(f); err != nil || st.Size() > 1<<20+logSlack {
+			t.Fatalf("%s: %v bytes, want at most the 1 MB cap", f, st.Size())
+		}
+	}
+	// No log writer process: the broker writes the log itself.
+	br := brokerOf(t, in)
+	infos, err := proc.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, info := range infos {
+		env, err := proc.Environ(info.PID)
+		if err != nil {
+			continue
+		}
+		argv, _ := proc.Cmdline(info.PID)
+		if v, _ := proc.EnvValue(env, spawn.EnvProcID); v == br.ID && slices.Contains(argv, "_log-writer") {
+			t.Errorf("a log writer runs for the broker: pid %d %q", info.PID, argv)
+		}
 	}
 }
