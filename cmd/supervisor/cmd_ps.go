@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -35,12 +37,25 @@ func newPsCommand() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			var resp api.Processes
-			if resp.Processes, err = c.Processes(api.PsRequest{All: o.all, Session: o.session}); err != nil {
+			req := api.PsRequest{All: o.all, Session: o.session}
+			if o.json {
+				// The daemon's bytes, only indented: what writeJSON of the
+				// decoded records would print, without decoding them.
+				raw, err := c.ProcessesJSON(req)
+				if err != nil {
+					return err
+				}
+				var buf bytes.Buffer
+				if err := json.Indent(&buf, raw, "", "  "); err != nil {
+					return fmt.Errorf("the daemon's process list: %w", err)
+				}
+				buf.WriteByte('\n')
+				_, err = cmd.OutOrStdout().Write(buf.Bytes())
 				return err
 			}
-			if o.json {
-				return writeJSON(cmd.OutOrStdout(), resp.Processes)
+			var resp api.Processes
+			if resp.Processes, err = c.Processes(req); err != nil {
+				return err
 			}
 			tw := newTable(cmd.OutOrStdout())
 			fmt.Fprintln(tw, "ID\tSESSION\tNAME\tPID\tSTATE\tSTARTED\tHEALTH\tRESTARTS\tPORT\tCOMMAND")
