@@ -440,19 +440,26 @@ const (
 func (b *Broker) superviseUpstream(ctx context.Context, u *upstream) upEnd {
 	for {
 		var tick <-chan time.Time
+		var t *time.Timer
 		if b.cfg.Idle > 0 {
 			b.mu.Lock()
 			_, left := b.idleNow(time.Now())
 			b.mu.Unlock()
-			t := time.NewTimer(max(left, 10*time.Millisecond))
-			defer t.Stop()
+			t = time.NewTimer(max(left, 10*time.Millisecond))
 			tick = t.C
+		}
+		stop := func() {
+			if t != nil {
+				t.Stop()
+			}
 		}
 		select {
 		case <-ctx.Done():
+			stop()
 			b.stopUpstream(u)
 			return upStopped
 		case <-u.exited:
+			stop()
 			return upCrashed
 		case <-tick:
 			if b.idleStop(u) {

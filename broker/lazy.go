@@ -58,8 +58,17 @@ var listMethods = map[string]struct{ notify, capability string }{
 	"resources/templates/list": {"notifications/resources/list_changed", "resources"},
 }
 
-// listKey is the cache key of a list call: its method and raw cursor.
-func listKey(method string, cursor []byte) string { return method + " " + string(cursor) }
+// listKey is the cache key of a list call: its method and raw cursor,
+// and the protocol version a stateless request carries in _meta (a
+// server may answer each revision its own way; "" for the legacy ones,
+// whose version is the connection's).
+func listKey(method string, cursor []byte, version string) string {
+	k := method + " " + string(cursor)
+	if version != "" {
+		k += " " + version
+	}
+	return k
+}
 
 // cacheKeyOf is the cache key of a client request, "" if not cacheable.
 func cacheKeyOf(line []byte, e jsonrpc.Envelope) string {
@@ -73,14 +82,18 @@ func cacheKeyOf(line []byte, e jsonrpc.Envelope) string {
 	if sp, err := jsonrpc.Lookup(line, "params", "cursor"); err == nil && sp.Present() {
 		cursor = span(line, sp)
 	}
-	return listKey(e.Method, cursor)
+	version := ""
+	if sp, err := jsonrpc.Lookup(line, "params", "_meta", metaProtocolVersion); err == nil && sp.Present() {
+		version, _ = jsonrpc.DecodeString(span(line, sp))
+	}
+	return listKey(e.Method, cursor, version)
 }
 
 // fromCache answers a client's request while the upstream is down, if the
 // cache (or the broker itself) can; false sends it on.
 func (b *Broker) fromCache(c *client, line []byte, e jsonrpc.Envelope) bool {
-	if !b.cfg.Lazy || b.up != nil {
-		return false
+	if (!b.cfg.Lazy && b.cfg.Idle <= 0) || b.up != nil {
+		return false // (an idle-stopped upstream's broker answers ping only)
 	}
 	id := clone(span(line, e.ID))
 	switch e.Method {
@@ -191,11 +204,8 @@ func (b *Broker) cacheResult(key string, res []byte) {
 	b.cacheGen++
 	if had {
 		method := key[:bytes.IndexByte([]byte(key), ' ')]
-		note := notification(listMethods[method].notify, "")
 		b.emit("cache.changed", method+" differs from the cache; clients told")
-		for _, c := range b.clients {
-			b.deliver(c, note)
-		}
+		b.notifyListChanged(listMethods[method].notify)
 	}
 }
 
@@ -236,7 +246,7 @@ func (b *Broker) fillCache() {
 // fillRequest asks the upstream for one list page (cursor nil: the first).
 func (b *Broker) fillRequest(method string, cursor []byte) {
 	id := b.newID()
-	p := &pending{kind: kindFill, cacheKey: listKey(method, cursor)}
+	p := &pending{kind: kindFill, cacheKey: listKey(method, cursor, "")}
 	b.pending[id] = p
 	params := "{}"
 	if cursor != nil {

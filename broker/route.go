@@ -508,9 +508,9 @@ func (b *Broker) forward(c *client, line []byte, e jsonrpc.Envelope, kind pendin
 	p := &pending{kind: kind, c: c, origID: clone(span(line, e.ID))}
 	if b.cfg.Lazy {
 		p.cacheKey = cacheKeyOf(line, e)
-		if b.up == nil {
-			b.wake() // a lazy or idle-stopped upstream is wanted now
-		}
+	}
+	if b.up == nil {
+		b.wake() // a lazy or idle-stopped upstream is wanted now
 	}
 	edits := [2]jsonrpc.Edit{{Span: e.ID, Value: idb}}
 	if e.ProgressToken.Present() {

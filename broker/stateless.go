@@ -103,10 +103,50 @@ func (b *Broker) clientListenRequest(c *client, line []byte, e jsonrpc.Envelope)
 		b.listen.version, _ = jsonrpc.DecodeString(span(line, v))
 	}
 	switch {
+	case b.listen.upID == 0 && b.up == nil && b.cache != nil && len(b.cache.Discover) > 0:
+		// The upstream is down (lazy, idle): nothing can change until it
+		// starts, so the broker acknowledges what the cached discover
+		// advertises; the next start opens the real listen (markReady).
+		b.listen.granted = listChangedOf(b.cache.Discover)
+		b.ackListen(cl)
 	case b.listen.upID == 0:
 		b.openListen()
+		if b.up == nil {
+			b.wake()
+		}
 	case b.listen.acked:
 		b.ackListen(cl)
+	}
+}
+
+// listChangedOf is what a server/discover or initialize result advertises
+// as list-changed notifications.
+func listChangedOf(res []byte) listenKinds {
+	var f [3]bool
+	for i, name := range []string{"tools", "prompts", "resources"} {
+		if sp, err := jsonrpc.Lookup(res, "capabilities", name, "listChanged"); err == nil && sp.Present() {
+			f[i] = string(span(res, sp)) == "true"
+		}
+	}
+	return listenKinds{f[0], f[1], f[2]}
+}
+
+// notifyListChanged tells every client that a list changed: a client
+// listening for it (stateless revision) in each such listen, stamped with
+// its id; a client with no listen (legacy) plainly.
+func (b *Broker) notifyListChanged(method string) {
+	plain := notification(method, "")
+	listening := map[*client]bool{}
+	for _, cl := range b.listen.clients {
+		listening[cl.c] = true
+		if cl.want.wants(method) {
+			b.deliver(cl.c, notification(method, fmt.Sprintf(`{"_meta":{%q:%s}}`, metaSubscriptionID, cl.id)))
+		}
+	}
+	for _, c := range b.clients {
+		if !listening[c] {
+			b.deliver(c, plain)
+		}
 	}
 }
 
