@@ -381,13 +381,19 @@ func (b *Broker) Run(ctx context.Context) error {
 			b.emit("upstream.lazy_start", "a request the cache cannot answer")
 			b.unlock()
 		}
+		// A start a request asked for (lazy, after an idle stop) that fails
+		// is a crash like any other: the requests waiting for it are
+		// answered with the error, and the breaker counts it.
+		byRequest := wait
 		wait = false
 		u, err := b.startUpstream()
 		if err != nil {
-			if first {
+			if first && !byRequest {
 				return err
 			}
-			b.log.Error("restart upstream", "err", err)
+			b.log.Error("start upstream", "err", err)
+			first = first && !byRequest // from now on the breaker decides
+			b.failHeld(fmt.Sprintf("supervisor broker: the MCP server could not be started: %v; retry later or check its command", err))
 		} else {
 			first = false
 			switch b.superviseUpstream(ctx, u) {
@@ -425,6 +431,19 @@ func (b *Broker) Run(ctx context.Context) error {
 		b.restarts++
 		b.mu.Unlock()
 	}
+}
+
+// failHeld answers every request waiting for an upstream that could not
+// be started.
+func (b *Broker) failHeld(msg string) {
+	b.mu.Lock()
+	defer b.unlock()
+	for id, p := range b.pending {
+		if !p.sent {
+			b.failPending(id, p, CodeUnavailable, msg)
+		}
+	}
+	b.held, b.heldN = nil, 0
 }
 
 type upEnd int

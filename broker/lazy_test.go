@@ -163,3 +163,23 @@ func TestIdleKeeps(t *testing.T) {
 		}
 	})
 }
+
+// A lazy start that fails (the server's command is gone) answers the
+// request that asked for it with an error saying so; the client stays.
+func TestLazyStartFails(t *testing.T) {
+	cache := warmCache(t)
+	h := newHarness(t, []string{"/nonexistent/mcp-server"}, func(c *Config) { c.Lazy, c.Cache = true, cache })
+	c := h.attach("host")
+	if m := c.initialize("0", "2025-11-25"); m.Error != nil {
+		t.Fatalf("initialize from the cache: %s", m.raw)
+	}
+	c.call("1", "echo", `{"text":"x"}`)
+	m := c.answer("1")
+	if m.Error == nil || m.Error.Code != CodeUnavailable || !strings.Contains(m.Error.Message, "could not be started") {
+		t.Fatalf("call on a server that cannot start: %s, want an error saying so", m.raw)
+	}
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	if m := c.answer("2"); m.Error != nil {
+		t.Fatalf("tools/list from the cache after the failed start: %s", m.raw)
+	}
+}

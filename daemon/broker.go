@@ -427,9 +427,28 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	defer logf.Close()
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return err
+		return fmt.Errorf("ready pipe: %w", err)
 	}
 	defer pr.Close()
+	// A lazy broker's cache goes to it on its stdin: nothing on disk but
+	// the registry, and no second copy to keep current. Made before the
+	// record, so a failure leaves nothing behind.
+	stdin := null
+	if c := d.facts.cache(br.serverKey, br.fp); br.lazy && c != nil {
+		cr, cw, err := os.Pipe()
+		if err != nil {
+			pw.Close()
+			return fmt.Errorf("lazy cache pipe: %w", err)
+		}
+		defer cr.Close()
+		stdin = cr
+		go func() {
+			defer cw.Close()
+			// Ends when the broker has read it, or exits (EPIPE): the
+			// broker closes its stdin once read, whatever the size.
+			json.NewEncoder(cw).Encode(c)
+		}()
+	}
 	if _, err := d.reg.AddProcess(registry.Process{
 		ID: br.id, Session: sess, Name: br.name, Argv: req.Argv, Cwd: string(req.Cwd),
 		Broker: true, BrokerKey: br.key, Health: "starting", GraceMS: req.GraceMS,
@@ -449,24 +468,8 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	}
 	maxBytes, keep := d.logCap()
 	argv = append(argv, "--log", logPath, "--log-max-bytes", strconv.FormatInt(maxBytes, 10), "--log-keep", strconv.Itoa(keep))
-	stdin := null
 	if br.lazy {
 		argv = append(argv, "--lazy")
-		// The cache goes to the broker on its stdin: nothing on disk but
-		// the registry, and no second copy to keep current.
-		if c := d.facts.cache(br.serverKey, br.fp); c != nil {
-			cr, cw, err := os.Pipe()
-			if err != nil {
-				pw.Close()
-				return err
-			}
-			defer cr.Close()
-			stdin = cr
-			go func() {
-				defer cw.Close()
-				json.NewEncoder(cw).Encode(c) // a broker that dies unread: EPIPE, nothing lost
-			}()
-		}
 	}
 	if br.idle > 0 {
 		argv = append(argv, "--idle", br.idle.String())

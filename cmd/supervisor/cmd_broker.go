@@ -51,7 +51,7 @@ func newBrokerCommand() *cobra.Command {
 		Use:    brokerCommand + " --socket PATH [--linger D] -- CMD [ARG...]",
 		Short:  "Relay clients to one shared server (started by the daemon)",
 		Hidden: true,
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (rerr error) {
 			if socket == "" || len(args) == 0 {
 				return fmt.Errorf("%s needs --socket PATH and a command after --", brokerCommand)
 			}
@@ -60,7 +60,14 @@ func newBrokerCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				defer finish()
+				defer func() {
+					// Said while stderr is still the log: finish closes it,
+					// and executeBroker's report would go nowhere.
+					if rerr != nil {
+						fmt.Fprintf(os.Stderr, "supervisor: %s: %v\n", brokerCommand, rerr)
+					}
+					finish()
+				}()
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
@@ -70,6 +77,7 @@ func newBrokerCommand() *cobra.Command {
 			if lazy {
 				cache = readCache(os.Stdin, log)
 			}
+			os.Stdin.Close() // read or not, the daemon's writer is done with it
 			return broker.Serve(ctx, broker.ServeConfig{
 				Socket: socket, Linger: linger, Ready: os.Stdout,
 				Broker: broker.Config{Argv: args, Dir: cwd, Env: dropEnv(os.Environ(), drop), Log: log, Lazy: lazy, Cache: cache, Idle: idle},

@@ -898,3 +898,21 @@ func TestShareLogCap(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokerErrorInItsLog: a broker that cannot start its server says so
+// in its own log (the file `logs NAME` shows), not on a stderr it has
+// already closed.
+func TestBrokerErrorInItsLog(t *testing.T) {
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "b.log")
+	cmd := exec.Command(bin, "_broker", "--socket", filepath.Join(dir, "b.sock"), "--log", logPath, "--", "/nonexistent/mcp-server")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("broker of a missing server: %v (output %q), want exit 1", err, out)
+	}
+	got, err := os.ReadFile(logPath)
+	if err != nil || !strings.Contains(string(got), "/nonexistent/mcp-server") || !strings.Contains(string(got), "check the server's command") {
+		t.Fatalf("the broker's log %q (%v) does not say why it failed", got, err)
+	}
+}
