@@ -124,6 +124,8 @@ type Stats struct {
 	// stateless revision (2026-07-28), with these versions.
 	Stateless bool     `json:",omitempty"`
 	Versions  []string `json:",omitempty"`
+	// Legacy: server/discover was refused or named no stateless version.
+	Legacy bool `json:",omitempty"`
 	// Listens counts clients' open subscriptions/listen requests.
 	Listens int `json:",omitempty"`
 	// Lazy start (lazy.go): the cache's generation (it changes whenever
@@ -165,6 +167,7 @@ type Broker struct {
 	unsafe       bool
 	unsafeReason string
 	stateless    bool     // the upstream supports the stateless revision
+	legacy       bool     // its server/discover said it does not
 	versions     []string // as its server/discover said
 	cache        *Cache   // lazy: what is answered while the upstream is down
 	cacheGen     uint64
@@ -316,7 +319,7 @@ func (b *Broker) Stats() Stats {
 	s := Stats{
 		Restarts: b.restarts, Relayed: b.relayed,
 		Unsafe: b.unsafe, UnsafeReason: b.unsafeReason,
-		Stateless: b.stateless, Versions: slices.Clone(b.versions), Listens: len(b.listen.clients),
+		Stateless: b.stateless, Legacy: b.legacy, Versions: slices.Clone(b.versions), Listens: len(b.listen.clients),
 		Lazy: b.cfg.Lazy, CacheGen: b.cacheGen, CacheHits: b.cacheHits, CacheMisses: b.cacheMisses,
 		LazyStarts: b.lazyStarts, IdleStops: b.idleStops,
 	}

@@ -693,6 +693,7 @@ func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Env
 				b.cacheResult(p.cacheKey, span(line, sp))
 			}
 		} else if sp, err := jsonrpc.Lookup(line, "error"); err == nil && sp.Present() {
+			b.learnDiscover(line) // a refusal: not the stateless revision
 			b.cacheDiscoverError(span(line, sp))
 		}
 	case kindFill:

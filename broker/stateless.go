@@ -243,18 +243,38 @@ func (b *Broker) listenEnded(line []byte, e jsonrpc.Envelope) {
 // the stateless revision keeps no state per connection, which is what
 // makes sharing it automatic (design §11).
 func (b *Broker) learnDiscover(line []byte) {
-	sp, err := jsonrpc.Lookup(line, "result", "supportedVersions")
-	if err != nil || !sp.Present() {
-		return
-	}
 	var versions []string
-	if json.Unmarshal(span(line, sp), &versions) != nil {
+	if sp, err := jsonrpc.Lookup(line, "result", "supportedVersions"); err == nil && sp.Present() {
+		json.Unmarshal(span(line, sp), &versions)
+	} else if sp, err := jsonrpc.Lookup(line, "error", "data", "supported"); err == nil && sp.Present() {
+		// A refusal of the version the client asked for (SEP-2575's
+		// unsupported protocol version error) lists what it does support.
+		json.Unmarshal(span(line, sp), &versions)
+	}
+	if !slices.ContainsFunc(versions, isStatelessRevision) {
+		// An answer without the revision (or an error): whatever was
+		// learned before of this server is not so any more.
+		b.stateless, b.legacy, b.versions = false, true, versions
 		return
 	}
-	stateless := slices.ContainsFunc(versions, func(v string) bool { return v >= statelessRevision })
-	if !stateless || b.stateless {
+	b.legacy = false
+	if b.stateless {
 		return
 	}
 	b.stateless, b.versions = true, versions
 	b.emit("upstream.stateless", "supports "+strings.Join(versions, ", "))
+}
+
+// isStatelessRevision: a protocol version (a YYYY-MM-DD date) at or after
+// the stateless revision; anything else (a draft's name) is not trusted.
+func isStatelessRevision(v string) bool {
+	if len(v) != len(statelessRevision) || v[4] != '-' || v[7] != '-' {
+		return false
+	}
+	for i, r := range v {
+		if i != 4 && i != 7 && (r < '0' || r > '9') {
+			return false
+		}
+	}
+	return v >= statelessRevision
 }

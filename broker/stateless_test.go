@@ -156,3 +156,30 @@ func (c *tclient) noteWithin(method string, d time.Duration) (msg, bool) {
 		}
 	}
 }
+
+// What server/discover teaches: a stateless version (a date at or after
+// 2026-07-28, also when listed in a version refusal) or not; a refusal
+// or a legacy list unlearns it.
+func TestLearnDiscover(t *testing.T) {
+	for _, tc := range []struct {
+		answer          string
+		stateless, lgcy bool
+	}{
+		{`{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28","2025-11-25"]}}`, true, false},
+		{`{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2027-01-15"]}}`, true, false},
+		{`{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"unsupported","data":{"supported":["2026-07-28"],"requested":"2030-01-01"}}}`, true, false},
+		{`{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2025-11-25"]}}`, false, true},
+		{`{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["DRAFT-2026-v1","draft"]}}`, false, true},
+		{`{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}`, false, true},
+	} {
+		b, err := New(Config{Argv: []string{"unused"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.stateless = !tc.stateless // what was learned before is overridden
+		b.learnDiscover([]byte(tc.answer))
+		if b.stateless != tc.stateless || b.legacy != tc.lgcy {
+			t.Errorf("%s: stateless %v legacy %v, want %v %v", tc.answer, b.stateless, b.legacy, tc.stateless, tc.lgcy)
+		}
+	}
+}

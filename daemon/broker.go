@@ -59,7 +59,8 @@ func brokerSession(key string) string { return "broker-" + key[:12] }
 
 // serveShare attaches a run --share client to the broker of its server
 // key, starting the broker if none runs, and keeps the client's lifeline.
-func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.File, name string) {
+// mode names how the client came to a broker, for its errors.
+func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.File, name, mode string) {
 	closeFiles := func() {
 		for _, f := range files {
 			f.Close()
@@ -68,7 +69,7 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 	defer closeFiles()
 	cwd := string(req.Cwd)
 	if err := spawn.CheckDir(cwd); err != nil {
-		conn.SendError(125, "run --share: %v", err)
+		conn.SendError(125, "%s: %v", mode, err)
 		return
 	}
 	pathEnv, ok := proc.EnvValue(req.Env, "PATH")
@@ -99,7 +100,7 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 	for attempt := 1; ; attempt++ {
 		var err error
 		if br, err = d.brokerFor(req, key, serverKey, fp, name); err != nil {
-			conn.SendError(125, "run --share: start the shared server %s: %v", name, err)
+			conn.SendError(125, "%s: start the broker of %s: %v", mode, name, err)
 			return
 		}
 		var retry bool
@@ -108,7 +109,7 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 			break
 		}
 		if !retry || attempt == 3 {
-			conn.SendError(125, "run --share: hand the client to the broker of %s: %v", name, err)
+			conn.SendError(125, "%s: hand the client to the broker of %s: %v", mode, name, err)
 			return
 		}
 		// The broker is exiting (its linger ended as this client came):

@@ -25,6 +25,9 @@ type serverFacts struct {
 	Name        string    `json:"name"`
 	Fingerprint string    `json:"fingerprint"`
 	Stateless   bool      `json:"stateless,omitempty"`
+	// Unsafe: the server sent server-to-client requests; never shared
+	// automatically.
+	Unsafe bool `json:"unsafe,omitempty"`
 	Versions    []string  `json:"versions,omitempty"`
 	Learned     time.Time `json:"learned"`
 	// Cache is the lazy-start cache (run --lazy), nil until a lazy broker
@@ -79,7 +82,7 @@ func (fb *factBook) stateless(key, fp string) bool {
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
 	f, ok := fb.byKey[key]
-	return ok && f.Stateless && f.Fingerprint == fp
+	return ok && f.Stateless && !f.Unsafe && f.Fingerprint == fp
 }
 
 // cache returns the lazy-start cache of key for fingerprint fp: nil if
@@ -117,19 +120,25 @@ func (fb *factBook) update(key, name, fp string, change func(*serverFacts) bool)
 	return true
 }
 
-// learn records that key speaks the stateless revision, if st says so;
-// false if that was known.
+// learn records what st says of key: it speaks the stateless revision
+// (true is returned when that is news), it does not (any more), or it
+// sent server-to-client requests, which rules automatic sharing out.
 func (fb *factBook) learn(key, name, fp string, st broker.Stats) bool {
-	if !st.Stateless {
-		return false
-	}
-	return fb.update(key, name, fp, func(f *serverFacts) bool {
-		if f.Stateless {
-			return false
+	news := false
+	fb.update(key, name, fp, func(f *serverFacts) bool {
+		changed := false
+		switch {
+		case st.Stateless && !f.Stateless:
+			f.Stateless, f.Versions, news, changed = true, st.Versions, true, true
+		case st.Legacy && f.Stateless:
+			f.Stateless, f.Versions, changed = false, nil, true
 		}
-		f.Stateless, f.Versions = true, st.Versions
-		return true
+		if st.Unsafe && !f.Unsafe {
+			f.Unsafe, changed = true, true
+		}
+		return changed
 	})
+	return news && !st.Unsafe
 }
 
 // learnCache keeps a lazy broker's cache for key.
@@ -171,13 +180,17 @@ func (d *Daemon) autoShare(req api.RunRequest, name string) bool {
 	if err != nil {
 		return false
 	}
-	if d.facts.stateless(key, fp) {
-		return true
-	}
 	d.mu.Lock()
 	br := d.brokers[key]
 	d.mu.Unlock()
-	if br == nil || !isDone(br.ready) || br.err != nil || br.l == nil || isDone(br.l.done) {
+	live := br != nil && isDone(br.ready) && br.err == nil && br.l != nil && !isDone(br.l.done)
+	if live && br.fp != fp {
+		return false // it runs other files (an upgrade since): no joining it unasked
+	}
+	if d.facts.stateless(key, fp) {
+		return true
+	}
+	if !live {
 		return false
 	}
 	st, err := askStats(br.socket)
@@ -185,7 +198,7 @@ func (d *Daemon) autoShare(req api.RunRequest, name string) bool {
 		return false
 	}
 	d.learnFrom(br, st)
-	return st.Stateless && br.fp == fp
+	return st.Stateless && !st.Unsafe
 }
 
 // learnFrom keeps what a broker's figures teach about its server key

@@ -52,4 +52,18 @@ func TestFactBook(t *testing.T) {
 	if fb.stateless("fresh", "fp2") || fb.cache("fresh", "fp2") == nil || fb.cache("fresh", "fp1") != nil {
 		t.Error("an upgrade kept facts of the old fingerprint")
 	}
+
+	// A later broker of the same files: a legacy answer unlearns the
+	// revision; a server request rules automatic sharing out for good.
+	if !fb.learn("k", "c", "fp", broker.Stats{Stateless: true}) || !fb.stateless("k", "fp") {
+		t.Fatal("learning the stateless revision")
+	}
+	fb.learn("k", "c", "fp", broker.Stats{Legacy: true})
+	if fb.stateless("k", "fp") {
+		t.Error("a legacy answer left the key stateless")
+	}
+	fb.learn("k", "c", "fp", broker.Stats{Stateless: true, Unsafe: true})
+	if fb.stateless("k", "fp") {
+		t.Error("a server that sent server-to-client requests is shared automatically")
+	}
 }

@@ -128,12 +128,19 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		name = baseName(req.Argv[0])
 	}
 	d.settings().ApplyRun(name, &req) // the config file's [servers.NAME]
-	if d.autoShare(req, name) {
+	mode := "run --share"
+	switch {
+	case !req.Share && d.autoShare(req, name):
 		req.Share = true
+		mode = "automatic sharing (run --share=false or share = false in [servers." + name + "] runs it unshared)"
 		d.reg.Event("shared.auto", req.Session, "", name+" speaks the stateless MCP revision: shared automatically")
+	case !req.Share && req.Lazy:
+		mode = "run --lazy"
+	case !req.Share:
+		mode = "run --idle"
 	}
 	if req.Share || req.Lazy || req.IdleMS > 0 {
-		d.serveShare(conn, req, files, name)
+		d.serveShare(conn, req, files, name, mode)
 		return
 	}
 	// A server that keeps dying on start is refused fast: this is what

@@ -66,7 +66,7 @@ func (s *Settings) ApplyRun(name string, req *api.RunRequest) {
 	if req.GraceMS <= 0 && o.Grace > 0 {
 		req.GraceMS = api.Millis(o.Grace)
 	}
-	if o.Share {
+	if o.Share && !req.NoShare { // run --share=false beats the config
 		req.Share = true
 	}
 	if o.Lazy {

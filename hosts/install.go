@@ -423,7 +423,7 @@ func wrapAll(f File, src []byte, cmd string, o Options) ([]byte, []Entry, error)
 					a = Lazy
 				}
 				if out, err = ed.Unwrap(out, s, srv.Name); err == nil {
-					out, err = ed.Wrap(out, s, srv.Name, cmd, runPrefix(srv.Name, flags))
+					out, err = ed.Wrap(out, s, srv.Name, cmd, rewrapPrefix(srv, flags))
 				}
 			}
 		default:
@@ -510,6 +510,24 @@ func runFlags(srv Server, o Options) (flags []string, added string) {
 		}
 	}
 	return flags, added
+}
+
+// rewrapPrefix is the run prefix of a wrapped srv wrapped again: its own
+// (flags added by hand, --idle D, --grace D, kept) with the flags o adds
+// put after run.
+func rewrapPrefix(srv Server, flags []string) []string {
+	i := slices.Index(srv.Args, "--")
+	if i < 0 {
+		return runPrefix(srv.Name, flags)
+	}
+	pre := slices.Clone(srv.Args[:i+1])
+	var add []string
+	for _, f := range flags {
+		if !slices.Contains(pre, f) {
+			add = append(add, f)
+		}
+	}
+	return slices.Insert(pre, 1, add...)
 }
 
 func runPrefix(name string, flags []string) []string {

@@ -388,11 +388,16 @@ func TestInstallLazy(t *testing.T) {
 	o, path := placeFile(t, "cursor", false, []byte(cursorSrc))
 	o.Share = []string{"fs"}
 	mustInstall(t, cursor, o)
+	// A flag added by hand survives the next install.
+	src := strings.Replace(string(mustRead(t, path)), `"run", "--share", "--name", "fs"`, `"run", "--share", "--idle", "5m", "--name", "fs"`, 1)
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	o.Share, o.Lazy = nil, []string{"fs"}
 	rs := mustInstall(t, cursor, o)
 	got := string(mustRead(t, path))
-	if !strings.Contains(got, `"run", "--share", "--lazy", "--name", "fs", "--"`) {
-		t.Errorf("fs not wrapped shared and lazy:\n%s", got)
+	if !strings.Contains(got, `"run", "--lazy", "--share", "--idle", "5m", "--name", "fs", "--"`) {
+		t.Errorf("fs not wrapped shared and lazy with its own --idle:\n%s", got)
 	}
 	if n := rs[0].Count(Lazy); n != 1 {
 		t.Errorf("reported %d lazy, want 1: %+v", n, rs[0].Entries)
