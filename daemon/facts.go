@@ -22,14 +22,14 @@ import (
 // fingerprint of the files it was learned from: an upgraded server is a
 // stranger again until a broker has seen it.
 type serverFacts struct {
-	Name        string    `json:"name"`
-	Fingerprint string    `json:"fingerprint"`
-	Stateless   bool      `json:"stateless,omitempty"`
+	Name        string `json:"name"`
+	Fingerprint string `json:"fingerprint"`
+	Stateless   bool   `json:"stateless,omitempty"`
 	// Unsafe: the server sent server-to-client requests; never shared
 	// automatically.
-	Unsafe bool `json:"unsafe,omitempty"`
-	Versions    []string  `json:"versions,omitempty"`
-	Learned     time.Time `json:"learned"`
+	Unsafe   bool      `json:"unsafe,omitempty"`
+	Versions []string  `json:"versions,omitempty"`
+	Learned  time.Time `json:"learned"`
 	// Cache is the lazy-start cache (run --lazy), nil until a lazy broker
 	// filled one.
 	Cache *broker.Cache `json:"cache,omitempty"`
