@@ -8,15 +8,21 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
-// lazyServers is how many servers the lazy-start session has configured.
-const lazyServers = 10
+// lazyServers is how many servers the lazy-start session has configured
+// (lazyServersQuick with --quick).
+const (
+	lazyServers      = 10
+	lazyServersQuick = 3
+)
 
 // lazyStart (issue 15): a session with 10 configured servers (the real
 // server-filesystem on 10 roots), each connected at once the way a host
@@ -45,19 +51,23 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 	}
 	defer si.stop(ctx, b)
 	dir := filepath.Join(si.dir, "roots")
+	n := lazyServers
+	if b.o.quick {
+		n = lazyServersQuick
+	}
 	var argvs [][]string
-	for i := range lazyServers {
+	for i := range n {
 		root := filepath.Join(dir, fmt.Sprintf("root-%d", i))
 		if err := os.MkdirAll(root, 0o700); err != nil {
 			return err
 		}
 		argvs = append(argvs, []string{"node", npmEntry(npm, "server-filesystem"), root})
 	}
-	b.progress("lazy-start: %d trials of a session with %d server-filesystem servers, direct vs lazy (warm cache)", trials, lazyServers)
+	b.progress("lazy-start: %d trials of a session with %d server-filesystem servers, direct vs lazy (warm cache)", trials, n)
 	dEach := res.figure("lazy-start", "direct: connect → tools/list answered, per server", "ms")
 	lEach := res.figure("lazy-start", "**lazy (warm cache): connect → tools/list answered, per server** (goal ≤ 5 ms)", "ms")
-	dAll := res.figure("lazy-start", fmt.Sprintf("direct: all %d answered (session start)", lazyServers), "ms")
-	lAll := res.figure("lazy-start", fmt.Sprintf("lazy: all %d answered (session start)", lazyServers), "ms")
+	dAll := res.figure("lazy-start", fmt.Sprintf("direct: all %d answered (session start)", n), "ms")
+	lAll := res.figure("lazy-start", fmt.Sprintf("lazy: all %d answered (session start)", n), "ms")
 	dProcs := res.figure("lazy-start", "direct: server processes once listed", "count")
 	lProcs := res.figure("lazy-start", "**lazy: server processes once listed** (goal 0)", "count")
 	first := res.figure("lazy-start", "lazy: first tools/call (starts the server)", "ms")
@@ -182,7 +192,7 @@ func (si *shareInst) waitEmpty(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the daemon still lists %d live records 30s after the clients left (%v)", len(ps), err)
+			return fmt.Errorf("the daemon still lists %d live records 30s after the clients left (%v)%s", len(ps), err, si.dump(err))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -217,4 +227,26 @@ func (si *shareInst) serverProcs(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// dump is what an unresponsive daemon was doing: its goroutines, which a
+// SIGQUIT makes it write to its log (and exit), the daemon's own frames
+// only. Nothing when the daemon answered (err nil).
+func (si *shareInst) dump(err error) string {
+	if err == nil || si.d == nil || si.d.pid <= 0 {
+		return ""
+	}
+	syscall.Kill(si.d.pid, syscall.SIGQUIT)
+	time.Sleep(2 * time.Second)
+	bs, rerr := os.ReadFile(si.d.log.Name())
+	if rerr != nil {
+		return ""
+	}
+	var keep []string
+	for _, l := range strings.Split(string(bs), "\n") {
+		if strings.HasPrefix(l, "goroutine ") || strings.Contains(l, "supervisor/") && !strings.HasPrefix(l, "\t") {
+			keep = append(keep, l)
+		}
+	}
+	return "; the daemon's goroutines (SIGQUIT):\n    " + strings.Join(keep[max(0, len(keep)-400):], "\n    ")
 }

@@ -61,6 +61,10 @@
 //     mcp`, direct vs shared: round trips of 1 KiB echo calls
 //     (--relay-calls, 10,000; 200 with --quick) and throughput on 1 MiB
 //     results. Both on a private daemon (linger 1s). See share.go.
+//   - lazy-start: a session of 10 (3 with --quick) server-filesystem servers
+//     connected at once, direct against `run --lazy` with a warm cache:
+//     time to tools/list answered, server processes then, and a lazy
+//     server's first call against its own start. See lazy.go.
 //
 // Everything runs in a temporary directory (SUPERVISOR_STATE_DIR and
 // SUPERVISOR_SOCKET point into it), and every process the bench started is
