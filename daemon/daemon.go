@@ -61,6 +61,9 @@ type Config struct {
 	// MetricsAddr, when set, serves Prometheus metrics over HTTP at
 	// /metrics on this host:port (metrics.go). Off by default.
 	MetricsAddr string
+	// Pprof adds Go's profiles at /debug/pprof/ to the metrics address
+	// (--pprof; needs MetricsAddr).
+	Pprof bool
 	// Cgroups enables a cgroup per server where a writable cgroup2
 	// hierarchy exists (never required). Off, the cascade relies on
 	// process groups, markers and pipe holders alone.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -23,6 +24,9 @@ import (
 
 // EnvMetricsAddr is --metrics-addr for an auto-started daemon.
 const EnvMetricsAddr = "SUPERVISOR_METRICS_ADDR"
+
+// EnvPprof set to 1 is --pprof for an auto-started daemon.
+const EnvPprof = "SUPERVISOR_PPROF"
 
 // metrics owns every Prometheus metric of a daemon, in a registry of its
 // own (no global state). Counters and the histogram are bumped where things
@@ -287,6 +291,16 @@ func (d *Daemon) listenMetrics(addr string) (*metricsServer, error) {
 		ErrorLog: log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
 	}))
 	log.Info("serving Prometheus metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	if d.cfg.Pprof {
+		// Opt-in: profiles show the daemon's internals (and cost CPU while
+		// taken); the handlers go on this mux, never on http's default one.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		log.Info("serving pprof profiles", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
+	}
 	return &metricsServer{
 		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog: log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug})},

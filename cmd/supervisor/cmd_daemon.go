@@ -19,6 +19,7 @@ import (
 func newDaemonCommand(inherited []int) *cobra.Command {
 	var foreground bool
 	var logLevel, cgroups, metricsAddr string
+	var pprof bool
 	var retention time.Duration
 	cmd := &cobra.Command{
 		Use:   "daemon [--foreground]",
@@ -28,6 +29,9 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 			p, err := paths()
 			if err != nil {
 				return err
+			}
+			if pprof && metricsAddr == "" && cmd.Flags().Changed("pprof") {
+				return fmt.Errorf("--pprof needs --metrics-addr ADDR: the profiles are served there (e.g. --metrics-addr 127.0.0.1:9464 --pprof)")
 			}
 			if cmd.Flags().Changed("retention") && retention <= 0 {
 				return fmt.Errorf("--retention %v: must be positive (e.g. 168h)", retention)
@@ -52,7 +56,7 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 				}
 				settings := eff.Settings
 				err = daemon.Run(context.Background(), daemon.Config{Paths: p, Stderr: cmd.ErrOrStderr(),
-					LogLevel: logLevel, Cgroups: cgroups == "auto", Settings: &settings, MetricsAddr: metricsAddr,
+					LogLevel: logLevel, Cgroups: cgroups == "auto", Settings: &settings, MetricsAddr: metricsAddr, Pprof: pprof,
 					Grace: eff.Grace, EOFGrace: eff.EOFGrace, Reload: reloader(load)})
 				var already *daemon.AlreadyRunningError
 				if errors.As(err, &already) {
@@ -82,6 +86,9 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 			if cmd.Flags().Changed("metrics-addr") {
 				env = append(env, daemon.EnvMetricsAddr+"="+metricsAddr)
 			}
+			if pprof {
+				env = append(env, daemon.EnvPprof+"=1")
+			}
 			c, err := daemon.EnsureRunning(ctx, exe, p, env)
 			if err != nil {
 				return err
@@ -98,6 +105,7 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 	if defCgroups == "" {
 		defCgroups = "auto"
 	}
+	cmd.Flags().BoolVar(&pprof, "pprof", os.Getenv(daemon.EnvPprof) == "1", "also serve Go's profiles at http://ADDR/debug/pprof/ (needs --metrics-addr; also $"+daemon.EnvPprof+"=1)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", os.Getenv(daemon.EnvMetricsAddr), "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9464 (off when empty; also $"+daemon.EnvMetricsAddr+")")
 	cmd.Flags().StringVar(&cgroups, "cgroups", defCgroups, "auto: a cgroup per server where cgroup2 is writable; off: process groups and markers only (also $"+daemon.EnvCgroups+")")
 	cmd.AddCommand(newDaemonStopCommand(), newDaemonRestartCommand(), newDaemonInstallServiceCommand(), newDaemonUninstallServiceCommand(),

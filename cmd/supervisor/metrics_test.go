@@ -188,3 +188,35 @@ func TestMetricsWithoutEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestPprofOptIn: Go's profiles are on the metrics address only with
+// --pprof (here through the environment of an auto-started daemon), and
+// --pprof without an address is refused with what to add.
+func TestPprofOptIn(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		t.Run(fmt.Sprint(on), func(t *testing.T) {
+			in := newInstance(t)
+			addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+			in.env = append(in.env, "SUPERVISOR_METRICS_ADDR="+addr)
+			if on {
+				in.env = append(in.env, "SUPERVISOR_PPROF=1")
+			}
+			in.mustRun("daemon")
+			scrape(t, "http://"+addr+"/metrics") // up
+			resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if got := resp.StatusCode == 200 && strings.Contains(string(body), "goroutine"); got != on {
+				t.Fatalf("pprof %v: GET /debug/pprof/goroutine: %d %.200q", on, resp.StatusCode, body)
+			}
+		})
+	}
+	in := newInstance(t)
+	_, errOut, code := in.run("daemon", "--foreground", "--pprof")
+	if code == 0 || !strings.Contains(errOut, "--pprof needs --metrics-addr") {
+		t.Fatalf("daemon --pprof without an address: exit %d, %q", code, errOut)
+	}
+}
