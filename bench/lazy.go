@@ -74,6 +74,8 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 	running := res.figure("lazy-start", "  a tools/call on a running server", "ms")
 	own := res.figure("lazy-start", "  the server's own start (direct: spawn → initialize answered)", "ms")
 	margin := res.figure("lazy-start", "**first call − running call − own start** (goal ≤ 10 ms)", "ms")
+	aloneD := res.figure("lazy-start", "one server alone, direct: connect → tools/list answered", "ms")
+	aloneL := res.figure("lazy-start", "one server alone, lazy (warm cache): connect → tools/list answered", "ms")
 
 	session := func(lazy bool) (each []float64, all time.Duration, clients []*rawClient, err error) {
 		clients = make([]*rawClient, len(argvs))
@@ -167,7 +169,31 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 			}
 		}
 		margin.add(firstD - runningD - ownD)
-		b.progress("  trial %d: first call %.1f ms, running %.1f ms, own start %.1f ms", trial+1, firstD, runningD, ownD)
+		// One server with the machine to itself: what a lazy connection
+		// costs without nine others starting beside it.
+		var alone [2]float64
+		for k, lazy := range []bool{trial%2 == 0, trial%2 != 0} {
+			args := []string{"run", "--name", "fs0"}
+			if lazy {
+				args = append(args, "--lazy")
+			}
+			s := time.Now()
+			c, err := b.startRaw(ctx, si, dir, append(append(args, "--"), argvs[0]...))
+			if err != nil {
+				return fmt.Errorf("lazy-start: one server alone (lazy %v): %w", lazy, err)
+			}
+			alone[k] = ms(time.Since(s))
+			c.close(b)
+			if err := si.waitEmpty(ctx); err != nil {
+				return err
+			}
+			if lazy {
+				aloneL.add(alone[k])
+			} else {
+				aloneD.add(alone[k])
+			}
+		}
+		b.progress("  trial %d: first call %.1f ms, running %.1f ms, own start %.1f ms; one server alone %.1f / %.1f ms", trial+1, firstD, runningD, ownD, alone[0], alone[1])
 	}
 	return nil
 }
