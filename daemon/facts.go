@@ -85,6 +85,19 @@ func (fb *factBook) stateless(key, fp string) bool {
 	return ok && f.Stateless && !f.Unsafe && f.Fingerprint == fp
 }
 
+// anyStateless reports whether some key is known to speak the stateless
+// revision: until one is, a run need not work out its key.
+func (fb *factBook) anyStateless() bool {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	for _, f := range fb.byKey {
+		if f.Stateless && !f.Unsafe {
+			return true
+		}
+	}
+	return false
+}
+
 // cache returns the lazy-start cache of key for fingerprint fp: nil if
 // none, or if it was filled by other files (an upgrade starts eagerly).
 func (fb *factBook) cache(key, fp string) *broker.Cache {
@@ -174,6 +187,13 @@ func (d *Daemon) serverIdentity(req api.RunRequest) (key, fp string, err error) 
 // live broker of its key has seen.
 func (d *Daemon) autoShare(req api.RunRequest, name string) bool {
 	if req.Share || req.NoShare || d.settings().Servers[name].NoShare || len(req.Argv) == 0 {
+		return false
+	}
+	// The spawn path's common case: nothing learned, no broker to ask.
+	d.mu.Lock()
+	brokers := len(d.brokers)
+	d.mu.Unlock()
+	if brokers == 0 && !d.facts.anyStateless() {
 		return false
 	}
 	key, fp, err := d.serverIdentity(req)
