@@ -20,7 +20,6 @@ import (
 
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
-	"github.com/seed-86a41135/supervisor/spawn"
 )
 
 // lazyHost is testdata/npm/lazyhost.mjs: the TypeScript SDK connected to
@@ -139,25 +138,8 @@ func upstreams(t *testing.T, in *instance) []tracked {
 			ids[p.ID] = true
 		}
 	}
-	infos, err := proc.Scan()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []tracked
-	for _, info := range infos {
-		env, err := proc.Environ(info.PID)
-		if err != nil {
-			continue
-		}
-		if v, _ := proc.EnvValue(env, spawn.EnvProcID); !ids[v] {
-			continue
-		}
-		// Not the broker itself nor its log writer: the supervisor binary.
-		if argv, _ := proc.Cmdline(info.PID); len(argv) > 0 && argv[0] != bin {
-			out = append(out, tracked{strings.Join(argv, " "), info.PID, info.Token})
-		}
-	}
-	return out
+	// Not the broker itself: the supervisor binary.
+	return markedProcs(t, ids, func(argv []string) bool { return len(argv) > 0 && argv[0] != bin })
 }
 
 func waitNoRecords(t *testing.T, in *instance) {

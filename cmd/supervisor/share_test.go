@@ -186,6 +186,15 @@ func TestShareConcurrentClients(t *testing.T) {
 // upstream servers of a broker.
 func serverProcs(t *testing.T, procID string) []tracked {
 	t.Helper()
+	return markedProcs(t, map[string]bool{procID: true}, func(argv []string) bool {
+		return len(argv) > 0 && filepath.Base(argv[0]) == "node"
+	})
+}
+
+// markedProcs lists the processes carrying the marker of one of the
+// records ids whose command line keep accepts.
+func markedProcs(t *testing.T, ids map[string]bool, keep func(argv []string) bool) []tracked {
+	t.Helper()
 	infos, err := proc.Scan()
 	if err != nil {
 		t.Fatal(err)
@@ -196,11 +205,10 @@ func serverProcs(t *testing.T, procID string) []tracked {
 		if err != nil {
 			continue
 		}
-		if v, _ := proc.EnvValue(env, spawn.EnvProcID); v != procID {
+		if v, _ := proc.EnvValue(env, spawn.EnvProcID); !ids[v] {
 			continue
 		}
-		argv, _ := proc.Cmdline(info.PID)
-		if len(argv) > 0 && filepath.Base(argv[0]) == "node" {
+		if argv, _ := proc.Cmdline(info.PID); keep(argv) {
 			out = append(out, tracked{strings.Join(argv, " "), info.PID, info.Token})
 		}
 	}
