@@ -61,6 +61,9 @@
 //     mcp`, direct vs shared: round trips of 1 KiB echo calls
 //     (--relay-calls, 10,000; 200 with --quick) and throughput on 1 MiB
 //     results. Both on a private daemon (linger 1s). See share.go.
+//   - spawn-overhead also runs again with 2,000 (200 with --quick)
+//     unrelated `sleep 3600` processes of this user on the machine: every
+//     stop reads the environment of each same-uid process (issue 16).
 //   - lazy-start: a session of 10 (3 with --quick) server-filesystem servers
 //     connected at once, direct against `run --lazy` with a warm cache:
 //     time to tools/list answered, server processes then, and a lazy
@@ -559,6 +562,65 @@ func (b *bench) spawn(ctx context.Context, res *Results) error {
 		ratio.add(float64(s) / float64(d))
 	}
 	b.progress("  direct median %.2fms, supervised median %.2fms", median(direct.Samples), median(sup.Samples))
+	return b.spawnCrowded(ctx, res, trueBin, median(sup.Samples))
+}
+
+// crowd is how many unrelated processes of this user spawnCrowded starts
+// (crowdQuick with --quick).
+const (
+	crowd      = 2000
+	crowdQuick = 200
+)
+
+// spawnCrowded (issue 16): `supervisor run -- /bin/true` again with
+// thousands of unrelated `sleep` processes of the same user on the
+// machine: every stop (a server's normal exit too) scans /proc and reads
+// the environment of each same-uid process, so their number shows in the
+// spawn cost. base is the uncrowded median.
+func (b *bench) spawnCrowded(ctx context.Context, res *Results, trueBin string, base float64) error {
+	sleepBin, err := exec.LookPath("sleep")
+	if err != nil {
+		return err
+	}
+	n := crowd
+	if b.o.quick {
+		n = crowdQuick
+	}
+	b.progress("spawn-overhead: %d trials again with %d unrelated `%s 3600` of this user", b.o.trials, n, sleepBin)
+	var sleepers []*exec.Cmd
+	defer func() {
+		for _, c := range sleepers {
+			c.Process.Kill()
+		}
+		for _, c := range sleepers {
+			c.Wait()
+		}
+	}()
+	for range n {
+		c := exec.Command(sleepBin, "3600")
+		if err := c.Start(); err != nil {
+			return fmt.Errorf("start unrelated process %d of %d: %w", len(sleepers)+1, n, err)
+		}
+		b.track(c.Process.Pid, "crowd sleep")
+		sleepers = append(sleepers, c)
+	}
+	crowded := res.figure("spawn-overhead", fmt.Sprintf("`supervisor run -- /bin/true` with %d unrelated processes of this user", n), "ms")
+	added := res.figure("spawn-overhead", fmt.Sprintf("  added by the %d (each stop reads their environment)", n), "ms")
+	for i := range b.o.trials {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		t0 := time.Now()
+		if err := b.cmd(ctx, "run", "--", trueBin).Run(); err != nil {
+			b.progress("  trial %d failed: %v", i+1, err)
+			res.Failures++
+			continue
+		}
+		d := ms(time.Since(t0))
+		crowded.add(d)
+		added.add(d - base)
+	}
+	b.progress("  crowded median %.2fms (uncrowded %.2fms)", median(crowded.Samples), base)
 	return nil
 }
 
