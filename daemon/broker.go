@@ -72,11 +72,7 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 		conn.SendError(125, "%s: %v", mode, err)
 		return
 	}
-	pathEnv, ok := proc.EnvValue(req.Env, "PATH")
-	if !ok {
-		pathEnv = "/usr/local/bin:/usr/bin:/bin"
-	}
-	resolved, err := spawn.Resolve(req.Argv[0], pathEnv, cwd)
+	key, fp, err := d.serverIdentity(req)
 	if err != nil {
 		code := 125
 		var se *spawn.StartError
@@ -86,8 +82,6 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 		conn.SendError(code, "%v", err)
 		return
 	}
-	key := broker.Key(resolved, req.Argv, cwd, req.Env, d.settings().VolatileEnv)
-	fp := broker.Fingerprint(resolved, req.Argv, cwd)
 	clientID := clientPrefix + newID()[2:]
 	serverKey := key
 	if !req.Share {
