@@ -583,16 +583,21 @@ func (s *Store) PutBreaker(key string, state any) error { return s.put(bucketBre
 
 // Breakers calls decode with every stored breaker state.
 func (s *Store) Breakers(decode func(key string, data []byte) error) error {
+	return s.each(bucketBreakers, decode)
+}
+
+// each calls decode with every key and value of bucket.
+func (s *Store) each(bucket []byte, decode func(key string, data []byte) error) error {
 	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketBreakers).ForEach(func(k, v []byte) error {
+		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
 			if err := decode(string(k), v); err != nil {
-				return fmt.Errorf("decode %s/%s: %w", bucketBreakers, k, err)
+				return fmt.Errorf("decode %s/%s: %w", bucket, k, err)
 			}
 			return nil
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("load breakers from %s: %w", s.path, err)
+		return fmt.Errorf("load %s from %s: %w", bucket, s.path, err)
 	}
 	return nil
 }
@@ -606,16 +611,5 @@ func (s *Store) DeleteServer(key string) error { return s.delete(bucketServers, 
 
 // Servers calls decode with every stored server key's facts.
 func (s *Store) Servers(decode func(key string, data []byte) error) error {
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketServers).ForEach(func(k, v []byte) error {
-			if err := decode(string(k), v); err != nil {
-				return fmt.Errorf("decode %s/%s: %w", bucketServers, k, err)
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		return fmt.Errorf("load servers from %s: %w", s.path, err)
-	}
-	return nil
+	return s.each(bucketServers, decode)
 }
