@@ -92,7 +92,7 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 					args = append(args, "--lazy")
 				}
 				s := time.Now()
-				clients[i], errs[i] = b.startRaw(ctx, si, dir, append(append(args, "--"), argv...))
+				clients[i], errs[i] = b.startRaw(ctx, si, dir, strings.Join(args[1:], " "), append(append([]string{b.bin}, args...), append([]string{"--"}, argv...)...))
 				each[i] = ms(time.Since(s))
 			}()
 		}
@@ -154,7 +154,7 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 				// The direct server's own start: a fresh one, spawn to
 				// initialize answered (startRaw also lists; time to that).
 				s := time.Now()
-				c, err := b.startRaw(ctx, si, dir, append([]string{"run", "--name", "own", "--"}, argvs[0]...))
+				c, err := b.startRaw(ctx, si, dir, "own", append([]string{b.bin, "run", "--name", "own", "--"}, argvs[0]...))
 				if err != nil {
 					closeAll(b, cs)
 					return err
@@ -178,7 +178,7 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 				args = append(args, "--lazy")
 			}
 			s := time.Now()
-			c, err := b.startRaw(ctx, si, dir, append(append(args, "--"), argvs[0]...))
+			c, err := b.startRaw(ctx, si, dir, strings.Join(args, " "), append(append([]string{b.bin}, args...), append([]string{"--"}, argvs[0]...)...))
 			if err != nil {
 				return fmt.Errorf("lazy-start: one server alone (lazy %v): %w", lazy, err)
 			}

@@ -38,6 +38,10 @@ const (
 	relayBlobs      = 10
 	relayBlobsQuick = 3
 	relayWarmup     = 200
+	// relayBlobWarmup 1 MiB answers per client before timing: the first
+	// ones fault in fresh pages and grow heaps in every process of the
+	// chain and took up to 40 ms each, which is start-up, not the relay.
+	relayBlobWarmup = 5
 	// relayDepth is how many 1 MiB calls the pipelined throughput keeps
 	// in flight: 2 stays under the broker's 4 MiB queue per client.
 	relayDepth = 2
@@ -699,12 +703,19 @@ func (b *bench) relayCost(ctx context.Context, res *Results) error {
 	ratio := res.figure("relay-cost", "  throughput shared / direct", "x")
 	dTP2 := res.figure("relay-cost", fmt.Sprintf("1 MiB results, %d calls in flight, direct: throughput", relayDepth), "MB/s")
 	sTP2 := res.figure("relay-cost", fmt.Sprintf("1 MiB results, %d calls in flight, shared: throughput", relayDepth), "MB/s")
+	r50 := res.figure("relay-cost", "echo 1 KiB round trip through the reference relay (a perl select loop): p50 within a block", "µs")
+	ra50 := res.figure("relay-cost", "  added p50, reference relay − direct: one more process on the path", "µs")
+	rTP := res.figure("relay-cost", "  1 MiB results, one call at a time, reference relay: throughput", "MB/s")
 
 	root := filepath.Join(si.dir, "root")
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return err
 	}
-	var clients [2]*rawClient
+	// The third client reaches the same fixture through the least a relay
+	// can be: a select loop in perl that copies bytes both ways. What it
+	// adds is what one more process on the path costs on this machine,
+	// whatever the relay's code; the broker's added p50 is read against it.
+	var clients [3]*rawClient
 	defer func() {
 		for _, c := range clients {
 			if c != nil {
@@ -713,19 +724,31 @@ func (b *bench) relayCost(ctx context.Context, res *Results) error {
 		}
 	}()
 	for i, share := range []bool{false, true} {
-		args := []string{"run"}
+		args := []string{b.bin, "run"}
 		if share {
 			args = append(args, "--share")
 		}
-		args = append(args, "--name", "fixture-"+map[bool]string{false: "direct", true: "shared"}[share], "--", b.bin, "_fixture", "mcp")
-		c, err := b.startRaw(ctx, si, root, args)
+		what := map[bool]string{false: "direct", true: "shared"}[share]
+		args = append(args, "--name", "fixture-"+what, "--", b.bin, "_fixture", "mcp")
+		c, err := b.startRaw(ctx, si, root, what, args)
 		if err != nil {
 			return fmt.Errorf("relay-cost: %w", err)
 		}
 		clients[i] = c
 	}
+	n := 2
+	if perl, err := exec.LookPath("perl"); err != nil {
+		b.progress("relay-cost: no perl on PATH, so no reference relay: %v", err)
+	} else {
+		c, err := b.startRaw(ctx, si, root, "reference relay", []string{perl, "-e", perlRelay, b.bin, "_fixture", "mcp"})
+		if err != nil {
+			return fmt.Errorf("relay-cost: %w", err)
+		}
+		clients[2] = c
+		n = 3
+	}
 	arg := strings.Repeat("a", relayArgBytes)
-	for _, c := range clients {
+	for _, c := range clients[:n] {
 		for range relayWarmup {
 			if _, err := c.call("echo", `{"text":"`+arg+`"}`, relayArgBytes); err != nil {
 				return fmt.Errorf("relay-cost warm-up (%s): %w", c.what, err)
@@ -733,15 +756,20 @@ func (b *bench) relayCost(ctx context.Context, res *Results) error {
 		}
 	}
 	blobArgs := `{"bytes":` + strconv.Itoa(relayBlobBytes) + `}`
+	for _, c := range clients[:n] {
+		if _, _, err := c.stream("blob", blobArgs, relayBlobWarmup, 1, relayBlobBytes); err != nil {
+			return fmt.Errorf("relay-cost warm-up (%s): %w", c.what, err)
+		}
+	}
 	for blk := range blocks {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		var p50, p99 [2]float64
-		var tp [2][2]float64 // [depth 1, relayDepth][direct, shared]
+		var p50, p99 [3]float64
+		var tp [2][3]float64 // [depth 1, relayDepth][direct, shared, reference]
 		failed := false
-		for k := range 2 {
-			i := (k + blk) % 2
+		for k := range n {
+			i := (k + blk) % n
 			c := clients[i]
 			lat := make([]float64, 0, per)
 			for range per {
@@ -786,11 +814,31 @@ func (b *bench) relayCost(ctx context.Context, res *Results) error {
 		ratio.add(tp[0][1] / tp[0][0])
 		dTP2.add(tp[1][0])
 		sTP2.add(tp[1][1])
-		b.progress("  block %d: p50 direct %.0fµs shared %.0fµs, p99 %.0f / %.0fµs; 1 MiB results %.0f / %.0f MB/s, %d in flight %.0f / %.0f MB/s",
-			blk+1, p50[0], p50[1], p99[0], p99[1], tp[0][0], tp[0][1], relayDepth, tp[1][0], tp[1][1])
+		if n == 3 {
+			r50.add(p50[2])
+			ra50.add(p50[2] - p50[0])
+			rTP.add(tp[0][2])
+		}
+		b.progress("  block %d: p50 direct %.0fµs shared %.0fµs reference relay %.0fµs, p99 %.0f / %.0f / %.0fµs; 1 MiB results %.0f / %.0f / %.0f MB/s, %d in flight %.0f / %.0f MB/s",
+			blk+1, p50[0], p50[1], p50[2], p99[0], p99[1], p99[2], tp[0][0], tp[0][1], tp[0][2], relayDepth, tp[1][0], tp[1][1])
 	}
 	return nil
 }
+
+// perlRelay is the reference relay: it starts its arguments as a child and
+// copies bytes between its own stdio and the child's until either side
+// ends, with nothing parsed.
+const perlRelay = `use IPC::Open2; use IO::Select;
+my $pid = open2(my $out, my $in, @ARGV);
+my $sel = IO::Select->new(\*STDIN, $out); my $buf;
+while (my @r = $sel->can_read) {
+  for my $fh (@r) {
+    my $n = sysread($fh, $buf, 65536);
+    if (!$n) { close $in; waitpid($pid, 0); exit 0 }
+    my $to = $fh == $out ? \*STDOUT : $in;
+    for (my $o = 0; $o < $n; ) { my $w = syswrite($to, $buf, $n - $o, $o); exit 1 unless defined $w; $o += $w }
+  }
+}`
 
 // rawClient is a newline-delimited JSON-RPC client on a shim's pipes.
 type rawClient struct {
@@ -805,9 +853,9 @@ type rawClient struct {
 	bytes int    // answer bytes counted by stream
 }
 
-func (b *bench) startRaw(ctx context.Context, si *shareInst, dir string, args []string) (*rawClient, error) {
-	c := &rawClient{what: strings.Join(args[:len(args)-3], " "), done: make(chan struct{})}
-	c.cmd = exec.Command(b.bin, args...)
+func (b *bench) startRaw(ctx context.Context, si *shareInst, dir, what string, argv []string) (*rawClient, error) {
+	c := &rawClient{what: what, done: make(chan struct{})}
+	c.cmd = exec.Command(argv[0], argv[1:]...)
 	c.cmd.Dir, c.cmd.Env, c.cmd.Stderr = dir, si.env, b.errLog
 	var err error
 	if c.in, err = c.cmd.StdinPipe(); err != nil {
@@ -818,9 +866,9 @@ func (b *bench) startRaw(ctx context.Context, si *shareInst, dir string, args []
 		return nil, err
 	}
 	if err := c.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start supervisor %s: %w", c.what, err)
+		return nil, fmt.Errorf("start %s: %w", c.what, err)
 	}
-	b.track(c.cmd.Process.Pid, "shim")
+	b.track(c.cmd.Process.Pid, what)
 	c.w = bufio.NewWriterSize(c.in, 64<<10)
 	c.r = bufio.NewReaderSize(out, 1<<20)
 	// The handshake answers within the limit, or the shim is killed.
