@@ -1,10 +1,10 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -12,11 +12,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/promtext"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
 	"github.com/seed-86a41135/supervisor/spawn"
@@ -28,69 +26,47 @@ const EnvMetricsAddr = "SUPERVISOR_METRICS_ADDR"
 // EnvPprof set to 1 is --pprof for an auto-started daemon.
 const EnvPprof = "SUPERVISOR_PPROF"
 
-// metrics owns every Prometheus metric of a daemon, in a registry of its
-// own (no global state). Counters and the histogram are bumped where things
-// happen; the gauges (sessions, processes, breakers, recovery) are read from
-// the daemon's own state at scrape time, so they cannot drift from it.
-// Every method is nil-safe: a daemon without metrics pays nothing.
+// metrics owns every Prometheus metric of a daemon (no global state).
+// Counters and the histogram are bumped where things happen; the gauges
+// (sessions, processes, breakers, recovery) are read from the daemon's own
+// state at scrape time, so they cannot drift from it. Every method is
+// nil-safe: a daemon without metrics pays nothing.
 //
 // Labels are bounded sets (states, outcomes, results), never server names
 // or commands: the cardinality stays fixed and a scrape reveals no names.
 type metrics struct {
-	reg     *prometheus.Registry
-	spawns  *prometheus.CounterVec
-	stops   *prometheus.CounterVec
-	cascade *prometheus.HistogramVec
-	health  *prometheus.CounterVec
-	lazy    *prometheus.CounterVec
+	d       *Daemon
+	spawns  *promtext.CounterVec
+	stops   *promtext.CounterVec
+	cascade *promtext.HistogramVec
+	health  *promtext.CounterVec
+	lazy    *promtext.CounterVec
 }
 
 func newMetrics(d *Daemon) *metrics {
-	m := &metrics{
-		reg: prometheus.NewRegistry(),
-		spawns: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "supervisor_spawns_total",
-			Help: "Servers started (result ok) or that could not be started (result failed).",
-		}, []string{"result"}),
-		stops: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "supervisor_stops_total",
-			Help: "Servers stopped through the stop cascade, by how each ended.",
-		}, []string{"outcome"}),
-		cascade: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "supervisor_cascade_duration_seconds",
-			Help: "How long one stop cascade took, graces included: reason stop for stopping live servers " +
-				"(a request, a session ending, an instance cap), exited for sweeping what an exited server left behind.",
-			// From an EOF exit in milliseconds to a grace run out and SIGKILL.
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}, []string{"reason"}),
-		health: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "supervisor_health_checks_total",
-			Help: "Periodic health checks of shared servers, by result (pass or fail).",
-		}, []string{"result"}),
-		lazy: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "supervisor_lazy_total",
-			Help: "Lazy and idle servers (design §11): upstreams started on demand (start), stopped for idleness (idle_stop), " +
-				"requests answered from the cache (cache_hit) and not (cache_miss).",
-		}, []string{"event"}),
-	}
-	for _, r := range []string{"ok", "failed"} {
-		m.spawns.WithLabelValues(r)
-	}
-	for _, r := range []string{"start", "idle_stop", "cache_hit", "cache_miss"} {
-		m.lazy.WithLabelValues(r)
-	}
+	var outcomes []string
 	for _, r := range []shutdown.Result{shutdown.ExitedOnEOF, shutdown.ExitedOnSIGTERM, shutdown.Killed,
 		shutdown.AlreadyGone, shutdown.Unkillable, shutdown.Interrupted, shutdown.Failed} {
-		m.stops.WithLabelValues(outcomeLabel(r))
+		outcomes = append(outcomes, outcomeLabel(r))
 	}
-	for _, r := range []string{"pass", "fail"} {
-		m.health.WithLabelValues(r)
+	return &metrics{
+		d: d,
+		spawns: promtext.NewCounterVec("supervisor_spawns_total",
+			"Servers started (result ok) or that could not be started (result failed).", "result", "ok", "failed"),
+		stops: promtext.NewCounterVec("supervisor_stops_total",
+			"Servers stopped through the stop cascade, by how each ended.", "outcome", outcomes...),
+		cascade: promtext.NewHistogramVec("supervisor_cascade_duration_seconds",
+			"How long one stop cascade took, graces included: reason stop for stopping live servers "+
+				"(a request, a session ending, an instance cap), exited for sweeping what an exited server left behind.",
+			"reason",
+			// From an EOF exit in milliseconds to a grace run out and SIGKILL.
+			[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}, "stop", "exited"),
+		health: promtext.NewCounterVec("supervisor_health_checks_total",
+			"Periodic health checks of shared servers, by result (pass or fail).", "result", "pass", "fail"),
+		lazy: promtext.NewCounterVec("supervisor_lazy_total",
+			"Lazy and idle servers (design §11): upstreams started on demand (start), stopped for idleness (idle_stop), "+
+				"requests answered from the cache (cache_hit) and not (cache_miss).", "event", "start", "idle_stop", "cache_hit", "cache_miss"),
 	}
-	for _, r := range []string{"stop", "exited"} {
-		m.cascade.WithLabelValues(r)
-	}
-	m.reg.MustRegister(m.spawns, m.stops, m.cascade, m.health, m.lazy, &stateCollector{d: d})
-	return m
 }
 
 // outcomeLabel turns a cascade result into a label value: "exited on
@@ -108,10 +84,10 @@ func (m *metrics) spawn(err error) {
 		return
 	}
 	if err != nil {
-		m.spawns.WithLabelValues("failed").Inc()
+		m.spawns.Inc("failed")
 		return
 	}
-	m.spawns.WithLabelValues("ok").Inc()
+	m.spawns.Inc("ok")
 }
 
 // lazyEvents adds what a broker's lazy counters grew by.
@@ -121,7 +97,7 @@ func (m *metrics) lazyEvents(starts, idleStops, hits, misses uint64) {
 	}
 	for label, n := range map[string]uint64{"start": starts, "idle_stop": idleStops, "cache_hit": hits, "cache_miss": misses} {
 		if n > 0 {
-			m.lazy.WithLabelValues(label).Add(float64(n))
+			m.lazy.Add(label, float64(n))
 		}
 	}
 }
@@ -131,7 +107,7 @@ func (m *metrics) stopped(o shutdown.Outcome) {
 	if m == nil {
 		return
 	}
-	m.stops.WithLabelValues(outcomeLabel(o.Result)).Inc()
+	m.stops.Inc(outcomeLabel(o.Result))
 }
 
 // healthCheck counts one periodic health check.
@@ -140,10 +116,10 @@ func (m *metrics) healthCheck(err error) {
 		return
 	}
 	if err != nil {
-		m.health.WithLabelValues("fail").Inc()
+		m.health.Inc("fail")
 		return
 	}
-	m.health.WithLabelValues("pass").Inc()
+	m.health.Inc("pass")
 }
 
 // stopCascade is d.cascade.Stop, timed into the cascade histogram under
@@ -152,7 +128,7 @@ func (d *Daemon) stopCascade(ctx context.Context, reason string, targets []shutd
 	began := time.Now()
 	out := d.cascade.Stop(ctx, targets, opt)
 	if d.metrics != nil {
-		d.metrics.cascade.WithLabelValues(reason).Observe(time.Since(began).Seconds())
+		d.metrics.cascade.Observe(reason, time.Since(began).Seconds())
 	}
 	return out
 }
@@ -162,17 +138,7 @@ func (m *metrics) gather() (string, error) {
 	if m == nil {
 		return "", errors.New("this daemon keeps no metrics")
 	}
-	fams, err := m.reg.Gather()
-	if err != nil {
-		return "", err
-	}
-	var b bytes.Buffer
-	for _, f := range fams {
-		if _, err := expfmt.MetricFamilyToText(&b, f); err != nil {
-			return "", err
-		}
-	}
-	return b.String(), nil
+	return promtext.Write(append([]promtext.Family{m.spawns, m.stops, m.cascade, m.health, m.lazy}, m.d.gauges()...)...), nil
 }
 
 // serveMetrics answers `supervisor metrics` on the socket: the same
@@ -185,39 +151,20 @@ func (d *Daemon) serveMetrics(conn *api.Conn) error {
 	return conn.Send(api.TypeMetrics, &api.Metrics{Text: text})
 }
 
-var (
-	descSessions  = prometheus.NewDesc("supervisor_sessions", "Sessions in the registry, by state.", []string{"state"}, nil)
-	descProcesses = prometheus.NewDesc("supervisor_processes", "Processes in the registry (exited ones until retention compacts them), by state.", []string{"state"}, nil)
-	descBreakers  = prometheus.NewDesc("supervisor_breakers", "Circuit breakers, by state.", []string{"state"}, nil)
-	descAdopted   = prometheus.NewDesc("supervisor_recovery_adopted", "Processes re-adopted by this daemon's reconcile at start.", nil, nil)
-	descLost      = prometheus.NewDesc("supervisor_recovery_lost", "Records found gone (lost) by this daemon's reconcile at start.", nil, nil)
-	descStopped   = prometheus.NewDesc("supervisor_recovery_stopped", "Processes stopped by this daemon's reconcile at start (their host was gone).", nil, nil)
-	descEnded     = prometheus.NewDesc("supervisor_recovery_sessions_ended", "Sessions ended by this daemon's reconcile at start.", nil, nil)
-	descUpstreams = prometheus.NewDesc("supervisor_shared_upstreams", "Shared servers (brokers, run --share) running.", nil, nil)
-	descClients   = prometheus.NewDesc("supervisor_shared_clients", "Clients attached to shared servers, all brokers together.", nil, nil)
-	descRelayed   = prometheus.NewDesc("supervisor_shared_messages_relayed", "Messages the running brokers relayed (both ways) since each started.", nil, nil)
-	descRecDur    = prometheus.NewDesc("supervisor_recovery_duration_seconds", "How long this daemon's reconcile at start took.", nil, nil)
-)
-
-// stateCollector reads the gauges from the daemon at scrape time.
-type stateCollector struct{ d *Daemon }
-
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessions, descProcesses, descBreakers, descAdopted, descLost, descStopped, descEnded, descRecDur,
-		descUpstreams, descClients, descRelayed} {
-		ch <- d
+// gauges reads the gauge families from the daemon's state.
+func (d *Daemon) gauges() []promtext.Family {
+	var fams []promtext.Family
+	gauge := func(name, help, label string, values map[string]float64) {
+		fams = append(fams, promtext.Gauge{Metric: name, Help: help, Label: label, Values: values})
 	}
-}
-
-func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	d := c.d
+	one := func(name, help string, x float64) { gauge(name, help, "", map[string]float64{"": x}) }
 	if d.reg != nil {
-		sessions := map[string]int{string(registry.SessionActive): 0, string(registry.SessionEnding): 0, string(registry.SessionEnded): 0}
+		sessions := map[string]float64{string(registry.SessionActive): 0, string(registry.SessionEnding): 0, string(registry.SessionEnded): 0}
 		for _, s := range d.reg.Sessions(true) {
 			sessions[string(s.State)]++
 		}
-		gauges(ch, descSessions, sessions)
-		procs := map[string]int{}
+		gauge("supervisor_sessions", "Sessions in the registry, by state.", "state", sessions)
+		procs := map[string]float64{}
 		for _, s := range []registry.ProcState{registry.StateStarting, registry.StateRunning, registry.StateStopping,
 			registry.StateExited, registry.StateFailed, registry.StateLost} {
 			procs[string(s)] = 0
@@ -225,14 +172,14 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, p := range d.reg.Processes(registry.Filter{All: true}) {
 			procs[string(p.State)]++
 		}
-		gauges(ch, descProcesses, procs)
+		gauge("supervisor_processes", "Processes in the registry (exited ones until retention compacts them), by state.", "state", procs)
 	}
 	if d.breakers != nil {
-		states := map[string]int{spawn.BreakerClosed: 0, spawn.BreakerOpen: 0, spawn.BreakerHalfOpen: 0}
+		states := map[string]float64{spawn.BreakerClosed: 0, spawn.BreakerOpen: 0, spawn.BreakerHalfOpen: 0}
 		for _, b := range d.breakers.list() {
 			states[b.State]++
 		}
-		gauges(ch, descBreakers, states)
+		gauge("supervisor_breakers", "Circuit breakers, by state.", "state", states)
 	}
 	if d.brokers != nil {
 		var clients int
@@ -242,26 +189,21 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			clients += len(st.Clients)
 			relayed += st.Relayed
 		}
-		ch <- prometheus.MustNewConstMetric(descUpstreams, prometheus.GaugeValue, float64(len(stats)))
-		ch <- prometheus.MustNewConstMetric(descClients, prometheus.GaugeValue, float64(clients))
-		ch <- prometheus.MustNewConstMetric(descRelayed, prometheus.GaugeValue, float64(relayed))
+		one("supervisor_shared_upstreams", "Shared servers (brokers, run --share) running.", float64(len(stats)))
+		one("supervisor_shared_clients", "Clients attached to shared servers, all brokers together.", float64(clients))
+		one("supervisor_shared_messages_relayed", "Messages the running brokers relayed (both ways) since each started.", float64(relayed))
 	}
 	d.mu.Lock()
 	rec := d.recovery
 	d.mu.Unlock()
 	if rec != nil {
-		ch <- prometheus.MustNewConstMetric(descAdopted, prometheus.GaugeValue, float64(rec.Adopted))
-		ch <- prometheus.MustNewConstMetric(descLost, prometheus.GaugeValue, float64(rec.Lost))
-		ch <- prometheus.MustNewConstMetric(descStopped, prometheus.GaugeValue, float64(rec.Stopped))
-		ch <- prometheus.MustNewConstMetric(descEnded, prometheus.GaugeValue, float64(rec.SessionsEnded))
-		ch <- prometheus.MustNewConstMetric(descRecDur, prometheus.GaugeValue, rec.DurationMS/1000)
+		one("supervisor_recovery_adopted", "Processes re-adopted by this daemon's reconcile at start.", float64(rec.Adopted))
+		one("supervisor_recovery_lost", "Records found gone (lost) by this daemon's reconcile at start.", float64(rec.Lost))
+		one("supervisor_recovery_stopped", "Processes stopped by this daemon's reconcile at start (their host was gone).", float64(rec.Stopped))
+		one("supervisor_recovery_sessions_ended", "Sessions ended by this daemon's reconcile at start.", float64(rec.SessionsEnded))
+		one("supervisor_recovery_duration_seconds", "How long this daemon's reconcile at start took.", rec.DurationMS/1000)
 	}
-}
-
-func gauges(ch chan<- prometheus.Metric, desc *prometheus.Desc, by map[string]int) {
-	for state, n := range by {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(n), state)
-	}
+	return fams
 }
 
 // metricsServer serves /metrics over HTTP: an actor of the daemon's run
@@ -287,9 +229,15 @@ func (d *Daemon) listenMetrics(addr string) (*metricsServer, error) {
 			"addr", ln.Addr().String())
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{
-		ErrorLog: log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
-	}))
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		text, err := d.metrics.gather()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", promtext.ContentType)
+		io.WriteString(w, text)
+	})
 	log.Info("serving Prometheus metrics", "url", "http://"+ln.Addr().String()+"/metrics")
 	if d.cfg.Pprof {
 		// Opt-in: profiles show the daemon's internals (and cost CPU while
