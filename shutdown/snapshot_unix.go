@@ -41,6 +41,9 @@ type run struct {
 	checked bool // leaders looked at
 	scanned bool // the snapshot (first collect) is done
 	uid     int
+	// born, when set, is the start of the oldest target leader: see
+	// markerCutoff.
+	born proc.Token
 }
 
 func newRun(c *Cascade, targets []Target, opt Options, log hclog.Logger) *run {
@@ -48,6 +51,7 @@ func newRun(c *Cascade, targets []Target, opt Options, log hclog.Logger) *run {
 		leaders: make([]bool, len(targets)), spared: make([][]int, len(targets)),
 		kept: map[int]bool{}, events: make([]*os.File, len(targets)), uid: os.Getuid()}
 	r.state.init(c, targets, opt, log, os.Getpid())
+	r.born = markerCutoff(targets, opt)
 	if w, err := newWaker(); err == nil {
 		r.poke = w
 	}
@@ -165,8 +169,10 @@ func (r *run) collect() int {
 	}
 
 	// Markers: escaped descendants prove themselves ours by environment.
+	// Reading every environment is most of a stop's cost on a crowded
+	// machine; one older than every leader cannot be a descendant's.
 	for _, info := range infos {
-		if r.members[info.PID] != nil || !r.candidate(info) {
+		if r.members[info.PID] != nil || !r.candidate(info) || olderThan(info.Token, r.born) {
 			continue
 		}
 		env, err := proc.Environ(info.PID)
@@ -210,6 +216,36 @@ func (r *run) collect() int {
 
 	added += r.collectHolders(infos)
 	return added
+}
+
+// markerCutoff is the start of the oldest target leader when only
+// targets' own process markers can claim a process, which then must
+// descend from a leader and started no earlier (a child's start time is
+// never before its parent's; a log writer, started just before its
+// server, carries the markers but is never claimed by them). A whole
+// session's stop also claims by the session marker, which servers of the
+// session that ended earlier passed on to processes older than any target
+// now: no cutoff then, nor when a leader's token is unknown or of another
+// boot.
+func markerCutoff(targets []Target, opt Options) proc.Token {
+	if opt.WholeSession || len(targets) == 0 {
+		return proc.Token{}
+	}
+	born := targets[0].Token
+	for _, t := range targets {
+		if t.Token.IsZero() || t.Token.BootID != born.BootID {
+			return proc.Token{}
+		}
+		if t.Token.StartTicks < born.StartTicks {
+			born = t.Token
+		}
+	}
+	return born
+}
+
+// olderThan reports whether tok started before born, on the same boot.
+func olderThan(tok, born proc.Token) bool {
+	return !born.IsZero() && tok.BootID == born.BootID && tok.StartTicks < born.StartTicks
 }
 
 // groupIsOurs says whether the number t.PGID still names the group the
