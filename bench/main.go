@@ -605,7 +605,7 @@ func (b *bench) spawnCrowded(ctx context.Context, res *Results, trueBin string, 
 		sleepers = append(sleepers, c)
 	}
 	crowded := res.figure("spawn-overhead", fmt.Sprintf("`supervisor run -- /bin/true` with %d unrelated processes of this user", n), "ms")
-	added := res.figure("spawn-overhead", fmt.Sprintf("  added by the %d (each stop reads their environment)", n), "ms")
+	added := res.figure("spawn-overhead", fmt.Sprintf("  added by the %d (the stop scans /proc once; it reads the environment only of processes no older than the server)", n), "ms")
 	for i := range b.o.trials {
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -27,31 +27,54 @@ var bootID = sync.OnceValues(func() (string, error) {
 func BootID() (string, error) { return bootID() }
 
 // Stat reads /proc/PID/stat (and the owner uid) for pid.
+//
+// Stops and recovery run it on every process of the machine, so it costs
+// four system calls: the owner is the stat file's (procfs gives every file
+// of /proc/PID the owner it gives the directory), read with one read into a
+// buffer no stat line outgrows.
 func Stat(pid int) (Info, error) {
 	if pid <= 0 {
 		return Info{}, fmt.Errorf("pid %d: %w", pid, ErrGone)
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	path := "/proc/" + strconv.Itoa(pid) + "/stat"
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
-			return Info{}, fmt.Errorf("pid %d: %w", pid, ErrGone)
-		}
-		return Info{}, fmt.Errorf("read /proc/%d/stat: %w", pid, err)
+		return Info{}, statErr(pid, err)
 	}
-	info, err := parseStat(b)
+	var buf [statBuf]byte
+	n, err := unix.Read(fd, buf[:])
+	var st unix.Stat_t
+	uid := -1
+	if err == nil && unix.Fstat(fd, &st) == nil {
+		uid = int(st.Uid)
+	}
+	unix.Close(fd)
 	if err != nil {
-		return Info{}, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
+		return Info{}, statErr(pid, err)
+	}
+	if n == len(buf) {
+		return Info{}, fmt.Errorf("read %s: longer than %d bytes", path, len(buf))
+	}
+	info, err := parseStat(buf[:n])
+	if err != nil {
+		return Info{}, fmt.Errorf("parse %s: %w", path, err)
 	}
 	if info.Token.BootID, err = BootID(); err != nil {
 		return Info{}, err
 	}
-	var st unix.Stat_t
-	if err := unix.Stat("/proc/"+strconv.Itoa(pid), &st); err == nil {
-		info.UID = int(st.Uid)
-	} else {
-		info.UID = -1
-	}
+	info.UID = uid
 	return info, nil
+}
+
+// statBuf holds any /proc/PID/stat line: 52 fields of at most 20 digits and
+// a comm of at most 64 bytes come to about 1,200.
+const statBuf = 4096
+
+func statErr(pid int, err error) error {
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("pid %d: %w", pid, ErrGone)
+	}
+	return fmt.Errorf("read /proc/%d/stat: %w", pid, err)
 }
 
 // parseStat parses the fields we need from a /proc/PID/stat line. comm may

@@ -540,3 +540,26 @@ func TestZombieStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestStatOwnerOfAnotherUser: Stat's UID is the process's own user, read
+// from its stat file, for a process of another user too (the stop scan
+// leaves other users' processes alone by it). Needs root to start one.
+func TestStatOwnerOfAnotherUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to start a process as another user")
+	}
+	const nobody = 65534
+	cmd := exec.Command("sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	info, err := Stat(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.UID != nobody {
+		t.Errorf("UID of a process of user %d: got %d", nobody, info.UID)
+	}
+}
