@@ -488,7 +488,8 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 		})
 		return err
 	}
-	rec, err := d.reg.Update(br.id, func(p *registry.Process) error {
+	started1 := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d broker of %q", started.PID, req.Argv)}
+	rec, err := d.reg.UpdateLogged(br.id, started1, func(p *registry.Process) error {
 		p.PID, p.PGID, p.Token, p.Path, p.Cgroup = started.PID, started.PGID, started.Token, started.Path, cg.Path
 		if p.State == registry.StateStarting {
 			p.State = registry.StateRunning
@@ -509,7 +510,6 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	if br.lazy || br.idle > 0 {
 		go d.watchBroker(br)
 	}
-	d.reg.Event("process.start", sess, br.id, fmt.Sprintf("pid %d broker of %q", started.PID, req.Argv))
 
 	ready := make(chan error, 1)
 	go func() {

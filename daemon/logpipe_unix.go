@@ -54,6 +54,10 @@ func (d *Daemon) startLogWriter(path string, tee *os.File, m logWriterMarkers) (
 	// a host that never asked for its messages.
 	started, err := spawn.Start(d.reaper, spawn.Request{
 		Argv: d.logWriterArgv(path, tee != nil), LogWriter: true,
+		// One P: a copy loop needs no parallelism, and every P past the
+		// first costs the writer threads for the server's whole life
+		// (thread ids count against pid_max with the servers').
+		Env:       []string{"GOMAXPROCS=1"},
 		Stdio:     [3]*os.File{r, out, null},
 		SessionID: m.session, ProcID: m.procID, Instance: d.instance, Host: m.host,
 	})

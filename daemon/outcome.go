@@ -73,8 +73,7 @@ func settle(o shutdown.Outcome, st spawn.Status, eofStop bool) shutdown.Outcome 
 // publishStop records a stop's outcome in the record, the event log and
 // the stops counter: the one place that does, so the three agree.
 func (d *Daemon) publishStop(session string, o shutdown.Outcome) {
-	d.reg.Event("process.stop", session, o.ID, o.String())
-	d.recordStop(o.ID, o)
+	d.recordStopLogged("process.stop", session, o)
 	d.metrics.stopped(o)
 }
 

@@ -226,7 +226,8 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	// PID and token are recorded whatever a concurrent stop did to the
 	// state meanwhile: a stopping record without them could not be found
 	// again after a crash.
-	rec, err := d.reg.Update(id, func(p *registry.Process) error {
+	started1 := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d %q", started.PID, req.Argv)}
+	rec, err := d.reg.UpdateLogged(id, started1, func(p *registry.Process) error {
 		p.PID, p.PGID, p.Token, p.Path = started.PID, started.PGID, started.Token, started.Path
 		if p.State == registry.StateStarting {
 			p.State = registry.StateRunning
@@ -265,7 +266,6 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	if err := conn.Send(api.TypeStarted, &api.Started{ID: id, PID: started.PID, Token: started.Token, Session: req.Session}); err != nil {
 		log.Info("shim gone before start was confirmed", "id", id, "err", err)
 	}
-	d.reg.Event("process.start", req.Session, id, fmt.Sprintf("pid %d %q", started.PID, req.Argv))
 	log.Info("started", "id", id, "pid", started.PID, "argv", req.Argv)
 	d.enforceCap(req, id)
 
@@ -474,7 +474,14 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 	l.stopMu.Unlock()
 	l.status = st
 	restarting := l.shared != nil && l.shared.usable()
-	_, err := d.reg.Update(l.id, func(p *registry.Process) error {
+	detail := fmt.Sprintf("pid %d exit code %d", st.PID, st.Code)
+	switch {
+	case st.Unknown:
+		detail = fmt.Sprintf("pid %d exited; status unknown (re-adopted)", st.PID)
+	case st.Signal != 0:
+		detail = fmt.Sprintf("pid %d killed by %s", st.PID, proc.SignalName(st.Signal))
+	}
+	_, err := d.reg.UpdateLogged(l.id, registry.Logged{Kind: "process.exit", Detail: detail}, func(p *registry.Process) error {
 		if p.State.Final() {
 			return nil
 		}
@@ -511,15 +518,6 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 	if err != nil {
 		d.log.Error("record exit", "id", l.id, "err", err)
 	}
-	p, _ := d.reg.Process(l.id)
-	detail := fmt.Sprintf("pid %d exit code %d", st.PID, st.Code)
-	switch {
-	case st.Unknown:
-		detail = fmt.Sprintf("pid %d exited; status unknown (re-adopted)", st.PID)
-	case st.Signal != 0:
-		detail = fmt.Sprintf("pid %d killed by %s", st.PID, proc.SignalName(st.Signal))
-	}
-	d.reg.Event("process.exit", p.Session, l.id, detail)
 
 	// Exited on its own (no stop under way): whatever it left behind in its
 	// group, under its marker or holding the host's pipes goes through the
@@ -561,8 +559,7 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 			shutdown.Options{Grace: g, Force: l.force, Instance: d.instance})
 		if len(out[0].Procs) > 0 {
 			d.log.Info("stopped what an exited server left behind", "id", l.id, "outcome", out[0].String())
-			d.reg.Event("process.leftovers", p.Session, l.id, out[0].String())
-			d.recordStop(l.id, out[0])
+			d.recordStopLogged("process.leftovers", t.Session, out[0])
 		}
 		l.forceStop() // idempotent: a stop request may have closed it already
 		l.stopMu.Lock()
@@ -588,6 +585,19 @@ func (d *Daemon) recordStop(id string, o shutdown.Outcome) {
 	rec := stopRecordOf(o)
 	if _, err := d.reg.Update(id, func(p *registry.Process) error { p.Stop = rec; return nil }); err != nil {
 		d.log.Error("record stop outcome", "id", id, "err", err)
+	}
+}
+
+// recordStopLogged is recordStop with an event of kind telling the
+// outcome in the same commit. Without a record to keep the outcome in,
+// the event is still logged.
+func (d *Daemon) recordStopLogged(kind, session string, o shutdown.Outcome) {
+	rec := stopRecordOf(o)
+	_, err := d.reg.UpdateLogged(o.ID, registry.Logged{Kind: kind, Detail: o.String()},
+		func(p *registry.Process) error { p.Stop = rec; return nil })
+	if err != nil {
+		d.log.Error("record stop outcome", "id", o.ID, "err", err)
+		d.reg.Event(kind, session, o.ID, o.String())
 	}
 }
 

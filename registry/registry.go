@@ -13,7 +13,9 @@ import (
 // an implementation is expected to coalesce concurrent commits.
 type Persister interface {
 	PutSession(Session) error
-	PutProcess(Process) error
+	// PutProcess commits a process record and, in the same commit, the
+	// events given with it.
+	PutProcess(Process, ...Event) error
 	AppendEvent(Event) error
 	// DeleteMany removes session and process records in one commit;
 	// missing ones are not an error.
@@ -265,10 +267,20 @@ func (r *Registry) AddProcess(p Process) (Process, error) {
 // aborts the update. fn runs with the record locked: it must not wait for
 // another record (Compact holds several at once).
 func (r *Registry) Update(id string, fn func(*Process) error) (Process, error) {
-	return r.update(id, fn, false)
+	return r.update(id, fn, false, nil)
 }
 
-func (r *Registry) update(id string, fn func(*Process) error, restart bool) (Process, error) {
+// Logged is an event told of a process's change, committed with it.
+type Logged struct{ Kind, Detail string }
+
+// UpdateLogged is Update with the event ev about the process (its session
+// filled in) committed in the same transaction: one fsync where the change
+// and its event took two. fn returning an error commits neither.
+func (r *Registry) UpdateLogged(id string, ev Logged, fn func(*Process) error) (Process, error) {
+	return r.update(id, fn, false, &ev)
+}
+
+func (r *Registry) update(id string, fn func(*Process) error, restart bool, ev *Logged) (Process, error) {
 	r.mu.Lock()
 	e, ok := r.procs[id]
 	r.mu.Unlock()
@@ -287,7 +299,11 @@ func (r *Registry) update(id string, fn func(*Process) error, restart bool) (Pro
 	if next.State != e.rec.State && !CanTransition(e.rec.State, next.State) && !restart {
 		return cloneProc(e.rec), fmt.Errorf("process %s: %s → %s: %w", id, e.rec.State, next.State, ErrBadTransition)
 	}
-	if err := r.p.PutProcess(next); err != nil {
+	var evs []Event
+	if ev != nil {
+		evs = append(evs, Event{Time: r.now().UTC(), Kind: ev.Kind, Session: next.Session, Process: id, Detail: ev.Detail})
+	}
+	if err := r.p.PutProcess(next, evs...); err != nil {
 		return cloneProc(e.rec), fmt.Errorf("commit process %s: %w", id, err)
 	}
 	e.rec = next
@@ -324,7 +340,7 @@ func (r *Registry) Restart(id string, mutate func(*Process)) (Process, error) {
 		mutate(p)
 		p.State = StateRunning
 		return nil
-	}, true)
+	}, true, nil)
 }
 
 // Process returns the process with id.

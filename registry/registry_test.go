@@ -32,7 +32,7 @@ func (f *fakePersister) PutSession(s Session) error {
 	return nil
 }
 
-func (f *fakePersister) PutProcess(p Process) error {
+func (f *fakePersister) PutProcess(p Process, evs ...Event) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
@@ -40,6 +40,7 @@ func (f *fakePersister) PutProcess(p Process) error {
 	}
 	f.procs = append(f.procs, p)
 	f.ops = append(f.ops, "put p:"+p.ID)
+	f.events = append(f.events, evs...)
 	return nil
 }
 
@@ -577,5 +578,48 @@ func TestNewSeedsRecords(t *testing.T) {
 	}
 	if n := p.procPuts() + p.sessionPuts(); n != 0 {
 		t.Errorf("commits while seeding: got %d, want 0", n)
+	}
+}
+
+// TestUpdateLogged: the event goes to the persister with the record, in
+// the same PutProcess call, carrying the record's session; fn refusing
+// or the commit failing logs nothing.
+func TestUpdateLogged(t *testing.T) {
+	r, p := newTestRegistry()
+	if _, err := r.AddProcess(Process{ID: "p1", Session: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.UpdateLogged("p1", Logged{Kind: "process.start", Detail: "pid 7"}, func(pr *Process) error {
+		pr.PID, pr.State = 7, StateRunning
+		return nil
+	})
+	if err != nil || got.PID != 7 || got.State != StateRunning {
+		t.Fatalf("UpdateLogged: %+v, %v", got, err)
+	}
+	p.mu.Lock()
+	evs := append([]Event(nil), p.events...)
+	ops := append([]string(nil), p.ops...)
+	p.mu.Unlock()
+	if len(evs) != 1 || evs[0].Kind != "process.start" || evs[0].Session != "s1" || evs[0].Process != "p1" || evs[0].Detail != "pid 7" || evs[0].Time.IsZero() {
+		t.Fatalf("events: %+v", evs)
+	}
+	if want := []string{"put p:p1", "put p:p1"}; !reflect.DeepEqual(ops, want) {
+		t.Errorf("commits: %v, want %v (the event in the second)", ops, want)
+	}
+
+	refused := errors.New("no")
+	if _, err := r.UpdateLogged("p1", Logged{Kind: "x"}, func(*Process) error { return refused }); !errors.Is(err, refused) {
+		t.Errorf("fn refusing: %v", err)
+	}
+	p.setFail(errors.New("disk full"))
+	if _, err := r.UpdateLogged("p1", Logged{Kind: "y"}, func(pr *Process) error { pr.Health = "ok"; return nil }); err == nil {
+		t.Error("a failed commit: no error")
+	}
+	p.setFail(nil)
+	p.mu.Lock()
+	n := len(p.events)
+	p.mu.Unlock()
+	if n != 1 {
+		t.Errorf("events after a refused and a failed update: %d, want 1", n)
 	}
 }

@@ -359,9 +359,39 @@ func (s *Store) PutSession(sess registry.Session) error {
 	return s.put(bucketSessions, sess.ID, sess)
 }
 
-// PutProcess commits p, replacing any record with the same id.
-func (s *Store) PutProcess(p registry.Process) error {
-	return s.put(bucketProcesses, p.ID, p)
+// PutProcess commits p, replacing any record with the same id, and
+// appends evs in the same commit: a change and the event that tells of it
+// cost one fsync, and are durable together or not at all.
+func (s *Store) PutProcess(p registry.Process, evs ...registry.Event) error {
+	if len(evs) == 0 {
+		return s.put(bucketProcesses, p.ID, p)
+	}
+	if p.ID == "" {
+		return fmt.Errorf("put %s: empty id", bucketProcesses)
+	}
+	data, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("encode %s/%s: %w", bucketProcesses, p.ID, err)
+	}
+	events := make([][]byte, len(evs))
+	for i, ev := range evs {
+		ev.Seq = 0
+		if events[i], err = json.Marshal(ev); err != nil {
+			return fmt.Errorf("append event %s: encode: %w", ev.Kind, err)
+		}
+	}
+	// A retried Batch fn runs after its failed tx rolled back: the record
+	// is put and the events appended exactly once.
+	err = s.db.Batch(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketProcesses).Put([]byte(p.ID), data); err != nil {
+			return err
+		}
+		return appendEvents(tx.Bucket(bucketEvents), s.maxEvents, events...)
+	})
+	if err != nil {
+		return fmt.Errorf("put %s/%s with %d events: %w", bucketProcesses, p.ID, len(evs), err)
+	}
+	return nil
 }
 
 func (s *Store) put(bucket []byte, id string, rec any) error {
@@ -438,7 +468,18 @@ func (s *Store) AppendEvent(ev registry.Event) error {
 	// A retried Batch fn runs after its failed tx rolled back, sequence
 	// included, so it appends exactly once.
 	err = s.db.Batch(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketEvents)
+		return appendEvents(tx.Bucket(bucketEvents), s.maxEvents, data)
+	})
+	if err != nil {
+		return fmt.Errorf("append event %s: %w", ev.Kind, err)
+	}
+	return nil
+}
+
+// appendEvents puts encoded events under the next sequence numbers and
+// trims the log to limit.
+func appendEvents(b *bolt.Bucket, limit int, events ...[]byte) error {
+	for _, data := range events {
 		seq, err := b.NextSequence()
 		if err != nil {
 			return err
@@ -446,12 +487,8 @@ func (s *Store) AppendEvent(ev registry.Event) error {
 		if err := b.Put(seqKey(seq), data); err != nil {
 			return err
 		}
-		return trimEvents(b, s.maxEvents)
-	})
-	if err != nil {
-		return fmt.Errorf("append event %s: %w", ev.Kind, err)
 	}
-	return nil
+	return trimEvents(b, limit)
 }
 
 // trimEvents deletes from the oldest end until at most limit remain. Keys are

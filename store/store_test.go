@@ -735,3 +735,51 @@ func fuzzBase(f *testing.F) []byte {
 	}
 	return b
 }
+
+// TestPutProcessWithEvents: a record and the events given with it land in
+// one commit, in order, after the events already logged, under the cap; a
+// refused record logs no event.
+func TestPutProcessWithEvents(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	s := openT(t, path, Options{MaxEvents: 3})
+	if err := s.AppendEvent(registry.Event{Kind: "before"}); err != nil {
+		t.Fatal(err)
+	}
+	p := registry.Process{ID: "p-1", Session: "s", State: registry.StateRunning, PID: 42}
+	if err := s.PutProcess(p, registry.Event{Kind: "process.start", Process: "p-1", Detail: "pid 42"},
+		registry.Event{Kind: "second", Process: "p-1"}); err != nil {
+		t.Fatal(err)
+	}
+	_, procs, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(procs) != 1 || procs[0].PID != 42 {
+		t.Fatalf("records after PutProcess with events: %+v", procs)
+	}
+	evs, err := s.Events(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, ev := range evs {
+		kinds = append(kinds, ev.Kind)
+	}
+	if want := []string{"before", "process.start", "second"}; !reflect.DeepEqual(kinds, want) {
+		t.Errorf("events = %v, want %v", kinds, want)
+	}
+	// Past the cap, the oldest go in the same commit.
+	if err := s.PutProcess(p, registry.Event{Kind: "third"}); err != nil {
+		t.Fatal(err)
+	}
+	if evs, _ = s.Events(0); len(evs) != 3 || evs[0].Kind != "process.start" || evs[2].Kind != "third" {
+		t.Errorf("events past the cap: %+v", evs)
+	}
+	// A record without an id: refused, and its event not logged either.
+	if err := s.PutProcess(registry.Process{}, registry.Event{Kind: "orphan"}); err == nil {
+		t.Error("PutProcess without an id: no error")
+	}
+	if evs, _ = s.Events(0); evs[len(evs)-1].Kind != "third" {
+		t.Errorf("an event of a refused put was logged: %+v", evs)
+	}
+}
