@@ -12,9 +12,9 @@ import (
 // Persister commits records durably. Its methods may be called concurrently;
 // an implementation is expected to coalesce concurrent commits.
 type Persister interface {
-	PutSession(Session) error
-	// PutProcess commits a process record and, in the same commit, the
-	// events given with it.
+	// PutSession and PutProcess commit a record and, in the same commit,
+	// the events given with it.
+	PutSession(Session, ...Event) error
 	PutProcess(Process, ...Event) error
 	AppendEvent(Event) error
 	// DeleteMany removes session and process records in one commit;
@@ -129,7 +129,9 @@ func (r *Registry) openLocked(e *sessionEntry, s Session) (Session, bool, error)
 	s.StartedAt = r.now().UTC()
 	s.EndedAt = nil
 	s.EndReason = ""
-	if err := r.p.PutSession(s); err != nil {
+	started := Event{Time: s.StartedAt, Kind: "session.start", Session: s.ID,
+		Detail: fmt.Sprintf("host %d %s", s.HostPID, clip(s.HostCommand, 200))}
+	if err := r.p.PutSession(s, started); err != nil {
 		if e.rec.ID == "" {
 			e.gone = true // a waiter for this entry starts over
 			r.mu.Lock()
@@ -141,7 +143,6 @@ func (r *Registry) openLocked(e *sessionEntry, s Session) (Session, bool, error)
 		return Session{}, false, fmt.Errorf("commit session %s: %w", s.ID, err)
 	}
 	e.rec = s
-	_ = r.Event("session.start", s.ID, "", fmt.Sprintf("host %d %s", s.HostPID, clip(s.HostCommand, 200)))
 	return s, true, nil
 }
 
@@ -174,16 +175,17 @@ func (r *Registry) SetSessionState(id string, state SessionState, reason string)
 		t := r.now().UTC()
 		next.EndedAt = &t
 	}
-	if err := r.p.PutSession(next); err != nil {
+	var evs []Event
+	switch state {
+	case SessionEnding:
+		evs = append(evs, Event{Time: r.now().UTC(), Kind: "session.ending", Session: id, Detail: reason})
+	case SessionEnded:
+		evs = append(evs, Event{Time: r.now().UTC(), Kind: "session.end", Session: id, Detail: reason})
+	}
+	if err := r.p.PutSession(next, evs...); err != nil {
 		return e.rec, fmt.Errorf("commit session %s: %w", id, err)
 	}
 	e.rec = next
-	switch state {
-	case SessionEnding:
-		_ = r.Event("session.ending", id, "", reason)
-	case SessionEnded:
-		_ = r.Event("session.end", id, "", reason)
-	}
 	return next, nil
 }
 

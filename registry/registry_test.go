@@ -21,7 +21,7 @@ type fakePersister struct {
 	ops                           []string // "put s:ID", "put p:ID", "del s:ID", "del p:ID", in commit order
 }
 
-func (f *fakePersister) PutSession(s Session) error {
+func (f *fakePersister) PutSession(s Session, evs ...Event) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
@@ -29,6 +29,7 @@ func (f *fakePersister) PutSession(s Session) error {
 	}
 	f.sessions = append(f.sessions, s)
 	f.ops = append(f.ops, "put s:"+s.ID)
+	f.events = append(f.events, evs...)
 	return nil
 }
 

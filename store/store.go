@@ -354,47 +354,20 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// PutSession commits sess, replacing any record with the same id.
-func (s *Store) PutSession(sess registry.Session) error {
-	return s.put(bucketSessions, sess.ID, sess)
+// PutSession commits sess, replacing any record with the same id, and
+// appends evs in the same commit.
+func (s *Store) PutSession(sess registry.Session, evs ...registry.Event) error {
+	return s.put(bucketSessions, sess.ID, sess, evs...)
 }
 
 // PutProcess commits p, replacing any record with the same id, and
 // appends evs in the same commit: a change and the event that tells of it
 // cost one fsync, and are durable together or not at all.
 func (s *Store) PutProcess(p registry.Process, evs ...registry.Event) error {
-	if len(evs) == 0 {
-		return s.put(bucketProcesses, p.ID, p)
-	}
-	if p.ID == "" {
-		return fmt.Errorf("put %s: empty id", bucketProcesses)
-	}
-	data, err := json.Marshal(p)
-	if err != nil {
-		return fmt.Errorf("encode %s/%s: %w", bucketProcesses, p.ID, err)
-	}
-	events := make([][]byte, len(evs))
-	for i, ev := range evs {
-		ev.Seq = 0
-		if events[i], err = json.Marshal(ev); err != nil {
-			return fmt.Errorf("append event %s: encode: %w", ev.Kind, err)
-		}
-	}
-	// A retried Batch fn runs after its failed tx rolled back: the record
-	// is put and the events appended exactly once.
-	err = s.db.Batch(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketProcesses).Put([]byte(p.ID), data); err != nil {
-			return err
-		}
-		return appendEvents(tx.Bucket(bucketEvents), s.maxEvents, events...)
-	})
-	if err != nil {
-		return fmt.Errorf("put %s/%s with %d events: %w", bucketProcesses, p.ID, len(evs), err)
-	}
-	return nil
+	return s.put(bucketProcesses, p.ID, p, evs...)
 }
 
-func (s *Store) put(bucket []byte, id string, rec any) error {
+func (s *Store) put(bucket []byte, id string, rec any, evs ...registry.Event) error {
 	if id == "" {
 		return fmt.Errorf("put %s: empty id", bucket)
 	}
@@ -402,9 +375,25 @@ func (s *Store) put(bucket []byte, id string, rec any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s/%s: %w", bucket, id, err)
 	}
-	// Put of the same key and value is idempotent, as Batch requires.
+	events := make([][]byte, len(evs))
+	for i, ev := range evs {
+		// The sequence is the key, which readers take as the truth.
+		ev.Seq = 0
+		if events[i], err = json.Marshal(ev); err != nil {
+			return fmt.Errorf("append event %s: encode: %w", ev.Kind, err)
+		}
+	}
+	// Put of the same key and value is idempotent, as Batch requires; a
+	// retried fn runs after its failed tx rolled back, sequence included,
+	// so its events are appended exactly once.
 	err = s.db.Batch(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucket).Put([]byte(id), data)
+		if err := tx.Bucket(bucket).Put([]byte(id), data); err != nil {
+			return err
+		}
+		if len(events) == 0 {
+			return nil
+		}
+		return appendEvents(tx.Bucket(bucketEvents), s.maxEvents, events...)
 	})
 	if err != nil {
 		return fmt.Errorf("put %s/%s: %w", bucket, id, err)
