@@ -689,15 +689,23 @@ func nextLine(ctx context.Context, ch <-chan string, limit time.Duration) (strin
 }
 
 // children lists the direct children of pid.
+// children lists pid's children, those of every thread of it: the kernel
+// lists a child under the thread that forked it.
 func children(pid int) []int {
-	bs, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		return nil
 	}
 	var out []int
-	for _, f := range strings.Fields(string(bs)) {
-		if n, err := strconv.Atoi(f); err == nil {
-			out = append(out, n)
+	for _, t := range tasks {
+		bs, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(bs)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
 		}
 	}
 	return out

@@ -88,6 +88,8 @@ func (b *bench) scale(ctx context.Context, res *Results) error {
 	store := res.figure("scale", "store size: registry.db (+ -wal, -shm)", "MiB")
 	startup := res.figure("scale", fmt.Sprintf("  start: %d hosts (batches of %d) → all %d servers running", n, scaleBatch, servers), "ms")
 	shimMem := res.figure("scale", "  one shim's private memory (Private_Clean + Private_Dirty, median of the shims)", "MiB")
+	tids := res.figure("scale", "  thread ids per direct server: its shim + its log writer + the server (medians)", "count")
+	fits := res.figure("scale", "  direct servers kernel.pid_max holds at that rate, the hosts apart (goal ≥ 4000)", "count")
 	stopEnd := res.figure("scale", fmt.Sprintf("**end all %d sessions at once**: `daemon stop` → last of the %d servers gone", n, servers), "ms")
 	killEnd := res.figure("scale", fmt.Sprintf("end all %d sessions at once: SIGKILL all %d hosts → last server gone", n, n), "ms")
 	killOver := res.figure("scale", "  the same minus the 500 ms EOF grace of a dead host's servers", "ms")
@@ -111,6 +113,12 @@ func (b *bench) scale(ctx context.Context, res *Results) error {
 		if r.shimMem > 0 {
 			shimMem.add(r.shimMem)
 		}
+		if r.tids > 0 {
+			tids.add(r.tids)
+			if pm, err := pidMax(); err == nil {
+				fits.add(float64(pm) / r.tids)
+			}
+		}
 		how := "daemon stop"
 		if kill {
 			how = "SIGKILL hosts"
@@ -130,21 +138,19 @@ func (b *bench) scale(ctx context.Context, res *Results) error {
 // each for everything else.
 func scaleFit() int {
 	fit := 1 << 30
-	if bs, err := os.ReadFile("/proc/sys/kernel/pid_max"); err == nil {
-		if max, err := strconv.Atoi(strings.TrimSpace(string(bs))); err == nil {
-			used := 0
-			if ents, err := os.ReadDir("/proc"); err == nil {
-				for _, e := range ents {
-					if _, err := strconv.Atoi(e.Name()); err != nil {
-						continue
-					}
-					if ts, err := os.ReadDir("/proc/" + e.Name() + "/task"); err == nil {
-						used += len(ts)
-					}
+	if max, err := pidMax(); err == nil {
+		used := 0
+		if ents, err := os.ReadDir("/proc"); err == nil {
+			for _, e := range ents {
+				if _, err := strconv.Atoi(e.Name()); err != nil {
+					continue
+				}
+				if ts, err := os.ReadDir("/proc/" + e.Name() + "/task"); err == nil {
+					used += len(ts)
 				}
 			}
-			fit = min(fit, (max-used)*3/4/scaleTIDsPerSession)
 		}
+		fit = min(fit, (max-used)*3/4/scaleTIDsPerSession)
 	}
 	if f, err := os.Open("/proc/meminfo"); err == nil {
 		sc := bufio.NewScanner(f)
@@ -165,6 +171,7 @@ type scaleResult struct {
 	ps                 []float64 // ms
 	store              float64   // bytes
 	shimMem            float64   // MiB
+	tids               float64   // per server, shim and log writer included
 	startup, end       time.Duration
 }
 
@@ -323,6 +330,24 @@ func (b *bench) scaleTrial(ctx context.Context, trial, n int, sleepBin string, p
 		}
 	}
 	r.shimMem = privateMiB(shims)
+	// The daemon's children are the servers and their log writers.
+	servers := map[int]bool{}
+	for _, p := range procs {
+		servers[p.PID] = true
+	}
+	var writers []int
+	for _, c := range children(d.pid) {
+		if !servers[c] {
+			writers = append(writers, c)
+		}
+	}
+	var serverPIDs []int
+	for pid := range servers {
+		serverPIDs = append(serverPIDs, pid)
+	}
+	if len(shims) > 0 && len(writers) > 0 {
+		r.tids = medianTasks(shims) + medianTasks(writers) + medianTasks(serverPIDs)
+	}
 
 	if _, _, err := waitIdle(ctx, d.pid, scaleLimit); err != nil {
 		return r, err
@@ -476,6 +501,28 @@ func privateMiB(pids []int) float64 {
 		return 0
 	}
 	return median(xs)
+}
+
+// medianTasks is the median thread count of (up to 50 of) pids.
+func medianTasks(pids []int) float64 {
+	var xs []float64
+	for _, pid := range pids[:min(len(pids), 50)] {
+		if n := countDir(fmt.Sprintf("/proc/%d/task", pid)); n > 0 {
+			xs = append(xs, float64(n))
+		}
+	}
+	if len(xs) == 0 {
+		return 0
+	}
+	return median(xs)
+}
+
+func pidMax() (int, error) {
+	bs, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(bs)))
 }
 
 func countDir(path string) int {
