@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -73,6 +74,12 @@ func fail(code int, err error) (int, error) { return code, &Error{Code: code, Er
 // Run runs the shim and returns the exit status to use. A non-nil error has
 // not been printed yet.
 func Run(ctx context.Context, o Options) (int, error) {
+	// One P: a shim waits nearly all its life, and every P past the first
+	// lets the runtime start threads that then stay for the server's
+	// life; thread ids count against pid_max with the servers'. (5-6
+	// threads instead of 6-7; the rest are the runtime's own and
+	// os/signal's two.)
+	runtime.GOMAXPROCS(1)
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 10 * time.Second
 	}
