@@ -29,9 +29,11 @@ func BootID() (string, error) { return bootID() }
 // Stat reads /proc/PID/stat (and the owner uid) for pid.
 //
 // Stops and recovery run it on every process of the machine, so it costs
-// four system calls: the owner is the stat file's (procfs gives every file
-// of /proc/PID the owner it gives the directory), read with one read into a
-// buffer no stat line outgrows.
+// four system calls: one read into a buffer no stat line outgrows, and the
+// owner from a stat of the directory. Not the stat file's owner: procfs
+// gives the files of a process that is not dumpable (ssh-agent, a binary
+// with file capabilities, one that changed credentials) to root, the
+// directory always to the process's user.
 func Stat(pid int) (Info, error) {
 	if pid <= 0 {
 		return Info{}, fmt.Errorf("pid %d: %w", pid, ErrGone)
@@ -43,11 +45,6 @@ func Stat(pid int) (Info, error) {
 	}
 	var buf [statBuf]byte
 	n, err := unix.Read(fd, buf[:])
-	var st unix.Stat_t
-	uid := -1
-	if err == nil && unix.Fstat(fd, &st) == nil {
-		uid = int(st.Uid)
-	}
 	unix.Close(fd)
 	if err != nil {
 		return Info{}, statErr(pid, err)
@@ -62,7 +59,12 @@ func Stat(pid int) (Info, error) {
 	if info.Token.BootID, err = BootID(); err != nil {
 		return Info{}, err
 	}
-	info.UID = uid
+	var st unix.Stat_t
+	if err := unix.Stat(path[:len(path)-len("/stat")], &st); err == nil {
+		info.UID = int(st.Uid)
+	} else {
+		info.UID = -1
+	}
 	return info, nil
 }
 

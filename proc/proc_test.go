@@ -5,8 +5,10 @@ package proc
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -541,25 +543,81 @@ func TestZombieStatus(t *testing.T) {
 	}
 }
 
-// TestStatOwnerOfAnotherUser: Stat's UID is the process's own user, read
-// from its stat file, for a process of another user too (the stop scan
-// leaves other users' processes alone by it). Needs root to start one.
-func TestStatOwnerOfAnotherUser(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root to start a process as another user")
+// TestStatOwner: Stat's UID is the process's own user, for a process of
+// another user (as root) and for one that is not dumpable, whose
+// /proc/PID/stat belongs to root (ssh-agent does this to itself): the
+// stop scan leaves other users' processes alone by it, and must not take
+// or skip one for its dumpable flag.
+func TestStatOwner(t *testing.T) {
+	uid := os.Getuid()
+	if uid == 0 {
+		uid = 65534 // a process of another user; else one of ours
 	}
-	const nobody = 65534
-	cmd := exec.Command("sleep", "30")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	bin := os.Args[0]
+	if os.Getuid() == 0 {
+		// The other user must be able to reach the test binary, which
+		// sits in a directory only we can enter.
+		dir, err := os.MkdirTemp("", "proc-helper-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(os.Args[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin = filepath.Join(dir, "proc.test")
+		if err := os.WriteFile(bin, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bin, "-test.run=^TestHelperNotDumpable$")
+	cmd.Env = append(os.Environ(), "PROC_HELPER_NOT_DUMPABLE=1")
+	if os.Getuid() == 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ready" {
+		t.Fatalf("helper said %q, %v", line, err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid != 0 {
+		t.Fatalf("the helper's stat file belongs to %d: it is still dumpable, the test proves nothing", st.Uid)
+	}
 	info, err := Stat(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.UID != nobody {
-		t.Errorf("UID of a process of user %d: got %d", nobody, info.UID)
+	if info.UID != uid {
+		t.Errorf("UID of a non-dumpable process of user %d: got %d", uid, info.UID)
 	}
+}
+
+// TestHelperNotDumpable is TestStatOwner's child: it makes itself not
+// dumpable and waits to be killed.
+func TestHelperNotDumpable(t *testing.T) {
+	if os.Getenv("PROC_HELPER_NOT_DUMPABLE") != "1" {
+		return
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Println("error", err)
+		os.Exit(2)
+	}
+	fmt.Println("ready")
+	time.Sleep(time.Minute)
+	os.Exit(0)
 }
