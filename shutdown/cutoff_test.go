@@ -25,6 +25,7 @@ func TestMarkerCutoff(t *testing.T) {
 		{"a whole session: none", []Target{{Token: a}}, true, proc.Token{}},
 		{"a leader of unknown start: none", []Target{{Token: a}, {}}, false, proc.Token{}},
 		{"leaders of two boots: none", []Target{{Token: a}, {Token: other}}, false, proc.Token{}},
+		{"a target whose id earlier runs carried: none", []Target{{Token: a}, {Token: b, RunsBefore: true}}, false, proc.Token{}},
 		{"no targets: none", nil, false, proc.Token{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -58,6 +58,11 @@ type Target struct {
 	// Without it, a leader that is gone keeps its group out of the
 	// snapshot: the number may name a stranger's group by now.
 	LeaderJustExited bool
+	// RunsBefore says earlier runs carried this target's id (a shared
+	// server restarted under its record): what they left behind is older
+	// than the leader, so the marker scan reads every process's
+	// environment for it.
+	RunsBefore bool
 	// Grace is this target's SIGTERM grace; zero means Options.Grace.
 	Grace time.Duration
 	// Force, when closed, ends this target's graces: SIGKILL now (a

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -225,15 +226,18 @@ func (r *run) collect() int {
 // server, carries the markers but is never claimed by them). A whole
 // session's stop also claims by the session marker, which servers of the
 // session that ended earlier passed on to processes older than any target
-// now: no cutoff then, nor when a leader's token is unknown or of another
-// boot.
+// now: no cutoff then, nor for a target whose id earlier runs carried, nor
+// when a leader's token is unknown or of another boot.
 func markerCutoff(targets []Target, opt Options) proc.Token {
-	if opt.WholeSession || len(targets) == 0 {
+	// Only Linux counts start times from boot; macOS's are wall-clock
+	// times, which a clock set back makes a child's earlier than its
+	// parent's.
+	if runtime.GOOS != "linux" || opt.WholeSession || len(targets) == 0 {
 		return proc.Token{}
 	}
 	born := targets[0].Token
 	for _, t := range targets {
-		if t.Token.IsZero() || t.Token.BootID != born.BootID {
+		if t.Token.IsZero() || t.Token.BootID != born.BootID || t.RunsBefore {
 			return proc.Token{}
 		}
 		if t.Token.StartTicks < born.StartTicks {
