@@ -688,8 +688,7 @@ func nextLine(ctx context.Context, ch <-chan string, limit time.Duration) (strin
 	}
 }
 
-// children lists the direct children of pid.
-// children lists pid's children, those of every thread of it: the kernel
+// children lists pid's direct children, those of every thread of it: the kernel
 // lists a child under the thread that forked it.
 func children(pid int) []int {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))

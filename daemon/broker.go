@@ -498,6 +498,7 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	})
 	if err != nil {
 		rec.PID, rec.PGID, rec.Token, rec.Cgroup = started.PID, started.PGID, started.Token, cg.Path
+		d.reg.Event(started1.Kind, sess, br.id, started1.Detail)
 	}
 	l := &live{id: br.id, done: make(chan struct{}), grace: time.Duration(req.GraceMS) * time.Millisecond,
 		target: d.targetOf(rec), started: time.Now()}

@@ -237,6 +237,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	if err != nil {
 		log.Error("record running process", "id", id, "err", err)
 		rec.PID, rec.PGID, rec.Token = started.PID, started.PGID, started.Token
+		d.reg.Event(started1.Kind, req.Session, id, started1.Detail)
 	}
 	startPeriod := d.settings().Breaker.StartPeriod
 	l := &live{id: id, done: make(chan struct{}), grace: time.Duration(req.GraceMS) * time.Millisecond,

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -13,7 +14,8 @@ import (
 // an implementation is expected to coalesce concurrent commits.
 type Persister interface {
 	// PutSession and PutProcess commit a record and, in the same commit,
-	// the events given with it.
+	// the events given with it. An error wrapping ErrEventsNotLogged
+	// means the record was committed and only its events were lost.
 	PutSession(Session, ...Event) error
 	PutProcess(Process, ...Event) error
 	AppendEvent(Event) error
@@ -21,6 +23,14 @@ type Persister interface {
 	// missing ones are not an error.
 	DeleteMany(sessionIDs, processIDs []string) error
 }
+
+// ErrEventsNotLogged is wrapped by a Persister's put whose record was
+// committed but whose events could not be appended: the log never blocks
+// the change it describes.
+var ErrEventsNotLogged = errors.New("events not logged")
+
+// committed reports whether a put's error still committed the record.
+func committed(err error) bool { return err == nil || errors.Is(err, ErrEventsNotLogged) }
 
 // Registry is the in-memory view of every session and process, kept in step
 // with a Persister. The zero value is not usable; call New.
@@ -131,7 +141,7 @@ func (r *Registry) openLocked(e *sessionEntry, s Session) (Session, bool, error)
 	s.EndReason = ""
 	started := Event{Time: s.StartedAt, Kind: "session.start", Session: s.ID,
 		Detail: fmt.Sprintf("host %d %s", s.HostPID, clip(s.HostCommand, 200))}
-	if err := r.p.PutSession(s, started); err != nil {
+	if err := r.p.PutSession(s, started); !committed(err) {
 		if e.rec.ID == "" {
 			e.gone = true // a waiter for this entry starts over
 			r.mu.Lock()
@@ -182,7 +192,7 @@ func (r *Registry) SetSessionState(id string, state SessionState, reason string)
 	case SessionEnded:
 		evs = append(evs, Event{Time: r.now().UTC(), Kind: "session.end", Session: id, Detail: reason})
 	}
-	if err := r.p.PutSession(next, evs...); err != nil {
+	if err := r.p.PutSession(next, evs...); !committed(err) {
 		return e.rec, fmt.Errorf("commit session %s: %w", id, err)
 	}
 	e.rec = next
@@ -305,7 +315,7 @@ func (r *Registry) update(id string, fn func(*Process) error, restart bool, ev *
 	if ev != nil {
 		evs = append(evs, Event{Time: r.now().UTC(), Kind: ev.Kind, Session: next.Session, Process: id, Detail: ev.Detail})
 	}
-	if err := r.p.PutProcess(next, evs...); err != nil {
+	if err := r.p.PutProcess(next, evs...); !committed(err) {
 		return cloneProc(e.rec), fmt.Errorf("commit process %s: %w", id, err)
 	}
 	e.rec = next

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -622,5 +623,16 @@ func TestUpdateLogged(t *testing.T) {
 	p.mu.Unlock()
 	if n != 1 {
 		t.Errorf("events after a refused and a failed update: %d, want 1", n)
+	}
+
+	// A commit whose events alone were lost is a commit.
+	p.setFail(fmt.Errorf("put: %w: damaged log", ErrEventsNotLogged))
+	got, err = r.UpdateLogged("p1", Logged{Kind: "z"}, func(pr *Process) error { pr.Health = "ok"; return nil })
+	p.setFail(nil)
+	if err != nil || got.Health != "ok" {
+		t.Errorf("an update whose events were not logged: %+v, %v; want it applied", got, err)
+	}
+	if again, _ := r.Process("p1"); again.Health != "ok" {
+		t.Errorf("the registry did not keep the committed change: %+v", again)
 	}
 }

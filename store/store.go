@@ -385,18 +385,25 @@ func (s *Store) put(bucket []byte, id string, rec any, evs ...registry.Event) er
 	}
 	// Put of the same key and value is idempotent, as Batch requires; a
 	// retried fn runs after its failed tx rolled back, sequence included,
-	// so its events are appended exactly once.
+	// so its events are appended exactly once. An event that cannot be
+	// appended (a damaged log) does not hold the record back: the record
+	// commits, and the error says only the events were lost.
+	var evErr error
 	err = s.db.Batch(func(tx *bolt.Tx) error {
+		evErr = nil
 		if err := tx.Bucket(bucket).Put([]byte(id), data); err != nil {
 			return err
 		}
-		if len(events) == 0 {
-			return nil
+		if len(events) > 0 {
+			evErr = appendEvents(tx.Bucket(bucketEvents), s.maxEvents, events...)
 		}
-		return appendEvents(tx.Bucket(bucketEvents), s.maxEvents, events...)
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("put %s/%s: %w", bucket, id, err)
+	}
+	if evErr != nil {
+		return fmt.Errorf("put %s/%s: %w: %v", bucket, id, registry.ErrEventsNotLogged, evErr)
 	}
 	return nil
 }

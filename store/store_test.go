@@ -783,3 +783,29 @@ func TestPutProcessWithEvents(t *testing.T) {
 		t.Errorf("an event of a refused put was logged: %+v", evs)
 	}
 }
+
+// TestPutWithDamagedEventLog: an event that cannot be appended (here the
+// log holds a key that is no sequence number, so trimming fails) does not
+// hold back the record it came with: the record commits and the error
+// says only the events were lost.
+func TestPutWithDamagedEventLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	s := openT(t, path, Options{MaxEvents: 3})
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketEvents).Put([]byte("bogus"), []byte("{}"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p := registry.Process{ID: "p-1", Session: "s", State: registry.StateRunning, PID: 42}
+	err := s.PutProcess(p, registry.Event{Kind: "process.start"})
+	if !errors.Is(err, registry.ErrEventsNotLogged) {
+		t.Fatalf("PutProcess with a damaged log: %v, want ErrEventsNotLogged", err)
+	}
+	_, procs, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(procs) != 1 || procs[0].PID != 42 {
+		t.Fatalf("the record was not committed: %+v", procs)
+	}
+}
