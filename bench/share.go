@@ -819,8 +819,12 @@ func (b *bench) relayCost(ctx context.Context, res *Results) error {
 			ra50.add(p50[2] - p50[0])
 			rTP.add(tp[0][2])
 		}
-		b.progress("  block %d: p50 direct %.0fµs shared %.0fµs reference relay %.0fµs, p99 %.0f / %.0f / %.0fµs; 1 MiB results %.0f / %.0f / %.0f MB/s, %d in flight %.0f / %.0f MB/s",
-			blk+1, p50[0], p50[1], p50[2], p99[0], p99[1], p99[2], tp[0][0], tp[0][1], tp[0][2], relayDepth, tp[1][0], tp[1][1])
+		ref := "no reference relay"
+		if n == 3 {
+			ref = fmt.Sprintf("reference relay p50 %.0fµs p99 %.0fµs, 1 MiB %.0f MB/s", p50[2], p99[2], tp[0][2])
+		}
+		b.progress("  block %d: p50 direct %.0fµs shared %.0fµs, p99 %.0f / %.0fµs; 1 MiB results %.0f / %.0f MB/s, %d in flight %.0f / %.0f MB/s; %s",
+			blk+1, p50[0], p50[1], p99[0], p99[1], tp[0][0], tp[0][1], relayDepth, tp[1][0], tp[1][1], ref)
 	}
 	return nil
 }
