@@ -41,7 +41,7 @@ func TestQuick(t *testing.T) {
 		"spawn-overhead", "cold-start", "pipe-holder-eof", "spawn-storm", "servers started per storm",
 		"recovery", "**reconcile**", "MiB",
 		"scale", "**daemon RSS**", "`daemon stop` → last of the", "peers", "ours: host SIGKILL",
-		"shared-memory", "relay-cost", "**added p50, shared − direct**", " µs", " MB/s"} {
+		"shared-memory", "relay-cost", "**added p50, shared − direct**", " µs", " MB/s", "npx-chain"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q", want)
 		}

@@ -63,11 +63,14 @@
 //     results. Both on a private daemon (linger 1s). See share.go.
 //   - spawn-overhead also runs again with 2,000 (200 with --quick)
 //     unrelated `sleep 3600` processes of this user on the machine: every
-//     stop reads the environment of each same-uid process (issue 16).
+//     stop scans /proc once (issue 16).
 //   - lazy-start: a session of 10 (3 with --quick) server-filesystem servers
 //     connected at once, direct against `run --lazy` with a warm cache:
 //     time to tools/list answered, server processes then, and a lazy
 //     server's first call against its own start. See lazy.go.
+//   - npx-chain: server-filesystem as node, as npx and as npx under
+//     `supervisor run`: start time and the PSS of every process each takes
+//     (issue 16's launcher goal). See npx.go.
 //
 // Everything runs in a temporary directory (SUPERVISOR_STATE_DIR and
 // SUPERVISOR_SOCKET point into it), and every process the bench started is
@@ -475,7 +478,7 @@ func (b *bench) stopDaemon(ctx context.Context) error {
 }
 
 // figureNames name the steps of all, in order, for --only.
-var figureNames = []string{"host-death-overhead", "spawn-overhead", "cold-start", "pipe-holder-eof", "spawn-storm", "recovery", "scale", "peers", "shared-memory", "relay-cost", "lazy-start"}
+var figureNames = []string{"host-death-overhead", "spawn-overhead", "cold-start", "pipe-holder-eof", "spawn-storm", "recovery", "scale", "peers", "shared-memory", "relay-cost", "lazy-start", "npx-chain"}
 
 // all runs every figure.
 func (b *bench) all(ctx context.Context) (*Results, error) {
@@ -491,7 +494,7 @@ func (b *bench) all(ctx context.Context) (*Results, error) {
 	res.Machine.Supervisor = st.Version
 	res.Machine.Features = st.Features
 
-	steps := []func(context.Context, *Results) error{b.hostDeath, b.spawn, b.coldStart, b.pipeHolder, b.storm, b.recovery, b.scale, b.peers, b.sharedMemory, b.relayCost, b.lazyStart}
+	steps := []func(context.Context, *Results) error{b.hostDeath, b.spawn, b.coldStart, b.pipeHolder, b.storm, b.recovery, b.scale, b.peers, b.sharedMemory, b.relayCost, b.lazyStart, b.npxChain}
 	for i, step := range steps {
 		if b.o.only != nil && !b.o.only[figureNames[i]] {
 			continue
