@@ -35,14 +35,9 @@ const (
 // against the direct start (spawn to initialize answered). Goal: the
 // first call adds ≤ the server's own start + 10 ms.
 func (b *bench) lazyStart(ctx context.Context, res *Results) error {
-	npm, err := npmServers()
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			return fmt.Errorf("lazy-start: %w", err)
-		}
-		b.progress("lazy-start: SKIPPED: %v", err)
-		res.figure("lazy-start", "SKIPPED: "+err.Error(), "ms")
-		return nil
+	npm, err := b.npmOrSkip(res, "lazy-start", "ms", nil)
+	if npm == "" {
+		return err
 	}
 	trials := max(1, min(b.o.trials, 5))
 	si, err := b.startShareInst(ctx, "lazy-start")

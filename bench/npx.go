@@ -22,19 +22,14 @@ import (
 // after shareSettle. The goal: an npx-launched server costs ≤ its direct
 // node start + 2 MiB.
 func (b *bench) npxChain(ctx context.Context, res *Results) error {
-	npm, err := npmServers()
-	if err == nil {
-		if _, lerr := exec.LookPath("npx"); lerr != nil {
-			err = fmt.Errorf("npx is not on PATH: %w", lerr)
+	npm, err := b.npmOrSkip(res, "npx-chain", "ms", func() error {
+		if _, err := exec.LookPath("npx"); err != nil {
+			return fmt.Errorf("npx is not on PATH: %w", err)
 		}
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			return fmt.Errorf("npx-chain: %w", err)
-		}
-		b.progress("npx-chain: SKIPPED: %v", err)
-		res.figure("npx-chain", "SKIPPED: "+err.Error(), "ms")
 		return nil
+	})
+	if npm == "" {
+		return err
 	}
 	trials := max(1, min(b.o.trials, 5))
 	si, err := b.startShareInst(ctx, "npx-chain")

@@ -168,6 +168,26 @@ func (si *shareInst) procs(ctx context.Context) ([]shareRec, error) {
 	return out, nil
 }
 
+// npmOrSkip is npmServers for figure, with what else it needs (need, may
+// be nil). Without them the figure is skipped with a note (npm "", err
+// nil), except under CI=true, where .ci/run installs them and their
+// absence is the figure's error.
+func (b *bench) npmOrSkip(res *Results, figure, unit string, need func() error) (npm string, err error) {
+	npm, err = npmServers()
+	if err == nil && need != nil {
+		err = need()
+	}
+	if err == nil {
+		return npm, nil
+	}
+	if os.Getenv("CI") == "true" {
+		return "", fmt.Errorf("%s: %w", figure, err)
+	}
+	b.progress("%s: SKIPPED: %v", figure, err)
+	res.figure(figure, "SKIPPED: "+err.Error(), unit)
+	return "", nil
+}
+
 // npmServers finds testdata/npm/node_modules from the working directory
 // (the repository root for `go run ./bench`, bench/ for go test) and
 // says what is missing when it or node is not there.
@@ -225,14 +245,9 @@ func npmEntry(npm, pkg string) string {
 // shared(N) ≤ direct(1) + 5 MiB: N sessions sharing cost one session
 // plus at most 5 MiB.
 func (b *bench) sharedMemory(ctx context.Context, res *Results) error {
-	npm, err := npmServers()
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			return fmt.Errorf("shared-memory: %w", err) // .ci/run installs them
-		}
-		b.progress("shared-memory: SKIPPED: %v", err)
-		res.figure("shared-memory", "SKIPPED: "+err.Error(), "MiB")
-		return nil
+	npm, err := b.npmOrSkip(res, "shared-memory", "MiB", nil)
+	if npm == "" {
+		return err
 	}
 	trials := shareTrials
 	if b.o.quick {
