@@ -5,9 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"time"
 )
 
@@ -37,8 +35,8 @@ func (b *bench) npxChain(ctx context.Context, res *Results) error {
 		return err
 	}
 	defer si.stop(ctx, b)
-	root := filepath.Join(si.dir, "root")
-	if err := os.MkdirAll(root, 0o700); err != nil {
+	root, err := si.mkdir("root")
+	if err != nil {
 		return err
 	}
 	npx, _ := exec.LookPath("npx")
@@ -87,7 +85,11 @@ func (b *bench) npxChain(ctx context.Context, res *Results) error {
 						pids = append(pids, descendants(r.PID)...)
 					}
 				}
-				pids = append(pids, logWriters(si.d.pid, recs)...)
+				var servers []int
+				for _, r := range recs {
+					servers = append(servers, r.PID)
+				}
+				pids = append(pids, logWriters(si.d.pid, servers)...)
 			}
 			var total memStat
 			for _, pid := range pids {
@@ -111,22 +113,6 @@ func descendants(pid int) []int {
 	out := []int{pid}
 	for i := 0; i < len(out); i++ {
 		out = append(out, children(out[i])...)
-	}
-	return out
-}
-
-// logWriters are the daemon's children that are no record's process:
-// the servers' log writers.
-func logWriters(daemon int, recs []shareRec) []int {
-	servers := map[int]bool{}
-	for _, r := range recs {
-		servers[r.PID] = true
-	}
-	var out []int
-	for _, c := range children(daemon) {
-		if !servers[c] {
-			out = append(out, c)
-		}
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -330,22 +331,11 @@ func (b *bench) scaleTrial(ctx context.Context, trial, n int, sleepBin string, p
 		}
 	}
 	r.shimMem = privateMiB(shims)
-	// The daemon's children are the servers and their log writers.
-	servers := map[int]bool{}
-	for _, p := range procs {
-		servers[p.PID] = true
-	}
-	var writers []int
-	for _, c := range children(d.pid) {
-		if !servers[c] {
-			writers = append(writers, c)
-		}
-	}
 	var serverPIDs []int
-	for pid := range servers {
-		serverPIDs = append(serverPIDs, pid)
+	for _, p := range procs {
+		serverPIDs = append(serverPIDs, p.PID)
 	}
-	if len(shims) > 0 && len(writers) > 0 {
+	if writers := logWriters(d.pid, serverPIDs); len(shims) > 0 && len(writers) > 0 {
 		r.tids = medianTasks(shims) + medianTasks(writers) + medianTasks(serverPIDs)
 	}
 
@@ -479,12 +469,12 @@ func psOnce(ctx context.Context, socket string) ([]psEntry, error) {
 // privateMiB is the median private memory (Private_Clean + Private_Dirty of
 // smaps_rollup) of up to 50 of pids, in MiB.
 func privateMiB(pids []int) float64 {
-	var xs []float64
-	for _, pid := range pids[:min(len(pids), 50)] {
+	return medianOf(pids, func(pid int) (float64, bool) {
 		f, err := os.Open(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
 		if err != nil {
-			continue
+			return 0, false
 		}
+		defer f.Close()
 		kb := 0
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
@@ -494,8 +484,26 @@ func privateMiB(pids []int) float64 {
 				kb += n
 			}
 		}
-		f.Close()
-		xs = append(xs, float64(kb)/1024)
+		return float64(kb) / 1024, true
+	})
+}
+
+// medianTasks is the median thread count of (up to 50 of) pids.
+func medianTasks(pids []int) float64 {
+	return medianOf(pids, func(pid int) (float64, bool) {
+		n := countDir(fmt.Sprintf("/proc/%d/task", pid))
+		return float64(n), n > 0
+	})
+}
+
+// medianOf is the median of read over (up to 50 of) pids, those it could
+// read; 0 if none.
+func medianOf(pids []int, read func(pid int) (float64, bool)) float64 {
+	var xs []float64
+	for _, pid := range pids[:min(len(pids), 50)] {
+		if x, ok := read(pid); ok {
+			xs = append(xs, x)
+		}
 	}
 	if len(xs) == 0 {
 		return 0
@@ -503,18 +511,16 @@ func privateMiB(pids []int) float64 {
 	return median(xs)
 }
 
-// medianTasks is the median thread count of (up to 50 of) pids.
-func medianTasks(pids []int) float64 {
-	var xs []float64
-	for _, pid := range pids[:min(len(pids), 50)] {
-		if n := countDir(fmt.Sprintf("/proc/%d/task", pid)); n > 0 {
-			xs = append(xs, float64(n))
+// logWriters are the daemon's children that are none of servers: the
+// servers' log writers.
+func logWriters(daemon int, servers []int) []int {
+	var out []int
+	for _, c := range children(daemon) {
+		if !slices.Contains(servers, c) {
+			out = append(out, c)
 		}
 	}
-	if len(xs) == 0 {
-		return 0
-	}
-	return median(xs)
+	return out
 }
 
 func pidMax() (int, error) {

@@ -140,6 +140,12 @@ func (si *shareInst) stop(ctx context.Context, b *bench) {
 	si.d = nil
 }
 
+// mkdir makes the directory name in the instance's own.
+func (si *shareInst) mkdir(name string) (string, error) {
+	dir := filepath.Join(si.dir, name)
+	return dir, os.MkdirAll(dir, 0o700)
+}
+
 // shareRec is what the figures need of a daemon's record.
 type shareRec struct {
 	ID      string
@@ -258,8 +264,8 @@ func (b *bench) sharedMemory(ctx context.Context, res *Results) error {
 		return err
 	}
 	defer si.stop(ctx, b)
-	root := filepath.Join(si.dir, "root")
-	if err := os.MkdirAll(root, 0o700); err != nil {
+	root, err := si.mkdir("root")
+	if err != nil {
 		return err
 	}
 	if root, err = filepath.EvalSymlinks(root); err != nil {
@@ -722,8 +728,8 @@ func (b *bench) relayCost(ctx context.Context, res *Results) error {
 	ra50 := res.figure("relay-cost", "  added p50, reference relay − direct: one more process on the path", "µs")
 	rTP := res.figure("relay-cost", "  1 MiB results, one call at a time, reference relay: throughput", "MB/s")
 
-	root := filepath.Join(si.dir, "root")
-	if err := os.MkdirAll(root, 0o700); err != nil {
+	root, err := si.mkdir("root")
+	if err != nil {
 		return err
 	}
 	// The third client reaches the same fixture through the least a relay

@@ -488,8 +488,8 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 		})
 		return err
 	}
-	started1 := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d broker of %q", started.PID, req.Argv)}
-	rec, err := d.reg.UpdateLogged(br.id, started1, func(p *registry.Process) error {
+	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d broker of %q", started.PID, req.Argv)}
+	rec, err := d.reg.UpdateLogged(br.id, startEvent, func(p *registry.Process) error {
 		p.PID, p.PGID, p.Token, p.Path, p.Cgroup = started.PID, started.PGID, started.Token, started.Path, cg.Path
 		if p.State == registry.StateStarting {
 			p.State = registry.StateRunning
@@ -498,7 +498,7 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	})
 	if err != nil {
 		rec.PID, rec.PGID, rec.Token, rec.Cgroup = started.PID, started.PGID, started.Token, cg.Path
-		d.reg.Event(started1.Kind, sess, br.id, started1.Detail)
+		d.reg.Event(startEvent.Kind, sess, br.id, startEvent.Detail)
 	}
 	l := &live{id: br.id, done: make(chan struct{}), grace: time.Duration(req.GraceMS) * time.Millisecond,
 		target: d.targetOf(rec), started: time.Now()}

@@ -226,8 +226,8 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	// PID and token are recorded whatever a concurrent stop did to the
 	// state meanwhile: a stopping record without them could not be found
 	// again after a crash.
-	started1 := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d %q", started.PID, req.Argv)}
-	rec, err := d.reg.UpdateLogged(id, started1, func(p *registry.Process) error {
+	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d %q", started.PID, req.Argv)}
+	rec, err := d.reg.UpdateLogged(id, startEvent, func(p *registry.Process) error {
 		p.PID, p.PGID, p.Token, p.Path = started.PID, started.PGID, started.Token, started.Path
 		if p.State == registry.StateStarting {
 			p.State = registry.StateRunning
@@ -237,7 +237,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	if err != nil {
 		log.Error("record running process", "id", id, "err", err)
 		rec.PID, rec.PGID, rec.Token = started.PID, started.PGID, started.Token
-		d.reg.Event(started1.Kind, req.Session, id, started1.Detail)
+		d.reg.Event(startEvent.Kind, req.Session, id, startEvent.Detail)
 	}
 	startPeriod := d.settings().Breaker.StartPeriod
 	l := &live{id: id, done: make(chan struct{}), grace: time.Duration(req.GraceMS) * time.Millisecond,

@@ -70,13 +70,6 @@ func (c *CounterVec) Add(value string, n float64) {
 // Inc adds 1 to value's series.
 func (c *CounterVec) Inc(value string) { c.Add(value, 1) }
 
-// Value is value's series now.
-func (c *CounterVec) Value(value string) float64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.v[value]
-}
-
 func (c *CounterVec) write(b *bytes.Buffer) {
 	c.mu.Lock()
 	v := make(map[string]float64, len(c.v))
