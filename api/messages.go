@@ -19,12 +19,19 @@ var Version = "0.1.0-dev"
 
 // Message types.
 const (
-	TypeHello       = "hello"
-	TypeError       = "error"
-	TypeOK          = "ok"
-	TypeRun         = "run"     // shim → daemon, with 3 fds; answered by started, later exited
-	TypeStarted     = "started" // daemon → shim
-	TypeExited      = "exited"  // daemon → shim
+	TypeHello   = "hello"
+	TypeError   = "error"
+	TypeOK      = "ok"
+	TypeRun     = "run"     // shim → daemon, with 3 fds; answered by started, later exited
+	TypeStarted = "started" // daemon → shim
+	TypeExited  = "exited"  // daemon → shim
+	// TypeExec answers a run that offered InPlace with the server's
+	// command, environment and directory: the shim execs it in its own
+	// place (an fd may follow: the log pipe for its stderr).
+	TypeExec = "exec"
+	// TypeExecFailed is the shim telling why the exec failed, before it
+	// exits with the status of a failed start.
+	TypeExecFailed  = "exec_failed"
 	TypeStopSelf    = "stop_self"
 	TypePs          = "ps"
 	TypeSessions    = "sessions"
@@ -109,6 +116,32 @@ type RunRequest struct {
 	// next request (design §11). Either runs the client through a broker.
 	Lazy   bool  `json:"lazy,omitempty"`
 	IdleMS int64 `json:"idle_ms,omitempty"`
+	// InPlace offers to exec the server in the shim's own place (Linux
+	// with PIDFD_INFO_EXIT): a fourth fd, the shim's pidfd, comes with
+	// the three of stdio. The daemon answers with exec or, where it
+	// spawns the server itself after all, with started.
+	InPlace bool `json:"in_place,omitempty"`
+}
+
+// Exec tells the shim to become its server: it sets the marker
+// environment, enters its own process group and working directory, and
+// execs Argv. The daemon has moved it into the server's cgroup already
+// and watches it by pidfd from here.
+type Exec struct {
+	ID        string     `json:"id"`
+	Argv      Bytes      `json:"argv"`
+	Cwd       ByteString `json:"cwd"`
+	Env       Bytes      `json:"env"` // without the markers, which the shim adds
+	Session   string     `json:"session"`
+	Instance  string     `json:"instance,omitempty"`
+	Host      string     `json:"host,omitempty"`
+	LogStderr bool       `json:"log_stderr,omitempty"` // an fd follows: stderr goes to it
+}
+
+// ExecFailed is why a shim could not exec its server.
+type ExecFailed struct {
+	Code    int    `json:"code"` // the status the shim exits with
+	Message string `json:"message"`
 }
 
 // Started answers a run request once the server runs.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"time"
 )
 
@@ -74,7 +75,9 @@ func (b *bench) npxChain(ctx context.Context, res *Results) error {
 			time.Sleep(shareSettle)
 			pids := descendants(c.cmd.Process.Pid)
 			if i == 2 {
-				// The chain is the daemon's child; the shim only waits.
+				// The chain is the daemon's child and the shim only waits,
+				// or the shim exec'd the chain in its own place (then its
+				// descendants are the chain already).
 				recs, err := si.procs(ctx)
 				if err != nil {
 					c.close(b)
@@ -90,6 +93,8 @@ func (b *bench) npxChain(ctx context.Context, res *Results) error {
 					servers = append(servers, r.PID)
 				}
 				pids = append(pids, logWriters(si.d.pid, servers)...)
+				slices.Sort(pids)
+				pids = slices.Compact(pids)
 			}
 			var total memStat
 			for _, pid := range pids {

@@ -89,7 +89,8 @@ func (b *bench) scale(ctx context.Context, res *Results) error {
 	store := res.figure("scale", "store size: registry.db (+ -wal, -shm)", "MiB")
 	startup := res.figure("scale", fmt.Sprintf("  start: %d hosts (batches of %d) → all %d servers running", n, scaleBatch, servers), "ms")
 	shimMem := res.figure("scale", "  one shim's private memory (Private_Clean + Private_Dirty, median of the shims)", "MiB")
-	tids := res.figure("scale", "  thread ids per direct server: its shim + its log writer + the server (medians)", "count")
+	shimCount := res.figure("scale", "  shim processes per server (0: each exec'd its server in its own place)", "count")
+	tids := res.figure("scale", "  thread ids per direct server: its shim (if any) + its log writer + the server (medians)", "count")
 	fits := res.figure("scale", "  direct servers kernel.pid_max holds at that rate, the hosts apart (goal ≥ 4000)", "count")
 	stopEnd := res.figure("scale", fmt.Sprintf("**end all %d sessions at once**: `daemon stop` → last of the %d servers gone", n, servers), "ms")
 	killEnd := res.figure("scale", fmt.Sprintf("end all %d sessions at once: SIGKILL all %d hosts → last server gone", n, n), "ms")
@@ -111,6 +112,7 @@ func (b *bench) scale(ctx context.Context, res *Results) error {
 		ps99.add(percentile(r.ps, 99))
 		store.add(r.store / (1 << 20))
 		startup.add(ms(r.startup))
+		shimCount.add(float64(r.shims) / float64(servers))
 		if r.shimMem > 0 {
 			shimMem.add(r.shimMem)
 		}
@@ -171,6 +173,7 @@ type scaleResult struct {
 	threads, fds       int
 	ps                 []float64 // ms
 	store              float64   // bytes
+	shims              int       // shim processes left beside the servers
 	shimMem            float64   // MiB
 	tids               float64   // per server, shim and log writer included
 	startup, end       time.Duration
@@ -323,20 +326,28 @@ func (b *bench) scaleTrial(ctx context.Context, trial, n int, sleepBin string, p
 	if len(sessions) != n {
 		return r, fmt.Errorf("the %d servers are in %d sessions, want %d", want, len(sessions), n)
 	}
-	var shims []int
-	for _, h := range hosts {
-		for _, s := range children(h.cmd.Process.Pid) {
-			b.track(s, "scale shim")
-			shims = append(shims, s)
-		}
-	}
-	r.shimMem = privateMiB(shims)
 	var serverPIDs []int
 	for _, p := range procs {
 		serverPIDs = append(serverPIDs, p.PID)
 	}
-	if writers := logWriters(d.pid, serverPIDs); len(shims) > 0 && len(writers) > 0 {
-		r.tids = medianTasks(shims) + medianTasks(writers) + medianTasks(serverPIDs)
+	// A host's children are its shims, or, where a shim exec'd its server
+	// in its own place, the servers themselves.
+	var shims []int
+	for _, h := range hosts {
+		for _, s := range children(h.cmd.Process.Pid) {
+			if !slices.Contains(serverPIDs, s) {
+				b.track(s, "scale shim")
+				shims = append(shims, s)
+			}
+		}
+	}
+	r.shims = len(shims)
+	r.shimMem = privateMiB(shims)
+	if writers := logWriters(d.pid, serverPIDs); len(writers) > 0 {
+		r.tids = medianTasks(writers) + medianTasks(serverPIDs)
+		if len(shims) > 0 {
+			r.tids += medianTasks(shims) * float64(len(shims)) / float64(len(serverPIDs))
+		}
 	}
 
 	if _, _, err := waitIdle(ctx, d.pid, scaleLimit); err != nil {

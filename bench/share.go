@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -582,6 +583,9 @@ func (b *bench) shareMemTrial(ctx context.Context, si *shareInst, root string, s
 			per[p.serverName] += st.pss
 		}
 		for _, pid := range shims {
+			if slices.ContainsFunc(procs, func(p sideProc) bool { return p.pid == pid }) {
+				continue // exec'd its server in its own place: counted as the server
+			}
 			st, err := smapsRollup(pid)
 			if err != nil {
 				return m, fmt.Errorf("shim: %w", err)

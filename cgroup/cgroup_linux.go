@@ -65,6 +65,24 @@ func (m *Manager) NewServer(session, proc string) (Server, error) {
 	return Server{Path: dir, Fd: fd}, nil
 }
 
+// Enter moves the running process pid into the cgroup: for a shim about
+// to exec its server in its own place, which was not cloned into it. It
+// has forked nothing, so nothing is left outside. The kernel allows the
+// move only to whoever may write cgroup.procs of the closest cgroup the
+// two share; where that is not us (a host in a login session's scope
+// owned by root), it fails with EACCES and the caller spawns instead.
+func (s Server) Enter(pid int) error {
+	fd, err := unix.Openat(s.Fd, "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s/cgroup.procs: %w", s.Path, err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, []byte(strconv.Itoa(pid))); err != nil {
+		return fmt.Errorf("move pid %d into cgroup %s: %w", pid, s.Path, err)
+	}
+	return nil
+}
+
 // CloseFd closes the directory fd once the clone has used it.
 func (s Server) CloseFd() {
 	if s.Fd > 0 {

@@ -68,6 +68,11 @@ type Config struct {
 	// hierarchy exists (never required). Off, the cascade relies on
 	// process groups, markers and pipe holders alone.
 	Cgroups bool
+	// InPlace lets a shim exec its server in its own place where the
+	// kernel tells a pidfd's exit status (Linux 6.15+): no shim process
+	// stays beside each server (inplace.go). Off, the daemon spawns
+	// every server itself.
+	InPlace bool
 	// Reload re-reads the config file with the environment and flags the
 	// daemon started with (SIGHUP, `supervisor daemon reload`); nil: this
 	// daemon has nothing to reload. Its error is logged and answered, and
@@ -214,6 +219,15 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			d.feat["cgroup"] = true
 			d.log.Info("cgroups in use", "root", m.Root())
 			defer m.RemoveRoot() // when empty: a daemon that keeps processes leaves it
+		}
+	}
+
+	if cfg.InPlace {
+		if why := inPlaceUnsupported(); why != "" {
+			d.log.Info("servers are spawned by the daemon, not exec'd in their shim's place", "why", why)
+			d.limits = append(d.limits, "no exec in the shim's place ("+why+"): a shim process stays beside each server")
+		} else {
+			d.feat["in_place"] = true
 		}
 	}
 

@@ -89,12 +89,17 @@ func EnsureRunning(ctx context.Context, exe string, paths api.Paths, env []strin
 // and its markers (SUPERVISOR_SESSION_ID, ...) would make the daemon look
 // like a member of some session's tree.
 var daemonKeep = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "TZ",
-	api.EnvStateDir, api.EnvSocket, EnvCgroups, EnvBreakerCooldown, EnvLogMaxMB, EnvRetention, EnvIdleTimeout, EnvMetricsAddr, EnvPprof,
+	api.EnvStateDir, api.EnvSocket, EnvCgroups, EnvInPlace, EnvBreakerCooldown, EnvLogMaxMB, EnvRetention, EnvIdleTimeout, EnvMetricsAddr, EnvPprof,
 	"SUPERVISOR_CONFIG", "XDG_CONFIG_HOME"} // the config file the daemon reads
 
 // EnvCgroups set to "off" turns cgroups off for an auto-started daemon
 // (the default is auto).
 const EnvCgroups = "SUPERVISOR_CGROUPS"
+
+// EnvInPlace set to "off" makes an auto-started daemon spawn every server
+// itself instead of letting shims exec them in their own place (the
+// default is auto: where the kernel allows it, inplace_linux.go).
+const EnvInPlace = "SUPERVISOR_IN_PLACE"
 
 func daemonEnv(env []string) []string {
 	var out []string

@@ -48,6 +48,11 @@ type live struct {
 	// retrying: a stop failed (the tree could not be seen) and is being
 	// retried until the process is gone.
 	retrying bool
+	// execDone, for a server exec'd in its shim's place, closes when the
+	// shim's connection has (execLine); execErr is why its exec failed,
+	// if it said so (under stopMu).
+	execDone chan struct{}
+	execErr  string
 }
 
 // breakerRef names the breaker a process's start counts for.
@@ -76,10 +81,34 @@ func (l *live) forceStop() {
 // connection: the shim's end closing means the host no longer has it.
 func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	log := d.log.With("session", req.Session, "name", req.Name)
-	if len(fds) != 3 {
+	want := 3
+	if req.InPlace {
+		want = 4 // and the shim's pidfd
+	}
+	if len(fds) != want {
 		api.CloseFds(fds)
-		conn.SendError(125, "run needs exactly 3 file descriptors (stdin, stdout, stderr), got %d", len(fds))
+		conn.SendError(125, "run needs exactly %d file descriptors (stdin, stdout, stderr%s), got %d",
+			want, map[bool]string{true: ", the shim's pidfd"}[req.InPlace], len(fds))
 		return
+	}
+	// An offer to exec in the shim's place is taken where this daemon
+	// can watch such a server (inplace_linux.go).
+	var shim *proc.Handle
+	var shimTok proc.Token
+	if req.InPlace {
+		pidfd := fds[3]
+		fds = fds[:3]
+		if d.feat["in_place"] {
+			var err error
+			if shim, shimTok, err = shimHandle(pidfd, req); err != nil {
+				api.CloseFds(fds)
+				api.CloseFds([]int{pidfd})
+				conn.SendError(125, "run: the shim's pidfd: %v", err)
+				return
+			}
+		} else {
+			api.CloseFds([]int{pidfd})
+		}
 	}
 	files := [3]*os.File{}
 	stdio := make([]registry.StdioInode, 3)
@@ -91,6 +120,10 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	closeFiles := func() {
 		for _, f := range files {
 			f.Close()
+		}
+		if shim != nil {
+			shim.Close()
+			shim = nil
 		}
 	}
 	if len(req.Argv) == 0 {
@@ -140,6 +173,10 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		mode = "run --idle"
 	}
 	if req.Share || req.Lazy || req.IdleMS > 0 {
+		if shim != nil {
+			shim.Close()
+			shim = nil
+		}
 		d.serveShare(conn, req, files, name, mode)
 		return
 	}
@@ -180,12 +217,36 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	// Its stderr is captured for `supervisor logs` (logpipe.go): the log
 	// writer holds the host's stderr instead of the server and copies
 	// every byte to it. stdin and stdout stay the host's own fds.
+	logged := false
 	if w, err := d.startLogWriter(RunLogPath(d.cfg.Paths, name, id), files[2],
 		logWriterMarkers{session: req.Session, procID: id, host: host}); err == nil {
 		files[2].Close()
 		files[2] = w
+		logged = true
 	} else if !errors.Is(err, errLogWriterUnsupported) {
 		log.Warn("stderr not captured: the server writes to the host's stderr itself", "id", id, "err", err)
+	}
+	if shim != nil {
+		r := inPlaceRun{req: req, id: id, name: name, bkey: bkey, cg: cg, host: host, shim: shim, tok: shimTok, log: log}
+		if logged {
+			r.stderr = files[2]
+		}
+		if l := d.execInPlace(conn, r); l != nil {
+			shim.Close()
+			shim = nil
+			cg.CloseFd()
+			for i, f := range files {
+				if r.stderr == nil || i != 2 {
+					f.Close()
+				}
+			}
+			d.stopIfSessionEnding(req.Session, id)
+			d.enforceCap(req, id)
+			d.execLine(conn, l, log)
+			return
+		}
+		shim.Close()
+		shim = nil
 	}
 	started, err := spawn.Start(d.reaper, spawn.Request{
 		Argv: req.Argv, Env: req.Env, Dir: string(req.Cwd), Stdio: files,
@@ -254,8 +315,20 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	d.mu.Unlock()
 	go d.monitor(l, started.Exit)
 
-	// A session that began ending while we spawned must not keep it.
-	if s, err := d.reg.Session(req.Session); err == nil && s.State != registry.SessionActive {
+	d.stopIfSessionEnding(req.Session, id)
+	if err := conn.Send(api.TypeStarted, &api.Started{ID: id, PID: started.PID, Token: started.Token, Session: req.Session}); err != nil {
+		log.Info("shim gone before start was confirmed", "id", id, "err", err)
+	}
+	log.Info("started", "id", id, "pid", started.PID, "argv", req.Argv)
+	d.enforceCap(req, id)
+
+	d.lifeline(conn, l, req.Session, req.ShimPID, d.graceFor(req))
+}
+
+// stopIfSessionEnding stops server id, just started, when its session
+// began ending while it was being started: it must not keep it.
+func (d *Daemon) stopIfSessionEnding(session, id string) {
+	if s, err := d.reg.Session(session); err == nil && s.State != registry.SessionActive {
 		var opt shutdown.Options
 		if proc.Verify(s.HostPID, s.HostToken) != nil {
 			// Its host is dead: the pipes are closed, and the server
@@ -264,13 +337,6 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		}
 		d.stopIDs(context.Background(), []string{id}, opt)
 	}
-	if err := conn.Send(api.TypeStarted, &api.Started{ID: id, PID: started.PID, Token: started.Token, Session: req.Session}); err != nil {
-		log.Info("shim gone before start was confirmed", "id", id, "err", err)
-	}
-	log.Info("started", "id", id, "pid", started.PID, "argv", req.Argv)
-	d.enforceCap(req, id)
-
-	d.lifeline(conn, l, req.Session, req.ShimPID, d.graceFor(req))
 }
 
 // lifeline keeps a run (or attach) connection for server l: the server's
@@ -465,6 +531,18 @@ func (d *Daemon) watchHost(s registry.Session) error {
 // one's is unknown.
 func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 	st := <-exit
+	if l.execDone != nil {
+		// A server exec'd in its shim's place: the shim's connection
+		// closes at its exit at the latest, and says first why an exec
+		// failed.
+		select {
+		case <-l.execDone:
+		case <-time.After(2 * time.Second):
+		}
+	}
+	l.stopMu.Lock()
+	execErr := l.execErr
+	l.stopMu.Unlock()
 	if l.startTimer != nil {
 		l.startTimer.Stop() // it holds the request's argv until it fires
 	}
@@ -482,8 +560,19 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 	case st.Signal != 0:
 		detail = fmt.Sprintf("pid %d killed by %s", st.PID, proc.SignalName(st.Signal))
 	}
-	_, err := d.reg.UpdateLogged(l.id, registry.Logged{Kind: "process.exit", Detail: detail}, func(p *registry.Process) error {
+	kind := "process.exit"
+	if execErr != "" {
+		kind, detail = "process.failed", execErr
+	}
+	_, err := d.reg.UpdateLogged(l.id, registry.Logged{Kind: kind, Detail: detail}, func(p *registry.Process) error {
 		if p.State.Final() {
+			return nil
+		}
+		if execErr != "" {
+			// As a spawn that failed: the command never ran.
+			p.State, p.Error = registry.StateFailed, execErr
+			t := d.reg.Now().UTC()
+			p.ExitedAt = &t
 			return nil
 		}
 		if restarting {
@@ -540,7 +629,10 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 	if early && leftovers && st.ExitCode() != 0 {
 		// Failed on its own within the start period: a failed start.
 		why := fmt.Sprintf("exited with code %d within %v of its start", st.Code, startPeriod)
-		if st.Signal != 0 {
+		switch {
+		case execErr != "":
+			why = execErr
+		case st.Signal != 0:
 			why = fmt.Sprintf("killed by %s within %v of its start", proc.SignalName(st.Signal), startPeriod)
 		}
 		d.breakers.result(l.breaker.key, l.breaker.argv, l.breaker.cwd, l.breaker.name, why)

@@ -22,26 +22,12 @@ import (
 )
 
 // adoptRunner watches pid (verified against tok), a process found alive
-// after a restart: it is nobody's child we can wait for, so a process
-// handle says when it is gone and its status stays unknown (Status.Unknown)
-// unless caught as a zombie. Spawned processes get theirs from the reaper.
+// after a restart: it is nobody's child we can wait for, so its status
+// comes from the zombie or the pidfd where the kernel keeps it
+// (watchExit), and stays unknown (Status.Unknown) elsewhere. Spawned
+// processes get theirs from the reaper.
 func (d *Daemon) adoptRunner(pid int, tok proc.Token) (<-chan spawn.Status, error) {
-	ch := make(chan spawn.Status, 1)
-	if _, err := d.watcher.Watch(pid, tok, func() {
-		// Not our child: its status is known only if it is still a
-		// zombie its new parent has not reaped.
-		st := spawn.Status{PID: pid, Unknown: true}
-		if ws, ok := proc.ZombieStatus(pid, tok); ok {
-			st = spawn.Status{PID: pid, Code: ws.ExitStatus(), Signal: ws.Signal()}
-			if !ws.Signaled() {
-				st.Signal = 0
-			}
-		}
-		ch <- st
-	}); err != nil {
-		return nil, err
-	}
-	return ch, nil
+	return d.watchExit(pid, tok)
 }
 
 // reconcile brings the registry in line with the machine before the socket

@@ -85,17 +85,20 @@ type Session struct {
 // The JSON names are the `ps --json` contract of design §8: scripts use
 // them, so the contract fields are always present (null when unset).
 type Process struct {
-	ID        string     `json:"id"`
-	Session   string     `json:"session"`
-	Name      string     `json:"name"`
-	Argv      []string   `json:"argv"`
-	Path      string     `json:"path,omitempty"` // the resolved executable
-	Cwd       string     `json:"cwd"`
-	PID       int        `json:"pid"`
-	PGID      int        `json:"pgid"`
-	Token     Token      `json:"token"`
-	ShimPID   int        `json:"shim_pid,omitempty"`
-	ShimToken Token      `json:"shim_token"`
+	ID        string   `json:"id"`
+	Session   string   `json:"session"`
+	Name      string   `json:"name"`
+	Argv      []string `json:"argv"`
+	Path      string   `json:"path,omitempty"` // the resolved executable
+	Cwd       string   `json:"cwd"`
+	PID       int      `json:"pid"`
+	PGID      int      `json:"pgid"`
+	Token     Token    `json:"token"`
+	ShimPID   int      `json:"shim_pid,omitempty"`
+	ShimToken Token    `json:"shim_token"`
+	// InPlace: the shim exec'd the server in its own place (Linux): PID
+	// is the host's own child, and there is no shim to spare or watch.
+	InPlace   bool       `json:"in_place,omitempty"`
 	State     ProcState  `json:"state"`
 	StartedAt time.Time  `json:"started_at"`
 	ExitedAt  *time.Time `json:"exited_at"`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
@@ -26,8 +27,12 @@ type Watcher struct {
 
 type watch struct {
 	pid    int
+	tok    proc.Token
 	fd     int
 	onExit func()
+	// onStatus, when set instead of onExit, gets the exit status too
+	// (WatchStatus).
+	onStatus func(ws syscall.WaitStatus, known bool)
 }
 
 // NewWatcher creates the epoll set; Run drives it, Close releases it.
@@ -57,18 +62,33 @@ func NewWatcher(log hclog.Logger) (*Watcher, error) {
 // proc.ErrTokenMismatch when that process is already gone; the returned
 // cancel stops the watch without calling onExit.
 func (w *Watcher) Watch(pid int, tok proc.Token, onExit func()) (cancel func(), err error) {
-	h, err := proc.OpenHandle(pid, tok)
+	return w.add(&watch{pid: pid, tok: tok, onExit: onExit})
+}
+
+// WatchStatus is Watch for a process that is not our child but whose exit
+// status matters (a server exec'd in its shim's place, one re-adopted
+// after a restart): onStatus gets the wait status, read from the zombie
+// or from the pidfd once its parent reaped it (proc.ExitStatus); known is
+// false where neither could be had. It runs on a goroutine of its own, as
+// that read may wait a moment for the reaper.
+func (w *Watcher) WatchStatus(pid int, tok proc.Token, onStatus func(ws syscall.WaitStatus, known bool)) (cancel func(), err error) {
+	return w.add(&watch{pid: pid, tok: tok, onStatus: onStatus})
+}
+
+func (w *Watcher) add(wt *watch) (cancel func(), err error) {
+	pid := wt.pid
+	h, err := proc.OpenHandle(pid, wt.tok)
 	if err != nil {
 		return nil, err
 	}
 	fd := h.Fd() // the watch owns it from here and closes it by number
+	wt.fd = fd
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		unix.Close(fd)
 		return nil, errors.New("host watcher is closed")
 	}
-	wt := &watch{pid: pid, fd: fd, onExit: onExit}
 	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("epoll_ctl pidfd of %d: %w", pid, err)
@@ -78,6 +98,15 @@ func (w *Watcher) Watch(pid int, tok proc.Token, onExit func()) (cancel func(), 
 }
 
 func (w *Watcher) remove(wt *watch) bool {
+	if !w.detach(wt) {
+		return false
+	}
+	unix.Close(wt.fd)
+	return true
+}
+
+// detach takes wt out of the set without closing its pidfd.
+func (w *Watcher) detach(wt *watch) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if cur, ok := w.watches[wt.fd]; !ok || cur != wt {
@@ -85,7 +114,6 @@ func (w *Watcher) remove(wt *watch) bool {
 	}
 	delete(w.watches, wt.fd)
 	unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, wt.fd, nil)
-	unix.Close(wt.fd)
 	return true
 }
 
@@ -128,7 +156,21 @@ func (w *Watcher) Run(ctx context.Context) error {
 			// Events are keyed by fd number: a cancelled watch's number may
 			// already belong to a new watch, so confirm this pidfd is the
 			// one that became readable before firing.
-			if ok && exited(wt.fd) && w.remove(wt) {
+			if !ok || !exited(wt.fd) {
+				continue
+			}
+			if wt.onStatus != nil {
+				if w.detach(wt) {
+					w.log.Debug("watched process exited", "pid", wt.pid)
+					go func() {
+						ws, known := proc.ExitStatus(wt.fd, wt.pid, wt.tok)
+						unix.Close(wt.fd)
+						wt.onStatus(ws, known)
+					}()
+				}
+				continue
+			}
+			if w.remove(wt) {
 				w.log.Debug("watched process exited", "pid", wt.pid)
 				wt.onExit()
 			}

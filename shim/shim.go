@@ -102,12 +102,28 @@ func Run(ctx context.Context, o Options) (int, error) {
 		return fail(CodeSupervisorError, err)
 	}
 
+	// Offer to exec the server in this process's place (inplace_linux.go):
+	// the daemon answers with exec where it takes the offer.
+	selfFd := -1
+	if v, _ := proc.EnvValue(o.Env, daemon.EnvInPlace); v != "off" {
+		selfFd = inPlaceFd()
+	}
+	if selfFd >= 0 {
+		req.InPlace = true
+		defer api.CloseFds([]int{selfFd})
+	}
+
 	// Catch stop signals before the server exists, so none is lost.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	c, started, msgs, err := startServer(ctx, o, &req)
+	c, started, msgs, err := startServer(ctx, o, &req, selfFd)
+	var ex *execOrder
+	if errors.As(err, &ex) {
+		warnVersion(o.Stderr, c.Daemon.Version)
+		return execServer(c, ex, sigs)
+	}
 	// The daemon may share a server the run did not ask to (the config,
 	// a stateless server): a broker is never signalled by a shim.
 	o.Share = o.Share || started.Shared
@@ -170,6 +186,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 				pending = nil
 				continue
 			}
+			api.CloseFds(r.fds)
 			switch r.m.Type {
 			case api.TypeError:
 				var e api.Error
@@ -248,6 +265,7 @@ func workDir(dir string) (string, error) {
 
 type recv struct {
 	m   api.Msg
+	fds []int // the receiver closes them
 	err error
 }
 
@@ -255,7 +273,10 @@ type recv struct {
 // request with fds 0-2 and waits for the server to start. A daemon that is
 // stopping, or a session being ended, is retried until StartTimeout: a
 // fresh daemon (or session) follows in moments.
-func startServer(ctx context.Context, o Options, req *api.RunRequest) (*api.Client, api.Started, <-chan recv, error) {
+//
+// A daemon that takes an in-place offer (selfFd, the pidfd sent along)
+// answers with exec instead: the error is then an *execOrder.
+func startServer(ctx context.Context, o Options, req *api.RunRequest, selfFd int) (*api.Client, api.Started, <-chan recv, error) {
 	deadline := time.Now().Add(o.StartTimeout)
 	for {
 		// A daemon that cannot be reached or started within LocalAfter is
@@ -270,7 +291,11 @@ func startServer(ctx context.Context, o Options, req *api.RunRequest) (*api.Clie
 			c.Close()
 			return nil, api.Started{}, nil, &localReason{why: "this shim runs in another PID or mount namespace than the daemon (a sandboxed host)"}
 		}
-		if err := c.Send(api.TypeRun, req, stdioFds()...); err != nil {
+		fds := stdioFds()
+		if req.InPlace {
+			fds = append(fds, selfFd)
+		}
+		if err := c.Send(api.TypeRun, req, fds...); err != nil {
 			c.Close()
 			if errors.Is(err, api.ErrFrameTooLarge) {
 				err = fmt.Errorf("the command line and environment are too large to hand to the daemon: %w", err)
@@ -279,6 +304,9 @@ func startServer(ctx context.Context, o Options, req *api.RunRequest) (*api.Clie
 		}
 		msgs := receive(c)
 		r := <-msgs
+		if r.m.Type != api.TypeExec {
+			api.CloseFds(r.fds)
+		}
 		switch {
 		case r.err != nil:
 			c.Close()
@@ -299,6 +327,21 @@ func startServer(ctx context.Context, o Options, req *api.RunRequest) (*api.Clie
 				return nil, api.Started{}, nil, err
 			}
 			return c, st, msgs, nil
+		case r.m.Type == api.TypeExec && req.InPlace:
+			ex := &execOrder{stderr: -1}
+			err := api.Decode(r.m, &ex.Exec)
+			switch {
+			case err == nil && ex.LogStderr && len(r.fds) == 1:
+				ex.stderr, r.fds = r.fds[0], nil
+			case err == nil && (ex.LogStderr || len(r.fds) > 0):
+				err = fmt.Errorf("%w: exec with %d fds, log_stderr %v", api.ErrMalformed, len(r.fds), ex.LogStderr)
+			}
+			api.CloseFds(r.fds)
+			if err != nil {
+				c.Close()
+				return nil, api.Started{}, nil, err
+			}
+			return c, api.Started{}, msgs, ex
 		case r.m.Type == api.TypeError:
 			c.Close()
 			var e api.Error
@@ -399,6 +442,7 @@ func reattach(ctx context.Context, o Options, req api.RunRequest, st api.Started
 		}
 		msgs := receive(c)
 		r := <-msgs
+		api.CloseFds(r.fds)
 		switch {
 		case r.err != nil:
 			c.Close()
@@ -438,8 +482,7 @@ func receive(c *api.Client) <-chan recv {
 	go func() {
 		for {
 			m, fds, err := c.Recv()
-			api.CloseFds(fds)
-			msgs <- recv{m, err}
+			msgs <- recv{m, fds, err}
 			if err != nil {
 				return
 			}
@@ -485,3 +528,12 @@ func lostDaemon(stderr io.Writer, s api.Started, cause error, sigs <-chan os.Sig
 		}
 	}
 }
+
+// execOrder is the daemon's answer to an in-place offer: become the
+// server. stderr is the log writer's pipe, or -1.
+type execOrder struct {
+	api.Exec
+	stderr int
+}
+
+func (e *execOrder) Error() string { return "exec " + e.ID + " in place" }

@@ -103,3 +103,35 @@ func execError(name, dir string, err error) error {
 }
 
 const defaultPath = "/usr/local/bin:/usr/bin:/bin"
+
+// Exec replaces the calling process with req's command (the shim becoming
+// its server): markers set as Start sets them, in a process group of its
+// own, in req.Dir. Stdio is whatever the caller has on 0, 1 and 2;
+// req.Stdio, CgroupFD, Pdeathsig and Foreground are not used. It returns
+// only on failure, with the *StartError Start would give.
+func Exec(req Request) error {
+	if len(req.Argv) == 0 {
+		return &StartError{Code: 125, Err: errors.New("empty argv")}
+	}
+	if err := CheckDir(req.Dir); err != nil {
+		return &StartError{Name: req.Argv[0], Code: 125, Err: err}
+	}
+	pathEnv, ok := proc.EnvValue(req.Env, "PATH")
+	if !ok {
+		pathEnv = defaultPath
+	}
+	path, err := Resolve(req.Argv[0], pathEnv, req.Dir)
+	if err != nil {
+		return err
+	}
+	// Its own group, as Start gives it: the cascade signals the group. A
+	// session leader (a host that setsid its child) leads its group
+	// already and may not leave it.
+	if err := syscall.Setpgid(0, 0); err != nil && syscall.Getpgrp() != syscall.Getpid() {
+		return &StartError{Name: req.Argv[0], Code: 125, Err: fmt.Errorf("setpgid: %w", err)}
+	}
+	if err := syscall.Chdir(req.Dir); err != nil {
+		return &StartError{Name: req.Argv[0], Code: 125, Err: fmt.Errorf("chdir %s: %w", req.Dir, err)}
+	}
+	return execError(req.Argv[0], req.Dir, syscall.Exec(path, req.Argv, markedEnv(req)))
+}

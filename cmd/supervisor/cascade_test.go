@@ -108,8 +108,6 @@ func TestEscapedGrandchildHostGetsEOF(t *testing.T) {
 					if err := cmd.Start(); err != nil {
 						t.Fatal(err)
 					}
-					done := make(chan error, 1)
-					go func() { done <- cmd.Wait() }()
 					if f, ok := cmd.Stdin.(*os.File); ok {
 						f.Close()
 					}
@@ -119,6 +117,11 @@ func TestEscapedGrandchildHostGetsEOF(t *testing.T) {
 					if _, err := readAllWithin(r, wait); err != nil {
 						t.Fatalf("host got no EOF: %v (grandchild %d alive: %v)", err, gc, alive(gc, gtok))
 					}
+					// Waited for only now: Wait closes a StdoutPipe once the
+					// child exits, and a server exec'd in its shim's place
+					// exits before its leftovers are gone.
+					done := make(chan error, 1)
+					go func() { done <- cmd.Wait() }()
 					waitGonePID(t, gc, gtok)
 					select {
 					case err := <-done:
@@ -266,8 +269,6 @@ func TestPipeHolderOutsideTheTreeIsKilled(t *testing.T) {
 				if err := cmd.Start(); err != nil {
 					t.Fatal(err)
 				}
-				done := make(chan error, 1)
-				go func() { done <- cmd.Wait() }()
 				if f, ok := cmd.Stdin.(*os.File); ok {
 					f.Close() // the child's end of the socketpair: only the child holds it
 				}
@@ -279,6 +280,8 @@ func TestPipeHolderOutsideTheTreeIsKilled(t *testing.T) {
 				if _, err := readAllWithin(r, wait); err != nil {
 					t.Fatalf("host got no EOF: %v", err)
 				}
+				done := make(chan error, 1) // after the EOF: see TestEscapedGrandchildHostGetsEOF
+				go func() { done <- cmd.Wait() }()
 				waitGonePID(t, holder.Process.Pid, htok)
 				select {
 				case <-done:

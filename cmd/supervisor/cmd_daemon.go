@@ -18,7 +18,7 @@ import (
 
 func newDaemonCommand(inherited []int) *cobra.Command {
 	var foreground bool
-	var logLevel, cgroups, metricsAddr string
+	var logLevel, cgroups, inPlace, metricsAddr string
 	var pprof bool
 	var retention time.Duration
 	cmd := &cobra.Command{
@@ -39,6 +39,9 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 			if foreground {
 				// A long-lived daemon must not hold fds leaked into it.
 				api.CloseFds(inherited)
+				if inPlace != "auto" && inPlace != "off" {
+					return fmt.Errorf("--in-place %q: want auto or off", inPlace)
+				}
 				if cgroups != "auto" && cgroups != "off" {
 					return fmt.Errorf("--cgroups %q: want auto or off", cgroups)
 				}
@@ -56,7 +59,7 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 				}
 				settings := eff.Settings
 				err = daemon.Run(context.Background(), daemon.Config{Paths: p, Stderr: cmd.ErrOrStderr(),
-					LogLevel: logLevel, Cgroups: cgroups == "auto", Settings: &settings, MetricsAddr: metricsAddr, Pprof: pprof,
+					LogLevel: logLevel, Cgroups: cgroups == "auto", InPlace: inPlace == "auto", Settings: &settings, MetricsAddr: metricsAddr, Pprof: pprof,
 					Grace: eff.Grace, EOFGrace: eff.EOFGrace, Reload: reloader(load)})
 				var already *daemon.AlreadyRunningError
 				if errors.As(err, &already) {
@@ -107,6 +110,11 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&pprof, "pprof", os.Getenv(daemon.EnvPprof) == "1", "also serve Go's profiles at http://ADDR/debug/pprof/ (needs --metrics-addr; also $"+daemon.EnvPprof+"=1)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", os.Getenv(daemon.EnvMetricsAddr), "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9464 (off when empty; also $"+daemon.EnvMetricsAddr+")")
+	defInPlace := os.Getenv(daemon.EnvInPlace)
+	if defInPlace == "" {
+		defInPlace = "auto"
+	}
+	cmd.Flags().StringVar(&inPlace, "in-place", defInPlace, "auto: a shim execs its server in its own place where the kernel can tell the daemon its exit status (Linux 6.15+), so no shim process stays; off: the daemon spawns every server (also $"+daemon.EnvInPlace+")")
 	cmd.Flags().StringVar(&cgroups, "cgroups", defCgroups, "auto: a cgroup per server where cgroup2 is writable; off: process groups and markers only (also $"+daemon.EnvCgroups+")")
 	cmd.AddCommand(newDaemonStopCommand(), newDaemonRestartCommand(), newDaemonInstallServiceCommand(), newDaemonUninstallServiceCommand(),
 		newDaemonReloadCommand())

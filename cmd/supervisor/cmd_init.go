@@ -56,6 +56,7 @@ reach this daemon.`,
 			spec := &daemon.InitSpec{Argv: args, Env: env, Dir: cwd}
 			err = daemon.Run(context.Background(), daemon.Config{
 				Paths: p, Grace: grace, Init: spec, Cgroups: os.Getenv(daemon.EnvCgroups) != "off",
+				InPlace: os.Getenv(daemon.EnvInPlace) != "off",
 			})
 			if err != nil {
 				return &exitError{code: 125, err: fmt.Errorf("init: %w", err)}

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -257,6 +258,19 @@ func (s *shimProc) exitCode(t *testing.T) int {
 		t.Fatalf("shim %d did not exit within %v", s.cmd.Process.Pid, wait)
 	}
 	return s.cmd.ProcessState.ExitCode()
+}
+
+// endedBy waits for the shim and reports whether its status says its
+// server died of sig: 128+sig from a shim that stayed, or the signal
+// itself from a server exec'd in its shim's place (the host's own child).
+func (s *shimProc) endedBy(t *testing.T, sig syscall.Signal) (bool, string) {
+	t.Helper()
+	code := s.exitCode(t)
+	ws, _ := s.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if code == 128+int(sig) || ws.Signaled() && ws.Signal() == sig {
+		return true, ""
+	}
+	return false, s.cmd.ProcessState.String()
 }
 
 func readLine(r *bufio.Reader, d time.Duration) (string, error) {

@@ -185,6 +185,9 @@ func (in *instance) waitLog(t *testing.T, want string, n int) {
 // was down; a host killed afterwards is still cleaned up.
 func TestDaemonCrashServersKeepServing(t *testing.T) {
 	in := newInstance(t)
+	// Shims that stay (the daemon spawns the servers): theirs is the
+	// re-attach under test. (In their place: TestInPlaceStatusKnownAfterDaemonCrash.)
+	in.env = append(in.env, "SUPERVISOR_IN_PLACE=off")
 	a := in.startHost(t, 2, "--", bin, "_fixture", "echo", "--ready")
 	b := in.startHost(t, 1, "--", bin, "_fixture", "echo", "--ready")
 	before := livePIDs(in.mustProcesses(false))
@@ -240,6 +243,7 @@ func TestDaemonCrashServersKeepServing(t *testing.T) {
 // a newer shim says once that the daemon is older.
 func TestDaemonRestartUpgrades(t *testing.T) {
 	in := newInstance(t)
+	in.env = append(in.env, "SUPERVISOR_IN_PLACE=off") // shims that stay and re-attach
 	old := faultBin(t)
 	oldPID, _ := in.startDaemonWith(t, old)
 	h := in.startHostArgs(t, 2, []string{"_fixture", "host", "2", "--", old, "run", "--", bin, "_fixture", "echo", "--ready"})
@@ -476,6 +480,7 @@ func TestFaultInjection(t *testing.T) {
 	for _, point := range []string{"run.intent", "run.forked"} {
 		t.Run(point, func(t *testing.T) {
 			in := newInstance(t)
+			in.env = append(in.env, "SUPERVISOR_IN_PLACE=off") // run.forked is the daemon's own fork
 			_, died := in.startDaemonWith(t, fbin, "SUPERVISOR_FAULT="+point)
 			s := in.startShim("--session", "fault", "--", bin, "_fixture", "echo", "--ready")
 			<-died
@@ -497,6 +502,34 @@ func TestFaultInjection(t *testing.T) {
 			noLimbo(t, in)
 		})
 	}
+
+	// Exec'd in its shim's place: a daemon that dies once it ordered the
+	// exec loses nothing. The host's child is the server; the next daemon
+	// adopts it and learns its real status.
+	t.Run("run.exec", func(t *testing.T) {
+		skipWithoutInPlace(t)
+		in := newInstance(t)
+		_, died := in.startDaemonWith(t, fbin, "SUPERVISOR_FAULT=run.exec")
+		s := in.startShim("--session", "fault", "--", bin, "_fixture", "echo", "--ready")
+		<-died
+		pid := s.readyPID(t)
+		if pid != s.cmd.Process.Pid {
+			t.Fatalf("server %d, want the shim's own pid %d", pid, s.cmd.Process.Pid)
+		}
+		in.mustRun("daemon")
+		if st := in.status(t); st.Recovery == nil || st.Recovery.Adopted != 1 {
+			t.Errorf("recovery %+v, want the server adopted", st.Recovery)
+		}
+		s.stdin.Close() // the echo server exits 0 on EOF
+		if code := s.exitCode(t); code != 0 {
+			t.Errorf("host saw exit %d, want 0", code)
+		}
+		p := waitFinal(t, in, onlyID(t, in))
+		if p.State != registry.StateExited || p.ExitCode == nil || *p.ExitCode != 0 {
+			t.Errorf("record %s, exit code %v, error %q; want exited 0", p.State, p.ExitCode, p.Error)
+		}
+		noLimbo(t, in)
+	})
 
 	t.Run("cascade", func(t *testing.T) {
 		in := newInstance(t)
@@ -639,6 +672,7 @@ func TestLocalModeShimKilled(t *testing.T) {
 // the re-attaching shim stops the server itself.
 func TestShimStopsServerWhenHostDiesWithoutDaemon(t *testing.T) {
 	in := newInstance(t)
+	in.env = append(in.env, "SUPERVISOR_IN_PLACE=off") // a shim that stays to do it
 	h := in.startHost(t, 1, "--grace", "300ms", "--", bin, "_fixture", "ignore-term")
 	// The server says ready before the daemon has told the shim it
 	// started: a daemon killed in between leaves a shim that never knew

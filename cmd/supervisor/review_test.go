@@ -17,6 +17,9 @@ import (
 // longest grace; the second SIGTERM to the shim must not wait it out.
 func TestSecondSignalForcesTheStop(t *testing.T) {
 	in := newInstance(t)
+	// A shim that stays and turns signals into stop requests; a server in
+	// its shim's place gets the host's signals itself.
+	in.env = append(in.env, "SUPERVISOR_IN_PLACE=off")
 	s := in.startShim("--grace", "5m", "--", bin, "_fixture", "ignore-term")
 	pid := s.readyPID(t)
 	tok := mustToken(t, pid)

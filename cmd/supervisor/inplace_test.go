@@ -1,0 +1,235 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/registry"
+)
+
+// Servers exec'd in their shim's place (daemon/inplace_linux.go): no
+// shim process stays; the host's child is the server itself.
+
+func skipWithoutInPlace(t *testing.T) {
+	t.Helper()
+	if !proc.ExitInfoSupported() {
+		t.Skip("this kernel keeps no exit status on pidfds (PIDFD_INFO_EXIT, Linux 6.15): servers are spawned by the daemon here")
+	}
+}
+
+// recordOf waits until ps lists process pid and returns its record;
+// with final, until that record is in a final state.
+func (in *instance) recordOf(t *testing.T, pid int, final bool) registry.Process {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		for _, p := range in.mustProcesses(true) {
+			if p.PID == pid && (!final || p.State.Final()) {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no record of pid %d (final: %v) within %v: %+v", pid, final, wait, in.mustProcesses(true))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestInPlaceServerIsTheHostsChild(t *testing.T) {
+	skipWithoutInPlace(t)
+	in := newInstance(t)
+	s := in.startShim("--name", "sl", "--", bin, "_fixture", "sleep")
+	pid := s.readyPID(t)
+	if pid != s.cmd.Process.Pid {
+		t.Fatalf("server pid %d, want the shim's own pid %d (exec'd in its place)", pid, s.cmd.Process.Pid)
+	}
+	p := in.recordOf(t, pid, false)
+	if !p.InPlace || p.ShimPID != 0 || p.PGID != pid || p.State != registry.StateRunning {
+		t.Errorf("record: in_place %v, shim_pid %d, pgid %d, state %s; want true, 0, %d, running", p.InPlace, p.ShimPID, p.PGID, p.State, pid)
+	}
+	if g, err := unix.Getpgid(pid); err != nil || g != pid {
+		t.Errorf("server's process group %d (%v), want its own, %d", g, err, pid)
+	}
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(env, []byte("\x00SUPERVISOR_PROC_ID="+p.ID+"\x00")) && !bytes.HasPrefix(env, []byte("SUPERVISOR_PROC_ID="+p.ID+"\x00")) {
+		t.Errorf("server's environment lacks SUPERVISOR_PROC_ID=%s", p.ID)
+	}
+	if p.Cgroup != "" {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var own string
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if rest, ok := strings.CutPrefix(line, "0::"); ok {
+				own = rest
+			}
+		}
+		if own == "" || !strings.HasSuffix(p.Cgroup, own) {
+			t.Errorf("server in cgroup %q, want the record's %q", own, p.Cgroup)
+		}
+	}
+	// The host's own signal reaches the server, as in a direct spawn, and
+	// the daemon learns the status though the host reaped it.
+	s.cmd.Process.Signal(unix.SIGTERM)
+	if code := s.exitCode(t); code != -1 && code != 143 {
+		t.Errorf("host saw exit %d, want death by SIGTERM", code)
+	}
+	p = in.recordOf(t, pid, true)
+	if p.State != registry.StateExited || p.Signal != "SIGTERM" {
+		t.Errorf("record after the host's SIGTERM: state %s, signal %q, error %q; want exited by SIGTERM", p.State, p.Signal, p.Error)
+	}
+}
+
+func TestInPlaceExitStatusReachesDaemonAndHost(t *testing.T) {
+	skipWithoutInPlace(t)
+	in := newInstance(t)
+	for _, code := range []int{0, 7} {
+		cmd := in.command("run", "--", bin, "_fixture", "exit", fmt.Sprint(code))
+		cmd.Stdin = strings.NewReader("") // no terminal: the shim offers to exec
+		err := cmd.Run()
+		if got := cmd.ProcessState.ExitCode(); got != code {
+			t.Fatalf("exit %d (%v), want %d", got, err, code)
+		}
+		p := in.recordOf(t, cmd.Process.Pid, true)
+		if !p.InPlace || p.ExitCode == nil || *p.ExitCode != code {
+			t.Errorf("record: in_place %v, exit code %v, error %q; want in place, %d", p.InPlace, p.ExitCode, p.Error, code)
+		}
+	}
+}
+
+// A daemon that crashes while a server runs in its shim's place loses
+// nothing: the host keeps its child, and the next daemon re-adopts it and
+// still learns its real status (not "unknown").
+func TestInPlaceStatusKnownAfterDaemonCrash(t *testing.T) {
+	skipWithoutInPlace(t)
+	in := newInstance(t)
+	s := in.startShim("--", "sh", "-c", `echo "ready $$"; read line; exit 9`)
+	pid := s.readyPID(t)
+	if pid != s.cmd.Process.Pid {
+		t.Fatalf("server pid %d, want the shim's %d", pid, s.cmd.Process.Pid)
+	}
+	in.recordOf(t, pid, false)
+	dpid := in.daemonPID()
+	killByPIDNow(t, dpid)
+	in.mustRun("daemon")
+	if st := in.status(t); st.Recovery == nil || st.Recovery.Adopted != 1 {
+		t.Fatalf("recovery %+v, want 1 adopted", st.Recovery)
+	}
+	fmt.Fprintln(s.stdin, "go")
+	if code := s.exitCode(t); code != 9 {
+		t.Errorf("host saw exit %d, want 9", code)
+	}
+	p := in.recordOf(t, pid, true)
+	if p.ExitCode == nil || *p.ExitCode != 9 {
+		t.Errorf("re-adopted record: exit code %v, error %q; want 9", p.ExitCode, p.Error)
+	}
+}
+
+// An exec that fails is a failed start, told to the host with the shell's
+// statuses and recorded as failed, as when the daemon spawns.
+func TestInPlaceExecFailure(t *testing.T) {
+	skipWithoutInPlace(t)
+	in := newInstance(t)
+	notExec := filepath.Join(in.state, "not-executable")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badInterp := filepath.Join(in.state, "bad-interpreter")
+	if err := os.WriteFile(badInterp, []byte("#!/nonexistent/interpreter\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, cmd, msg string
+		code           int
+	}{
+		{"missing", "/nonexistent/server", "command not found", 127},
+		{"not executable", notExec, "permission denied", 126},
+		{"bad interpreter", badInterp, "bad interpreter", 126},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := in.command("run", "--name", strings.ReplaceAll(tc.name, " ", "-"), "--", tc.cmd)
+			cmd.Stdin = strings.NewReader("")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			cmd.Run()
+			if got := cmd.ProcessState.ExitCode(); got != tc.code || !strings.Contains(stderr.String(), tc.msg) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", got, stderr.String(), tc.code, tc.msg)
+			}
+			p := in.recordOf(t, cmd.Process.Pid, true)
+			if p.State != registry.StateFailed || !strings.Contains(p.Error, tc.msg) {
+				t.Errorf("record: state %s, error %q; want failed with %q", p.State, p.Error, tc.msg)
+			}
+		})
+	}
+	var failed int
+	for _, e := range in.eventsJSON("--json") {
+		if e.Kind == "process.failed" {
+			failed++
+		}
+	}
+	if failed != 3 {
+		t.Errorf("%d process.failed events, want 3", failed)
+	}
+}
+
+// Its stderr still goes through the log writer: to the host and the log.
+func TestInPlaceStderrIsLogged(t *testing.T) {
+	skipWithoutInPlace(t)
+	in := newInstance(t)
+	cmd := in.command("run", "--name", "talker", "--", "sh", "-c", "echo to-stderr >&2")
+	cmd.Stdin = strings.NewReader("")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("run: %v: %s", err, stderr.String())
+	}
+	if p := in.recordOf(t, cmd.Process.Pid, true); !p.InPlace {
+		t.Fatalf("not exec'd in place: %+v", p)
+	}
+	deadline := time.Now().Add(wait)
+	for !strings.Contains(in.mustRun("logs", "talker"), "to-stderr") {
+		if time.Now().After(deadline) {
+			t.Fatalf("logs talker lacks the line: %q", in.mustRun("logs", "talker"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The log writer copies to the host's stderr; it ends once the
+	// server's output closes, which Run waited for.
+	if !strings.Contains(stderr.String(), "to-stderr") {
+		t.Errorf("host's stderr %q lacks the line", stderr.String())
+	}
+}
+
+// Where it is turned off (or not offered) the shim stays and the daemon
+// spawns the server, as before.
+func TestInPlaceOff(t *testing.T) {
+	in := newInstance(t)
+	in.env = append(in.env, "SUPERVISOR_IN_PLACE=off")
+	s := in.startShim("--", bin, "_fixture", "sleep")
+	pid := s.readyPID(t)
+	if pid == s.cmd.Process.Pid {
+		t.Fatalf("server runs as the shim (pid %d) with SUPERVISOR_IN_PLACE=off", pid)
+	}
+	p := in.recordOf(t, pid, false)
+	if p.InPlace || p.ShimPID != s.cmd.Process.Pid {
+		t.Errorf("record: in_place %v, shim_pid %d; want false, %d", p.InPlace, p.ShimPID, s.cmd.Process.Pid)
+	}
+	st := in.status(t)
+	if st.Features["in_place"] {
+		t.Errorf("status features %v: in_place on with SUPERVISOR_IN_PLACE=off", st.Features)
+	}
+}

@@ -1,0 +1,183 @@
+package daemon
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/cgroup"
+	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/spawn"
+)
+
+// A server exec'd in its shim's place.
+//
+// A shim that only waits costs a Go process per server: ~2 MiB of private
+// memory and 5-6 thread ids for the server's life. Where the kernel keeps a
+// process's exit status on its pidfd after its parent reaped it
+// (PIDFD_INFO_EXIT, 6.15), the shim need not stay: it hands the daemon a
+// pidfd of itself with its stdio, the daemon records it, moves it into the
+// server's cgroup and answers with the server's command and markers, and
+// the shim execs the server. The host's child is then the server itself:
+// the host's signals reach it as in a direct spawn, and the host reaps its
+// real status. The daemon watches the pidfd and reads the status from the
+// zombie or, once reaped, from the pidfd (session.Watcher.WatchStatus), so
+// breakers, events and `ps` see what they see for a spawned server.
+//
+// What the daemon gives up: the server is not its child, so escaped
+// descendants are re-parented to the host's subreaper or init instead of
+// the daemon; markers and the cgroup still find them. Where the shim cannot
+// be moved into the cgroup (the kernel allows it only to whoever may write
+// the closest cgroup the two share) the daemon spawns the server itself,
+// as it does where the kernel lacks the exit status or a terminal is on
+// the shim's stdio (the shim does not offer then).
+
+// inPlaceUnsupported says why servers cannot be exec'd in their shim's
+// place here, or "".
+func inPlaceUnsupported() string {
+	if !proc.ExitInfoSupported() {
+		return "the kernel keeps no exit status on pidfds (PIDFD_INFO_EXIT needs Linux 6.15)"
+	}
+	return ""
+}
+
+// shimHandle checks the pidfd a shim offered with an in-place run: it must
+// be the shim's own, alive, with the shim's creation token.
+func shimHandle(fd int, req api.RunRequest) (*proc.Handle, proc.Token, error) {
+	return proc.HandleFromFd(fd, req.ShimPID, req.ShimToken)
+}
+
+// inPlaceRun is one run being exec'd in its shim's place: what serveRun
+// has set up for it.
+type inPlaceRun struct {
+	req    api.RunRequest
+	id     string
+	name   string
+	bkey   string
+	cg     cgroup.Server
+	host   string // the EnvHost marker
+	shim   *proc.Handle
+	tok    proc.Token // the shim's full token
+	stderr *os.File   // the log writer's pipe, or nil: the shim keeps its own
+	log    hclog.Logger
+}
+
+// execInPlace hands run r to its shim to exec. It returns nil, having
+// changed nothing, when the shim cannot enter the server's cgroup: the
+// caller spawns the server itself then. Otherwise the process is the
+// daemon's to watch from here, and the caller ends with execLine.
+func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
+	pid := r.req.ShimPID
+	if r.cg.Fd > 0 {
+		if err := r.cg.Enter(pid); err != nil {
+			r.log.Info("shim cannot enter the server's cgroup: spawning the server instead", "id", r.id, "err", err)
+			return nil
+		}
+	}
+	path := ""
+	if pathEnv, ok := proc.EnvValue(r.req.Env, "PATH"); ok {
+		path, _ = spawn.Resolve(r.req.Argv[0], pathEnv, string(r.req.Cwd))
+	}
+	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d %q (exec'd in its shim's place)", pid, r.req.Argv)}
+	rec, err := d.reg.UpdateLogged(r.id, startEvent, func(p *registry.Process) error {
+		p.PID, p.PGID, p.Token, p.Path = pid, pid, r.tok, path
+		p.ShimPID, p.ShimToken, p.InPlace = 0, proc.Token{}, true
+		if p.State == registry.StateStarting {
+			p.State = registry.StateRunning
+		}
+		return nil
+	})
+	if err != nil {
+		r.log.Error("record running process", "id", r.id, "err", err)
+		rec.PID, rec.PGID, rec.Token, rec.InPlace = pid, pid, r.tok, true
+		d.reg.Event(startEvent.Kind, r.req.Session, r.id, startEvent.Detail)
+	}
+	startPeriod := d.settings().Breaker.StartPeriod
+	l := &live{id: r.id, done: make(chan struct{}), grace: time.Duration(r.req.GraceMS) * time.Millisecond,
+		target: d.targetOf(rec), started: time.Now(), execDone: make(chan struct{}),
+		breaker: breakerRef{key: r.bkey, argv: r.req.Argv, cwd: string(r.req.Cwd), name: r.name, startPeriod: startPeriod}}
+	l.startTimer = time.AfterFunc(startPeriod, func() {
+		if d.isLive(r.id) {
+			d.breakers.result(r.bkey, r.req.Argv, string(r.req.Cwd), r.name, "")
+		}
+	})
+	exit, err := d.watchExit(pid, r.tok)
+	if err != nil {
+		// The shim died before we watched it: it never exec'd.
+		r.log.Info("shim gone before its exec", "id", r.id, "err", err)
+		ch := make(chan spawn.Status, 1)
+		ch <- spawn.Status{PID: pid, Unknown: true}
+		exit = ch
+	}
+	d.mu.Lock()
+	d.live[r.id] = l
+	d.mu.Unlock()
+	go d.monitor(l, exit)
+	d.metrics.spawn(nil)
+
+	ex := api.Exec{ID: r.id, Argv: r.req.Argv, Cwd: r.req.Cwd, Env: r.req.Env, Session: r.req.Session,
+		Instance: d.instance, Host: r.host, LogStderr: r.stderr != nil}
+	var fds []int
+	if r.stderr != nil {
+		fds = append(fds, int(r.stderr.Fd()))
+	}
+	if err := conn.Send(api.TypeExec, &ex, fds...); err != nil {
+		r.log.Info("shim gone before its exec", "id", r.id, "err", err)
+	}
+	fault("run.exec")
+	if r.stderr != nil {
+		r.stderr.Close()
+	}
+	r.log.Info("started in its shim's place", "id", r.id, "pid", pid, "argv", r.req.Argv)
+	return l
+}
+
+// execLine waits on an in-place run's connection until it closes, which
+// it does with the exec (it is close-on-exec) or the shim's exit. Before
+// that the shim may say why its exec failed; the monitor waits for this
+// to end before it records how the process ended.
+func (d *Daemon) execLine(conn *api.Conn, l *live, log hclog.Logger) {
+	defer close(l.execDone)
+	for {
+		m, fds, err := conn.Recv()
+		api.CloseFds(fds)
+		if err != nil {
+			return
+		}
+		if m.Type != api.TypeExecFailed {
+			d.refuse(conn, log, fmt.Errorf("%w: %q on an exec connection", api.ErrMalformed, m.Type))
+			return
+		}
+		var f api.ExecFailed
+		if api.Decode(m, &f) == nil {
+			l.stopMu.Lock()
+			l.execErr = f.Message
+			l.stopMu.Unlock()
+		}
+	}
+}
+
+// watchExit watches pid (verified against tok), a process that is not our
+// child: its status is read from the zombie or, once its parent reaped it,
+// from its pidfd; Unknown where neither can be had.
+func (d *Daemon) watchExit(pid int, tok proc.Token) (<-chan spawn.Status, error) {
+	ch := make(chan spawn.Status, 1)
+	if _, err := d.watcher.WatchStatus(pid, tok, func(ws syscall.WaitStatus, known bool) {
+		st := spawn.Status{PID: pid, Unknown: !known}
+		if known {
+			st.Code = ws.ExitStatus()
+			if ws.Signaled() {
+				st.Signal = ws.Signal()
+			}
+		}
+		ch <- st
+	}); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
