@@ -69,6 +69,10 @@ type Hello struct {
 	// and supervises its server itself (local mode).
 	PidNS uint64 `json:"pid_ns,omitempty"`
 	MntNS uint64 `json:"mnt_ns,omitempty"`
+	// InPlace, from a daemon, says it takes a run's offer to exec the
+	// server in the shim's place (RunRequest.InPlace): a shim offers only
+	// then, so an older daemon still gets the three fds it expects.
+	InPlace bool `json:"in_place,omitempty"`
 }
 
 // Error is a failed request. Code is the exit status the CLI should use.
@@ -121,6 +125,9 @@ type RunRequest struct {
 	// the three of stdio. The daemon answers with exec or, where it
 	// spawns the server itself after all, with started.
 	InPlace bool `json:"in_place,omitempty"`
+	// NoFlatten (run --flatten=false) runs a package runner's command
+	// (npx, npm exec) as given instead of as the program it would run.
+	NoFlatten bool `json:"no_flatten,omitempty"`
 }
 
 // Exec tells the shim to become its server: it sets the marker

@@ -157,6 +157,7 @@ type options struct {
 	bin           string
 	keep          bool
 	cgroups       string
+	inPlace       string
 	recRecords    int
 	recTrials     int
 	scaleSessions int
@@ -179,6 +180,7 @@ func run(ctx context.Context, args []string, cmdline string, stdout, stderr io.W
 	fs.StringVar(&o.bin, "bin", "", "a prebuilt supervisor binary (default: go build "+mainPkg+")")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (daemon log, host stderr)")
 	fs.StringVar(&o.cgroups, "cgroups", "", "the daemon's cgroup mode, auto or off (default: the daemon's own default, auto)")
+	fs.StringVar(&o.inPlace, "in-place", "", "whether shims exec their server in their own place, auto or off (default: the daemon's own default, auto)")
 	fs.IntVar(&o.recRecords, "recovery-records", 0, fmt.Sprintf("records in the recovery figure's registry, half live (default %d, %d with --quick)", recoveryRecords, recoveryRecordsQuick))
 	fs.IntVar(&o.recTrials, "recovery-trials", 0, fmt.Sprintf("trials of the recovery figure (default %d, %d with --quick)", recoveryTrials, recoveryTrialsQuick))
 	fs.IntVar(&o.scaleSessions, "scale-sessions", 0, fmt.Sprintf("sessions of 4 servers in the scale figure (default %d, %d with --quick)", scaleSessions, scaleSessionsQuick))
@@ -263,6 +265,10 @@ func run(ctx context.Context, args []string, cmdline string, stdout, stderr io.W
 		fmt.Fprintln(stderr, "bench: --recovery-records must be even and at least 2, --recovery-trials at least 1")
 		return 2
 	}
+	if o.inPlace != "" && o.inPlace != "auto" && o.inPlace != "off" {
+		fmt.Fprintf(stderr, "bench: --in-place %q: want auto or off\n", o.inPlace)
+		return 2
+	}
 	if o.cgroups != "" && o.cgroups != "auto" && o.cgroups != "off" {
 		fmt.Fprintf(stderr, "bench: --cgroups %q: want auto or off\n", o.cgroups)
 		return 2
@@ -339,6 +345,9 @@ func newBench(ctx context.Context, o options, log io.Writer) (*bench, error) {
 	b.env = append(b.env, api.EnvStateDir+"="+b.paths.StateDir, api.EnvSocket+"="+b.paths.Socket)
 	if o.cgroups != "" {
 		b.env = append(b.env, "SUPERVISOR_CGROUPS="+o.cgroups)
+	}
+	if o.inPlace != "" {
+		b.env = append(b.env, "SUPERVISOR_IN_PLACE="+o.inPlace)
 	}
 	if b.errLog, err = os.Create(filepath.Join(dir, "stderr.log")); err != nil {
 		os.RemoveAll(dir)
@@ -1176,12 +1185,15 @@ func fmtValue(v float64, unit string, n int) string {
 func (r *Results) markdown() string {
 	var sb strings.Builder
 	m := r.Machine
-	cg := "off"
+	cg, ip := "off", "off"
 	if m.Features["cgroup"] {
 		cg = "on"
 	}
-	fmt.Fprintf(&sb, "Machine: %d CPUs (nproc), Linux %s, %s; supervisor %s, cgroups %s. Command: `%s` (%d trials; spawn-storm: %d storms of %d calls; p99 = nearest rank).\n\n",
-		m.NProc, m.Kernel, m.Go, m.Supervisor, cg, r.Command, r.Trials, r.StormTrials, r.StormCalls)
+	if m.Features["in_place"] {
+		ip = "on"
+	}
+	fmt.Fprintf(&sb, "Machine: %d CPUs (nproc), Linux %s, %s; supervisor %s, cgroups %s, exec in the shim's place %s. Command: `%s` (%d trials; spawn-storm: %d storms of %d calls; p99 = nearest rank).\n\n",
+		m.NProc, m.Kernel, m.Go, m.Supervisor, cg, ip, r.Command, r.Trials, r.StormTrials, r.StormCalls)
 	sb.WriteString("| figure | metric | median | p99 | n |\n| --- | --- | ---: | ---: | ---: |\n")
 	for _, f := range r.Figures {
 		metric := f.Metric

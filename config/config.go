@@ -208,6 +208,9 @@ func (e *Effective) Entries() []Entry {
 		if o.NoShare {
 			kv = append(kv, [2]string{p + "share", "false"})
 		}
+		if o.NoFlatten {
+			kv = append(kv, [2]string{p + "flatten", "false"})
+		}
 	}
 	out := make([]Entry, 0, len(kv))
 	for _, x := range kv {
@@ -256,6 +259,7 @@ type server struct {
 	Share        *bool   `toml:"share"`
 	Lazy         *bool   `toml:"lazy"`
 	Idle         *string `toml:"idle"`
+	Flatten      *bool   `toml:"flatten"`
 }
 
 // apply decodes src strictly and merges it over e.
@@ -383,6 +387,10 @@ func (e *Effective) apply(path string, src []byte) error {
 		}
 		if err := dur(p+".idle", sv.Idle, &o.Idle); err != nil {
 			return err
+		}
+		if sv.Flatten != nil {
+			o.NoFlatten = !*sv.Flatten
+			e.sources[p+".flatten"] = at(p + ".flatten")
 		}
 		if s.Servers == nil {
 			s.Servers = map[string]daemon.ServerOverride{}

@@ -121,6 +121,8 @@ health = "http://127.0.0.1:9/ok"
 inline = { health = "tcp", grace = "1s" }
 shared = { share = true }
 direct = { share = false }
+kept = { flatten = false }
+flat = { flatten = true }
 `)
 	e, err := Load(env(map[string]string{EnvConfig: path}))
 	if err != nil {
@@ -142,7 +144,10 @@ direct = { share = false }
 	if sh, d, sl := s.Servers["shared"], s.Servers["direct"], s.Servers["slow"]; !sh.Share || sh.NoShare || d.Share || !d.NoShare || sl.Share || sl.NoShare {
 		t.Errorf("share: shared %+v, direct %+v, unset %+v", sh, d, sl)
 	}
-	for key, line := range map[string]int{"servers.slow.grace": 4, "servers.slow.max_instances": 5,
+	if !s.Servers["kept"].NoFlatten || s.Servers["flat"].NoFlatten || s.Servers["slow"].NoFlatten {
+		t.Errorf("flatten: kept %+v, flat %+v, unset %+v", s.Servers["kept"], s.Servers["flat"], s.Servers["slow"])
+	}
+	for key, line := range map[string]int{"servers.slow.grace": 4, "servers.slow.max_instances": 5, "servers.kept.flatten": 14,
 		`servers."my server".health`: 8, "servers.inline.health": 11, "servers.inline.grace": 11, "max_instances": 1} {
 		if got, want := e.Source(key), path+":"+itoa(line); got != want {
 			t.Errorf("source of %s = %q, want %q", key, got, want)

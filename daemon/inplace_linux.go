@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
@@ -56,6 +57,7 @@ func shimHandle(fd int, req api.RunRequest) (*proc.Handle, proc.Token, error) {
 // has set up for it.
 type inPlaceRun struct {
 	req    api.RunRequest
+	launch launched // what to exec: req's command, or flattened
 	id     string
 	name   string
 	bkey   string
@@ -79,11 +81,8 @@ func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 			return nil
 		}
 	}
-	path := ""
-	if pathEnv, ok := proc.EnvValue(r.req.Env, "PATH"); ok {
-		path, _ = spawn.Resolve(r.req.Argv[0], pathEnv, string(r.req.Cwd))
-	}
-	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d %q (exec'd in its shim's place)", pid, r.req.Argv)}
+	path, _ := spawn.Resolve(r.launch.argv[0], spawn.PathOf(r.launch.env), string(r.req.Cwd))
+	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d %q (exec'd in its shim's place)%s", pid, r.req.Argv, r.launch.note)}
 	rec, err := d.reg.UpdateLogged(r.id, startEvent, func(p *registry.Process) error {
 		p.PID, p.PGID, p.Token, p.Path = pid, pid, r.tok, path
 		p.ShimPID, p.ShimToken, p.InPlace = 0, proc.Token{}, true
@@ -101,9 +100,10 @@ func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 	l := &live{id: r.id, done: make(chan struct{}), grace: time.Duration(r.req.GraceMS) * time.Millisecond,
 		target: d.targetOf(rec), started: time.Now(), execDone: make(chan struct{}),
 		breaker: breakerRef{key: r.bkey, argv: r.req.Argv, cwd: string(r.req.Cwd), name: r.name, startPeriod: startPeriod}}
+	id, bkey, argv, cwd, name := r.id, r.bkey, r.req.Argv, string(r.req.Cwd), r.name // not r: its env holds the host's secrets
 	l.startTimer = time.AfterFunc(startPeriod, func() {
-		if d.isLive(r.id) {
-			d.breakers.result(r.bkey, r.req.Argv, string(r.req.Cwd), r.name, "")
+		if d.isLive(id) {
+			d.breakers.result(bkey, argv, cwd, name, "")
 		}
 	})
 	exit, err := d.watchExit(pid, r.tok)
@@ -118,9 +118,8 @@ func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 	d.live[r.id] = l
 	d.mu.Unlock()
 	go d.monitor(l, exit)
-	d.metrics.spawn(nil)
 
-	ex := api.Exec{ID: r.id, Argv: r.req.Argv, Cwd: r.req.Cwd, Env: r.req.Env, Session: r.req.Session,
+	ex := api.Exec{ID: r.id, Argv: r.launch.argv, Cwd: r.req.Cwd, Env: r.launch.env, Session: r.req.Session,
 		Instance: d.instance, Host: r.host, LogStderr: r.stderr != nil}
 	var fds []int
 	if r.stderr != nil {
@@ -143,6 +142,16 @@ func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 // to end before it records how the process ended.
 func (d *Daemon) execLine(conn *api.Conn, l *live, log hclog.Logger) {
 	defer close(l.execDone)
+	defer func() {
+		l.stopMu.Lock()
+		why := l.execErr
+		l.stopMu.Unlock()
+		if why != "" {
+			d.metrics.spawn(errors.New(why))
+		} else {
+			d.metrics.spawn(nil)
+		}
+	}()
 	for {
 		m, fds, err := conn.Recv()
 		api.CloseFds(fds)

@@ -20,6 +20,7 @@ func inPlaceUnsupported() string { return "it needs Linux pidfds" }
 
 type inPlaceRun struct {
 	req    api.RunRequest
+	launch launched
 	id     string
 	name   string
 	bkey   string

@@ -89,7 +89,7 @@ func EnsureRunning(ctx context.Context, exe string, paths api.Paths, env []strin
 // and its markers (SUPERVISOR_SESSION_ID, ...) would make the daemon look
 // like a member of some session's tree.
 var daemonKeep = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "TZ",
-	api.EnvStateDir, api.EnvSocket, EnvCgroups, EnvInPlace, EnvBreakerCooldown, EnvLogMaxMB, EnvRetention, EnvIdleTimeout, EnvMetricsAddr, EnvPprof,
+	api.EnvStateDir, api.EnvSocket, EnvCgroups, EnvInPlace, EnvOrphan, EnvBreakerCooldown, EnvLogMaxMB, EnvRetention, EnvIdleTimeout, EnvMetricsAddr, EnvPprof,
 	"SUPERVISOR_CONFIG", "XDG_CONFIG_HOME"} // the config file the daemon reads
 
 // EnvCgroups set to "off" turns cgroups off for an auto-started daemon
@@ -100,6 +100,38 @@ const EnvCgroups = "SUPERVISOR_CGROUPS"
 // itself instead of letting shims exec them in their own place (the
 // default is auto: where the kernel allows it, inplace_linux.go).
 const EnvInPlace = "SUPERVISOR_IN_PLACE"
+
+// EnvOrphan=1 is set by a shim that is about to exec its server in its
+// own place: the daemon it launches would be the server's child, a
+// descendant of the host's server for its whole life (a host that kills
+// its child's tree would take it along, and nobody would reap it). Such a
+// daemon starts itself again (Reparent) and exits, so that the daemon that
+// stays is re-parented to init or the nearest subreaper.
+const EnvOrphan = "SUPERVISOR_DAEMON_ORPHAN"
+
+// Reparent starts this daemon again as exe args, detached, without
+// EnvOrphan; the caller exits 0 next, which Launch takes for "keep
+// dialing". Errors of the new daemon go to its log, as an auto-started
+// daemon's do.
+func Reparent(exe string, args []string) error {
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", os.DevNull, err)
+	}
+	defer devnull.Close()
+	cmd := exec.Command(exe, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, EnvOrphan+"=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Dir = "/"
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
+	if err := startDetached(cmd); err != nil {
+		return fmt.Errorf("start daemon %s again: %w", exe, err)
+	}
+	return cmd.Process.Release()
+}
 
 func daemonEnv(env []string) []string {
 	var out []string

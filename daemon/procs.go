@@ -10,10 +10,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/cgroup"
+	"github.com/seed-86a41135/supervisor/launcher"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/session"
@@ -226,8 +228,18 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	} else if !errors.Is(err, errLogWriterUnsupported) {
 		log.Warn("stderr not captured: the server writes to the host's stderr itself", "id", id, "err", err)
 	}
+	// An npx command runs as the program npx would run, where that is
+	// known offline (package launcher): npm does not stay resident.
+	launch := launched{argv: req.Argv, env: req.Env}
+	if fl, ok, why := launcher.Flatten(req.Argv, string(req.Cwd), req.Env); ok && !req.NoFlatten {
+		launch = launched{argv: fl.Argv, env: fl.Env, note: " (flattened, " + fl.Via + ")"}
+	} else if ok {
+		launch.note = " (not flattened: flatten = false)"
+	} else if why != launcher.NotARunner {
+		launch.note = " (not flattened: " + why + ")"
+	}
 	if shim != nil {
-		r := inPlaceRun{req: req, id: id, name: name, bkey: bkey, cg: cg, host: host, shim: shim, tok: shimTok, log: log}
+		r := inPlaceRun{req: req, launch: launch, id: id, name: name, bkey: bkey, cg: cg, host: host, shim: shim, tok: shimTok, log: log}
 		if logged {
 			r.stderr = files[2]
 		}
@@ -240,8 +252,13 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 					f.Close()
 				}
 			}
-			d.stopIfSessionEnding(req.Session, id)
-			d.enforceCap(req, id)
+			// The stop these may start waits for the monitor, which
+			// waits for execLine: they go beside it.
+			req.Env = nil
+			go func() {
+				d.stopIfSessionEnding(req.Session, id)
+				d.enforceCap(req, id)
+			}()
 			d.execLine(conn, l, log)
 			return
 		}
@@ -249,7 +266,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		shim = nil
 	}
 	started, err := spawn.Start(d.reaper, spawn.Request{
-		Argv: req.Argv, Env: req.Env, Dir: string(req.Cwd), Stdio: files,
+		Argv: launch.argv, Env: launch.env, Dir: string(req.Cwd), Stdio: files,
 		SessionID: req.Session, ProcID: id, CgroupFD: cg.Fd, Instance: d.instance, Host: host,
 	})
 	d.metrics.spawn(err)
@@ -287,7 +304,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	// PID and token are recorded whatever a concurrent stop did to the
 	// state meanwhile: a stopping record without them could not be found
 	// again after a crash.
-	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d %q", started.PID, req.Argv)}
+	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d %q%s", started.PID, req.Argv, launch.note)}
 	rec, err := d.reg.UpdateLogged(id, startEvent, func(p *registry.Process) error {
 		p.PID, p.PGID, p.Token, p.Path = started.PID, started.PGID, started.Token, started.Path
 		if p.State == registry.StateStarting {
@@ -323,6 +340,14 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	d.enforceCap(req, id)
 
 	d.lifeline(conn, l, req.Session, req.ShimPID, d.graceFor(req))
+}
+
+// launched is the command a run's server is started as: the request's, or
+// the program a package runner in it would run (launcher.Flatten). note
+// tells which, for the start event.
+type launched struct {
+	argv, env []string
+	note      string
 }
 
 // stopIfSessionEnding stops server id, just started, when its session
@@ -617,16 +642,22 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 	startPeriod := l.breaker.startPeriod
 	// Only processes spawned here have a breaker (and a start time).
 	early := l.breaker.key != "" && time.Since(l.started) < startPeriod
+	// A server exec'd in its shim's place gets its host's signals itself
+	// (the shim turned them into stop requests): a host that closes a
+	// server at once is no crash loop.
+	hostStopped := l.execDone != nil && execErr == "" && (st.Signal == syscall.SIGTERM ||
+		st.Signal == syscall.SIGINT || st.Signal == syscall.SIGHUP || st.Signal == syscall.SIGKILL)
 	switch {
-	case early && !leftovers:
-		// Stopped by us before it could prove anything either way.
+	case early && (!leftovers || hostStopped):
+		// Stopped by us (or its host) before it could prove anything
+		// either way.
 		d.breakers.release(l.breaker.key)
 	case early && st.ExitCode() == 0:
 		// A clean exit is no crash loop: a host that opens and closes a
 		// server at once.
 		d.breakers.result(l.breaker.key, l.breaker.argv, l.breaker.cwd, l.breaker.name, "")
 	}
-	if early && leftovers && st.ExitCode() != 0 {
+	if early && leftovers && !hostStopped && st.ExitCode() != 0 {
 		// Failed on its own within the start period: a failed start.
 		why := fmt.Sprintf("exited with code %d within %v of its start", st.Code, startPeriod)
 		switch {

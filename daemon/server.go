@@ -57,7 +57,9 @@ func (d *Daemon) handle(conn *api.Conn) {
 			h.Protocol, h.Version, api.Protocol, api.Version)
 		return
 	}
-	if err := conn.Send(api.TypeHello, api.NewHello()); err != nil {
+	hello := api.NewHello()
+	hello.InPlace = d.feat["in_place"]
+	if err := conn.Send(api.TypeHello, hello); err != nil {
 		return
 	}
 	for {

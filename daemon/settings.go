@@ -57,6 +57,9 @@ type ServerOverride struct {
 	// Lazy and Idle (lazy = true, idle = "10m"): run --lazy and --idle.
 	Lazy bool
 	Idle time.Duration
+	// NoFlatten (flatten = false) runs an npx command as given, the runner
+	// resident, instead of as the program it would run (package launcher).
+	NoFlatten bool
 }
 
 // ApplyRun fills what a run request of server name left unset from the
@@ -71,6 +74,9 @@ func (s *Settings) ApplyRun(name string, req *api.RunRequest) {
 	}
 	if o.Lazy {
 		req.Lazy = true
+	}
+	if o.NoFlatten {
+		req.NoFlatten = true
 	}
 	if req.IdleMS <= 0 && o.Idle > 0 {
 		req.IdleMS = api.Millis(o.Idle)

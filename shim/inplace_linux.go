@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -21,6 +19,13 @@ import (
 // stdout (the server gets a process group of its own, and a background
 // group that reads its terminal is stopped).
 func inPlaceFd() int {
+	// The server gets a group of its own (spawn.Exec): not where this
+	// process already leads a group in its host's session (a shell's job,
+	// a host's process_group), which others may share.
+	pid := unix.Getpid()
+	if sid, _ := unix.Getsid(0); unix.Getpgrp() == pid && sid != pid {
+		return -1
+	}
 	for _, fd := range []int{0, 1} {
 		if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
 			return -1
@@ -49,20 +54,11 @@ func stderrOnto(fd int) error {
 // execServer execs the server in this process's place, as the daemon
 // ordered. It returns only if that fails, after telling the daemon why,
 // with the status of a failed start.
-func execServer(c *api.Client, ex *execOrder, sigs chan os.Signal) (int, error) {
-	// A stop signal from now on is the server's, as in a direct spawn:
-	// with the default action restored it ends this process at once, and
-	// one that came meanwhile is raised again.
-	signal.Reset(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	for {
-		select {
-		case s := <-sigs:
-			syscall.Kill(os.Getpid(), s.(syscall.Signal))
-			continue
-		default:
-		}
-		break
-	}
+//
+// Stop signals were never caught on this path (Run): one that comes before
+// the exec ends this process by its default action, as it would end a
+// server started directly, and the daemon sees that exit.
+func execServer(c *api.Client, ex *execOrder) (int, error) {
 	err := func() error {
 		if ex.stderr >= 0 {
 			if err := stderrOnto(ex.stderr); err != nil {

@@ -4,7 +4,6 @@ package shim
 
 import (
 	"errors"
-	"os"
 
 	"github.com/seed-86a41135/supervisor/api"
 )
@@ -14,7 +13,7 @@ import (
 
 func inPlaceFd() int { return -1 }
 
-func execServer(c *api.Client, ex *execOrder, sigs chan os.Signal) (int, error) {
+func execServer(c *api.Client, ex *execOrder) (int, error) {
 	c.Close()
 	return fail(CodeSupervisorError, errors.New("the daemon ordered an exec in the shim's place, which is Linux-only"))
 }

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"syscall"
 	"time"
 
@@ -46,12 +47,14 @@ type Options struct {
 	// would share it on its own.
 	NoShare bool
 	// Lazy and Idle: RunRequest.Lazy and IdleMS.
-	Lazy   bool
-	Idle   time.Duration
-	Exe    string // this binary, to start the daemon
-	Paths  api.Paths
-	Env    []string
-	Stderr io.Writer
+	Lazy bool
+	Idle time.Duration
+	// NoFlatten: RunRequest.NoFlatten.
+	NoFlatten bool
+	Exe       string // this binary, to start the daemon
+	Paths     api.Paths
+	Env       []string
+	Stderr    io.Writer
 	// StartTimeout bounds starting the server while the daemon asks to
 	// retry (it is stopping, or the session is being ended). Default 10 s.
 	StartTimeout time.Duration
@@ -109,21 +112,30 @@ func Run(ctx context.Context, o Options) (int, error) {
 		selfFd = inPlaceFd()
 	}
 	if selfFd >= 0 {
-		req.InPlace = true
 		defer api.CloseFds([]int{selfFd})
 	}
 
-	// Catch stop signals before the server exists, so none is lost.
+	// Catch stop signals before the server exists, so none is lost: they
+	// become a stop request. Not while an offer to exec in place is out:
+	// if the daemon takes it, a signal before the exec must end this
+	// process, the server-to-be, as it would end a server started
+	// directly (a caught one could be lost in the hand-over); if it does
+	// not, a signal before the catch ends the shim, and the daemon stops
+	// the server of a shim gone.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	catch := []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP}
+	if selfFd < 0 {
+		signal.Notify(sigs, catch...)
+	}
 	defer signal.Stop(sigs)
 
 	c, started, msgs, err := startServer(ctx, o, &req, selfFd)
 	var ex *execOrder
 	if errors.As(err, &ex) {
 		warnVersion(o.Stderr, c.Daemon.Version)
-		return execServer(c, ex, sigs)
+		return execServer(c, ex)
 	}
+	signal.Notify(sigs, catch...)
 	// The daemon may share a server the run did not ask to (the config,
 	// a stateless server): a broker is never signalled by a shim.
 	o.Share = o.Share || started.Shared
@@ -232,6 +244,7 @@ func NewRequest(o Options) (api.RunRequest, error) {
 		HostPID: ident.HostPID, HostToken: ident.HostToken, HostCommand: ident.HostCommand,
 		GraceMS: api.Millis(o.Grace), ShimPID: os.Getpid(), ShimToken: selfTok,
 		MaxInstances: o.MaxInstances, Share: o.Share, NoShare: o.NoShare, Lazy: o.Lazy, IdleMS: api.Millis(o.Idle),
+		NoFlatten: o.NoFlatten,
 	}, nil
 }
 
@@ -282,7 +295,13 @@ func startServer(ctx context.Context, o Options, req *api.RunRequest, selfFd int
 		// A daemon that cannot be reached or started within LocalAfter is
 		// not waited for: the host is waiting too (design §2).
 		dctx, cancel := context.WithTimeout(ctx, o.LocalAfter)
-		c, err := daemon.EnsureRunning(dctx, o.Exe, o.Paths, o.Env)
+		env := o.Env
+		if selfFd >= 0 {
+			// A daemon started now must not stay this process's child: it
+			// would be the server's after the exec.
+			env = append(slices.Clone(o.Env), daemon.EnvOrphan+"=1")
+		}
+		c, err := daemon.EnsureRunning(dctx, o.Exe, o.Paths, env)
 		cancel()
 		if err != nil {
 			return nil, api.Started{}, nil, &localReason{why: fmt.Sprintf("the daemon cannot be reached or started: %v", err)}
@@ -291,6 +310,9 @@ func startServer(ctx context.Context, o Options, req *api.RunRequest, selfFd int
 			c.Close()
 			return nil, api.Started{}, nil, &localReason{why: "this shim runs in another PID or mount namespace than the daemon (a sandboxed host)"}
 		}
+		// Offered only to a daemon that takes it: an older one expects
+		// three fds.
+		req.InPlace = selfFd >= 0 && c.Daemon.InPlace
 		fds := stdioFds()
 		if req.InPlace {
 			fds = append(fds, selfFd)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/seed-86a41135/supervisor/proc"
 )
 
@@ -104,6 +106,15 @@ func execError(name, dir string, err error) error {
 
 const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 
+// PathOf is the search path a command in env is looked up in: its PATH, or
+// execvp's default where it has none.
+func PathOf(env []string) string {
+	if p, ok := proc.EnvValue(env, "PATH"); ok {
+		return p
+	}
+	return defaultPath
+}
+
 // Exec replaces the calling process with req's command (the shim becoming
 // its server): markers set as Start sets them, in a process group of its
 // own, in req.Dir. Stdio is whatever the caller has on 0, 1 and 2;
@@ -116,19 +127,25 @@ func Exec(req Request) error {
 	if err := CheckDir(req.Dir); err != nil {
 		return &StartError{Name: req.Argv[0], Code: 125, Err: err}
 	}
-	pathEnv, ok := proc.EnvValue(req.Env, "PATH")
-	if !ok {
-		pathEnv = defaultPath
-	}
-	path, err := Resolve(req.Argv[0], pathEnv, req.Dir)
+	path, err := Resolve(req.Argv[0], PathOf(req.Env), req.Dir)
 	if err != nil {
 		return err
 	}
-	// Its own group, as Start gives it: the cascade signals the group. A
-	// session leader (a host that setsid its child) leads its group
-	// already and may not leave it.
-	if err := syscall.Setpgid(0, 0); err != nil && syscall.Getpgrp() != syscall.Getpid() {
-		return &StartError{Name: req.Argv[0], Code: 125, Err: fmt.Errorf("setpgid: %w", err)}
+	// A session and group of its own, with no controlling terminal, as a
+	// server the daemon starts has: the cascade signals the group, and no
+	// terminal stops it for reading from a background group. A session
+	// leader (a host that setsid its child) has both already; a group
+	// leader in its host's session could share its group with others, and
+	// the shim does not offer to exec then.
+	pid := syscall.Getpid()
+	switch sid, _ := unix.Getsid(0); {
+	case sid == pid:
+	case syscall.Getpgrp() == pid:
+		return &StartError{Name: req.Argv[0], Code: 125, Err: errors.New("this process leads a process group in its host's session, which others may share: it cannot have a group of its own")}
+	default:
+		if _, err := syscall.Setsid(); err != nil {
+			return &StartError{Name: req.Argv[0], Code: 125, Err: fmt.Errorf("setsid: %w", err)}
+		}
 	}
 	if err := syscall.Chdir(req.Dir); err != nil {
 		return &StartError{Name: req.Argv[0], Code: 125, Err: fmt.Errorf("chdir %s: %w", req.Dir, err)}

@@ -36,6 +36,13 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 			if cmd.Flags().Changed("retention") && retention <= 0 {
 				return fmt.Errorf("--retention %v: must be positive (e.g. 168h)", retention)
 			}
+			if foreground && os.Getenv(daemon.EnvOrphan) == "1" {
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("find this binary: %w", err)
+				}
+				return daemon.Reparent(exe, os.Args[1:])
+			}
 			if foreground {
 				// A long-lived daemon must not hold fds leaked into it.
 				api.CloseFds(inherited)

@@ -20,13 +20,14 @@ type runOptions struct {
 	maxInstances int
 	share        bool
 	lazy         bool
+	flatten      bool
 	idle         time.Duration
 }
 
 func newRunCommand() *cobra.Command {
 	var o runOptions
 	cmd := &cobra.Command{
-		Use:   "run [--name N] [--cwd DIR] [--session ID] [--grace D] [--share] [--lazy] [--idle D] -- CMD [ARG...]",
+		Use:   "run [--name N] [--cwd DIR] [--session ID] [--grace D] [--share] [--lazy] [--idle D] [--flatten=false] -- CMD [ARG...]",
 		Short: "Run an MCP server under the daemon on this process's stdio (the shim)",
 		Long: `run hands this process's stdin, stdout and stderr to the per-user daemon,
 which starts CMD on them directly, tracks it in the session of the host that
@@ -69,7 +70,7 @@ executable, 125 for a supervisor error.`,
 			}
 			code, err := shim.Run(context.Background(), shim.Options{
 				Argv: args, Name: o.name, Dir: o.cwd, Session: o.session, Grace: o.grace, MaxInstances: maxInst,
-				Share: o.share, NoShare: cmd.Flags().Changed("share") && !o.share, Lazy: o.lazy, Idle: o.idle, Exe: exe, Paths: p, Env: os.Environ(),
+				Share: o.share, NoShare: cmd.Flags().Changed("share") && !o.share, Lazy: o.lazy, Idle: o.idle, NoFlatten: !o.flatten, Exe: exe, Paths: p, Env: os.Environ(),
 			})
 			if err != nil {
 				return &exitError{code: code, err: err}
@@ -86,6 +87,7 @@ executable, 125 for a supervisor error.`,
 	cmd.Flags().DurationVar(&o.grace, "grace", 0, "SIGTERM grace before SIGKILL when stopping (default 5s)")
 	cmd.Flags().BoolVar(&o.share, "share", false, "share one server process with every client whose command, directory and environment match (design §11: the broker)")
 	cmd.Flags().BoolVar(&o.lazy, "lazy", false, "answer the handshake and list calls from a cache and start the server on the first other request (design §11)")
+	cmd.Flags().BoolVar(&o.flatten, "flatten", true, "run an npx or npm exec command as the program it would run, found offline in the project or npx's cache, so npm does not stay resident (--flatten=false keeps it)")
 	cmd.Flags().DurationVar(&o.idle, "idle", 0, "stop the server after this long with nothing in flight, and start it again on the next request (0: never)")
 	cmd.Flags().IntVar(&o.maxInstances, "max-instances", 1, "live instances of --name per session; the newest wins, older ones are stopped (0: no cap)")
 	return cmd

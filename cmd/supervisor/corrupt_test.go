@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -88,6 +89,17 @@ func TestCorruptRegistryPanicsNoMore(t *testing.T) {
 			in := newInstance(t)
 			h := in.startHost(t, 1, "--", bin, "_fixture", "echo", "--ready")
 			in.mustRun("run", "--", bin, "_fixture", "exit", "0") // a closed record too
+			// Exec'd in its shim's place, the host sees that exit before
+			// the daemon has recorded it: wait, so the store is the same
+			// every run.
+			waitCond(t, func() error {
+				for _, p := range in.mustProcesses(true) {
+					if p.State.Final() {
+						return nil
+					}
+				}
+				return errors.New("the exited run's record is not final yet")
+			})
 
 			// Queue for the singleton lock before the daemon dies: the
 			// shims start a daemon themselves once theirs is gone, and

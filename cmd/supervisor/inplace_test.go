@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -215,21 +216,103 @@ func TestInPlaceStderrIsLogged(t *testing.T) {
 }
 
 // Where it is turned off (or not offered) the shim stays and the daemon
-// spawns the server, as before.
+// spawns the server, as before. A daemon that does not take the offer
+// (off, or older) is not made one: the shim asks only a daemon whose hello
+// says it takes it, or an older daemon would refuse the fourth fd.
 func TestInPlaceOff(t *testing.T) {
+	for _, where := range []string{"shim", "daemon"} {
+		t.Run(where, func(t *testing.T) {
+			in := newInstance(t)
+			if where == "shim" {
+				in.env = append(in.env, "SUPERVISOR_IN_PLACE=off")
+			} else {
+				in.startDaemonWith(t, bin, "SUPERVISOR_IN_PLACE=off")
+			}
+			s := in.startShim("--", bin, "_fixture", "sleep")
+			pid := s.readyPID(t)
+			if pid == s.cmd.Process.Pid {
+				t.Fatalf("server runs as the shim (pid %d) with SUPERVISOR_IN_PLACE=off for the %s", pid, where)
+			}
+			p := in.recordOf(t, pid, false)
+			if p.InPlace || p.ShimPID != s.cmd.Process.Pid {
+				t.Errorf("record: in_place %v, shim_pid %d; want false, %d", p.InPlace, p.ShimPID, s.cmd.Process.Pid)
+			}
+			if st := in.status(t); where == "daemon" && st.Features["in_place"] {
+				t.Errorf("status features %v: in_place on with SUPERVISOR_IN_PLACE=off", st.Features)
+			}
+		})
+	}
+}
+
+// The server gets a process group of its own: never one the shim already
+// leads in its host's session (a shell's job, a host's process_group),
+// which others may share and the cascade would then take along.
+func TestInPlaceOwnGroup(t *testing.T) {
+	skipWithoutInPlace(t)
+	for _, tc := range []struct {
+		name    string
+		attr    *syscall.SysProcAttr
+		inPlace bool
+	}{
+		{"host's group", nil, true},
+		{"session leader", &syscall.SysProcAttr{Setsid: true}, true},
+		{"group leader in the host's session", &syscall.SysProcAttr{Setpgid: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := newInstance(t)
+			cmd := in.command("run", "--", bin, "_fixture", "sleep")
+			cmd.SysProcAttr = tc.attr
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stdin.Close()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			pid := readReadyLine(t, out)
+			cleanupByPID(t, pid)
+			if got := pid == cmd.Process.Pid; got != tc.inPlace {
+				t.Fatalf("exec'd in place: %v, want %v", got, tc.inPlace)
+			}
+			if g, err := unix.Getpgid(pid); err != nil || g != pid {
+				t.Errorf("server's group %d (%v), want its own", g, err)
+			}
+			if tc.inPlace {
+				if sid, err := unix.Getsid(pid); err != nil || sid != pid {
+					t.Errorf("server's session %d (%v), want its own (no controlling terminal)", sid, err)
+				}
+			}
+		})
+	}
+}
+
+// A host that signals its server straight after starting it (it opened
+// and closed it) makes no crash loop: the breaker stays closed.
+func TestInPlaceHostSignalIsNoFailedStart(t *testing.T) {
+	skipWithoutInPlace(t)
 	in := newInstance(t)
-	in.env = append(in.env, "SUPERVISOR_IN_PLACE=off")
-	s := in.startShim("--", bin, "_fixture", "sleep")
-	pid := s.readyPID(t)
-	if pid == s.cmd.Process.Pid {
-		t.Fatalf("server runs as the shim (pid %d) with SUPERVISOR_IN_PLACE=off", pid)
+	for i := range 4 {
+		s := in.startShim("--name", "brief", "--", bin, "_fixture", "sleep")
+		pid := s.readyPID(t)
+		if pid != s.cmd.Process.Pid {
+			t.Fatalf("run %d not exec'd in place", i)
+		}
+		s.cmd.Process.Signal(unix.SIGTERM)
+		if ok, got := s.endedBy(t, unix.SIGTERM); !ok {
+			t.Fatalf("run %d: %s, want terminated by SIGTERM", i, got)
+		}
 	}
-	p := in.recordOf(t, pid, false)
-	if p.InPlace || p.ShimPID != s.cmd.Process.Pid {
-		t.Errorf("record: in_place %v, shim_pid %d; want false, %d", p.InPlace, p.ShimPID, s.cmd.Process.Pid)
+	s := in.startShim("--name", "brief", "--", bin, "_fixture", "sleep")
+	if pid := s.readyPID(t); pid != s.cmd.Process.Pid {
+		t.Fatalf("fifth run not exec'd in place")
 	}
-	st := in.status(t)
-	if st.Features["in_place"] {
-		t.Errorf("status features %v: in_place on with SUPERVISOR_IN_PLACE=off", st.Features)
+	if out := in.mustRun("breaker", "list"); strings.Contains(out, "open") {
+		t.Errorf("breaker list after 4 host-stopped starts:\n%s", out)
 	}
 }
