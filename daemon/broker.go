@@ -18,6 +18,7 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/broker"
 	"github.com/seed-86a41135/supervisor/cgroup"
+	"github.com/seed-86a41135/supervisor/launcher"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
@@ -456,7 +457,13 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	if d.cgroups != nil {
 		cg, _ = d.cgroups.NewServer(sess, br.id)
 	}
-	env, drop := brokerEnv(req.Env)
+	// The upstream runs as the program an npx command would run, as a
+	// direct server does (package launcher).
+	up := launched{argv: req.Argv, env: req.Env}
+	if fl, ok, _ := launcher.Flatten(req.Argv, string(req.Cwd), req.Env); ok && !req.NoFlatten {
+		up = launched{argv: fl.Argv, env: fl.Env, note: " (flattened, " + fl.Via + ")"}
+	}
+	env, drop := brokerEnv(up.env)
 	argv := []string{d.exe, "_broker", "--socket", br.socket, "--linger", d.settings().Linger.String()}
 	for _, name := range drop {
 		argv = append(argv, "--drop-env", name)
@@ -469,7 +476,7 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	if br.idle > 0 {
 		argv = append(argv, "--idle", br.idle.String())
 	}
-	argv = append(append(argv, "--"), req.Argv...)
+	argv = append(append(argv, "--"), up.argv...)
 	started, err := spawn.Start(d.reaper, spawn.Request{
 		Argv: argv, Env: env, Dir: string(req.Cwd), Stdio: [3]*os.File{stdin, pw, logf},
 		SessionID: sess, ProcID: br.id, CgroupFD: cg.Fd, Instance: d.instance,
@@ -488,7 +495,7 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 		})
 		return err
 	}
-	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d broker of %q", started.PID, req.Argv)}
+	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d broker of %q%s", started.PID, req.Argv, up.note)}
 	rec, err := d.reg.UpdateLogged(br.id, startEvent, func(p *registry.Process) error {
 		p.PID, p.PGID, p.Token, p.Path, p.Cgroup = started.PID, started.PGID, started.Token, started.Path, cg.Path
 		if p.State == registry.StateStarting {

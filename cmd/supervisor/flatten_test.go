@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/registry"
 )
 
 // An npx command runs as the program npx would run (package launcher): the
@@ -24,11 +25,13 @@ func TestFlattenNpxChain(t *testing.T) {
 		name    string
 		argv    []string
 		flatten bool
+		share   bool
 	}{
-		{"package", []string{"npx", "--no-install", filesystem}, true},
-		{"local bin", []string{"npx", "-y", "mcp-server-filesystem"}, true},
-		{"npm exec", []string{"npm", "exec", "--yes", "--", filesystem}, true},
-		{"kept", []string{"npx", "--no-install", filesystem}, false},
+		{"package", []string{"npx", "--no-install", filesystem}, true, false},
+		{"local bin", []string{"npx", "-y", "mcp-server-filesystem"}, true, false},
+		{"npm exec", []string{"npm", "exec", "--yes", "--", filesystem}, true, false},
+		{"kept", []string{"npx", "--no-install", filesystem}, false, false},
+		{"shared", []string{"npx", "--no-install", filesystem}, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := newInstance(t)
@@ -36,6 +39,9 @@ func TestFlattenNpxChain(t *testing.T) {
 			args := []string{"run", "--name", "fs"}
 			if !tc.flatten {
 				args = append(args, "--flatten=false")
+			}
+			if tc.share {
+				args = append(args, "--share")
 			}
 			args = append(append(append(args, "--"), tc.argv...), root)
 			cmd := exec.Command(bin, args...)
@@ -54,13 +60,18 @@ func TestFlattenNpxChain(t *testing.T) {
 			if res.Error != "" || !strings.Contains(res.Text, root) {
 				t.Fatalf("session: %+v, want the allowed directory %s listed", res, root)
 			}
-			recs := in.mustProcesses(false)
-			if len(recs) != 1 {
-				t.Fatalf("%d records, want 1", len(recs))
+			var server registry.Process // the server's record, or its broker's
+			for _, p := range in.mustProcesses(false) {
+				if p.Broker || !tc.share {
+					server = p
+				}
+			}
+			if server.PID == 0 {
+				t.Fatalf("no record of the server: %+v", in.mustProcesses(false))
 			}
 			var chain []string
 			hasNpm := false // npm exec shows as "npm exec ..." (its process title)
-			for _, pid := range descendantsOf(recs[0].PID) {
+			for _, pid := range descendantsOf(server.PID) {
 				argv, _ := proc.Cmdline(pid)
 				chain = append(chain, strings.Join(argv, " "))
 				hasNpm = hasNpm || len(argv) > 0 && (argv[0] == "npm" || strings.HasPrefix(argv[0], "npm "))
@@ -70,7 +81,7 @@ func TestFlattenNpxChain(t *testing.T) {
 			}
 			var start string
 			for _, e := range in.eventsJSON("--json") {
-				if e.Kind == "process.start" {
+				if e.Kind == "process.start" && e.Process == server.ID {
 					start = e.Detail
 				}
 			}
