@@ -642,11 +642,12 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 	startPeriod := l.breaker.startPeriod
 	// Only processes spawned here have a breaker (and a start time).
 	early := l.breaker.key != "" && time.Since(l.started) < startPeriod
-	// A server exec'd in its shim's place gets its host's signals itself
-	// (the shim turned them into stop requests): a host that closes a
-	// server at once is no crash loop.
-	hostStopped := l.execDone != nil && execErr == "" && (st.Signal == syscall.SIGTERM ||
-		st.Signal == syscall.SIGINT || st.Signal == syscall.SIGHUP || st.Signal == syscall.SIGKILL)
+	// A server exec'd in its shim's place gets its host's stop signals
+	// itself (the shim turned them into stop requests): a host that closes
+	// a server at once is no crash loop.
+	// (Not SIGKILL: the OOM killer's too, which a crash loop may be.)
+	hostStopped := l.execDone != nil && execErr == "" &&
+		(st.Signal == syscall.SIGTERM || st.Signal == syscall.SIGINT || st.Signal == syscall.SIGHUP)
 	switch {
 	case early && (!leftovers || hostStopped):
 		// Stopped by us (or its host) before it could prove anything

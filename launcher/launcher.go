@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -49,37 +50,196 @@ func Flatten(argv []string, dir string, env []string) (r Resolved, ok bool, why 
 	if why := unsupported(); why != "" {
 		return r, false, why
 	}
-	rest, isNpx := npxArgs(argv)
+	rest, isNpx, npmExec := npxArgs(argv)
 	if !isNpx {
 		return r, false, NotARunner
 	}
-	spec, args, why := parseNpx(rest)
+	spec, args, why := parseNpx(rest, npmExec)
 	if why != "" {
 		return r, false, why
 	}
-	bin, binDirs, why := findNpx(spec, dir, env)
+	npm, why := npmInstall(argv[0], dir, env)
 	if why != "" {
 		return r, false, why
 	}
+	if why := npmConfigSet(env, dir, npm); why != "" {
+		return r, false, why
+	}
+	// npm walks up from the process's working directory, which is the
+	// physical path.
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	if ws := workspaceRoot(dir); ws != "" {
+		return r, false, "the directory is in the npm workspace " + ws + " (npx runs it as the workspace, from its root's tree)"
+	}
+	bin, binDirs, why := findNpx(spec, dir, env, npm)
+	if why != "" {
+		return r, false, why
+	}
+	// npm's PATH (run-script's setPATH): the bin directories it found,
+	// every node_modules/.bin from the project up, its node-gyp shim, then
+	// the caller's PATH.
+	dirs := append(binDirs, walkUpBins(localPrefix(dir))...)
+	dirs = append(dirs, filepath.Join(npm.root, "node_modules", "@npmcli", "run-script", "lib", "node-gyp-bin"))
 	return Resolved{
 		Argv: append([]string{bin}, args...),
-		Env:  withPath(env, append(binDirs, walkUpBins(localPrefix(dir))...)),
+		Env:  withPath(env, dirs),
 		Via:  "npx: " + bin,
 	}, true, ""
 }
 
-// npxArgs recognises `npx ...`, `npm exec ...` and `npm x ...` and returns
-// what follows the runner.
-func npxArgs(argv []string) ([]string, bool) {
-	switch filepath.Base(argv[0]) {
-	case "npx":
-		return argv[1:], true
-	case "npm":
-		if len(argv) > 1 && (argv[1] == "exec" || argv[1] == "x") {
-			return argv[2:], true
+// npm is the npm installation that would run the command.
+type npm struct {
+	root   string // its package directory (.../lib/node_modules/npm)
+	prefix string // its global prefix: where global packages live
+}
+
+// npmInstall finds the npm that the runner command belongs to: runner
+// (npx or npm) looked up on env's PATH, its links followed to npm's own
+// bin/npx-cli.js or bin/npm-cli.js. Only npm 7 and later (libnpmexec) are
+// imitated.
+func npmInstall(runner, dir string, env []string) (npm, string) {
+	exe := runner
+	if strings.ContainsRune(runner, '/') && !filepath.IsAbs(runner) {
+		exe = filepath.Join(dir, runner) // as execvp would, from the command's directory
+	}
+	if !strings.ContainsRune(runner, '/') {
+		var pathEnv string
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+				pathEnv = v
+			}
+		}
+		exe = ""
+		for _, d := range filepath.SplitList(pathEnv) {
+			if !filepath.IsAbs(d) {
+				d = filepath.Join(dir, d)
+			}
+			if p := filepath.Join(d, runner); isFile(p) {
+				exe = p
+				break
+			}
+		}
+		if exe == "" {
+			return npm{}, runner + " is not on the command's PATH"
 		}
 	}
-	return nil, false
+	real, err := filepath.EvalSymlinks(exe)
+	if err != nil || filepath.Base(filepath.Dir(real)) != "bin" {
+		return npm{}, fmt.Sprintf("%s is not npm's own (%s): a wrapper npx is left to run", exe, real)
+	}
+	root := filepath.Dir(filepath.Dir(real))
+	b, err := os.ReadFile(filepath.Join(root, "package.json"))
+	var pkg struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	}
+	if err != nil || json.Unmarshal(b, &pkg) != nil || pkg.Name != "npm" {
+		return npm{}, fmt.Sprintf("%s is not npm's own: a wrapper npx is left to run", exe)
+	}
+	if major, _, _ := strings.Cut(pkg.Version, "."); len(major) == 1 && major < "7" {
+		return npm{}, "npm " + pkg.Version + " predates npm exec (7)"
+	}
+	// npm's default global prefix: two levels up from node (prefix/bin/node).
+	prefix := filepath.Dir(filepath.Dir(root)) // prefix/lib/node_modules/npm → prefix/lib
+	prefix = filepath.Dir(prefix)
+	return npm{root: root, prefix: prefix}, ""
+}
+
+// npmConfigKeys are the settings that change what npx runs, or how: any of
+// them set, in the environment or an npmrc, leaves the command to npm.
+var npmConfigKeys = []string{"cache", "prefix", "package", "call", "global", "location",
+	"workspace", "workspaces", "include-workspace-root", "node-options", "userconfig", "globalconfig"}
+
+// npmConfigSet says which of npmConfigKeys is set for a command in dir
+// with env: as npm_config_KEY, or in the project's, the user's, the
+// global or npm's built-in npmrc. "" when none is.
+func npmConfigSet(env []string, dir string, n npm) string {
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		lk := strings.ReplaceAll(strings.ToLower(k), "-", "_")
+		if name, ok := strings.CutPrefix(lk, "npm_config_"); ok {
+			if v := kv[len(k)+1:]; name == "cache" && filepath.IsAbs(v) {
+				continue // honoured (npmCache)
+			}
+			for _, key := range npmConfigKeys {
+				if name == strings.ReplaceAll(key, "-", "_") {
+					return "npm setting " + k + " is set in the environment"
+				}
+			}
+		}
+		if k == "PREFIX" {
+			return "PREFIX is set in the environment (npm's global prefix)"
+		}
+	}
+	home := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "HOME="); ok {
+			home = v
+		}
+	}
+	files := []string{filepath.Join(n.root, "npmrc"), filepath.Join(n.prefix, "etc", "npmrc")}
+	if home != "" {
+		files = append(files, filepath.Join(home, ".npmrc"))
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		files = append(files, filepath.Join(d, ".npmrc"))
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			k, _, ok := strings.Cut(line, "=")
+			k = strings.TrimSpace(k)
+			if !ok || strings.HasPrefix(k, "#") || strings.HasPrefix(k, ";") {
+				continue
+			}
+			for _, key := range npmConfigKeys {
+				if k == key {
+					return fmt.Sprintf("npm setting %s is set in %s", key, f)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// workspaceRoot is the directory of the nearest package.json above dir
+// (or at it) that declares workspaces, or "".
+func workspaceRoot(dir string) string {
+	for d := dir; ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "package.json")); err == nil {
+			var pkg struct {
+				Workspaces json.RawMessage `json:"workspaces"`
+			}
+			if json.Unmarshal(b, &pkg) == nil && len(pkg.Workspaces) > 0 && string(pkg.Workspaces) != "null" {
+				return d
+			}
+		}
+		if d == filepath.Dir(d) {
+			return ""
+		}
+	}
+}
+
+// npxArgs recognises `npx ...`, `npm exec ...` and `npm x ...` and returns
+// what follows the runner; npmExec says it was npm exec or npm x.
+func npxArgs(argv []string) (rest []string, ok, npmExec bool) {
+	switch filepath.Base(argv[0]) {
+	case "npx":
+		return argv[1:], true, false
+	case "npm":
+		if len(argv) > 1 && (argv[1] == "exec" || argv[1] == "x") {
+			return argv[2:], true, true
+		}
+	}
+	return nil, false, false
 }
 
 // parseNpx splits npx's arguments into the package or command and its
@@ -87,7 +247,11 @@ func npxArgs(argv []string) ([]string, bool) {
 // -y/--yes (no install prompt), --no-install (never install: a flattened
 // command never does), -q/--quiet and --. Anything else (--package, -c,
 // --call, a registry or cache setting) keeps the runner.
-func parseNpx(args []string) (spec string, rest []string, why string) {
+//
+// npx stops reading its own flags at the package; npm exec reads flags
+// anywhere until a "--" (and drops that "--"), so after the package there
+// its arguments are the server's only past a "--" given before it.
+func parseNpx(args []string, npmExec bool) (spec string, rest []string, why string) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
@@ -100,6 +264,13 @@ func parseNpx(args []string) (spec string, rest []string, why string) {
 		case strings.HasPrefix(a, "-"):
 			return "", nil, fmt.Sprintf("npx flag %q is not one flattening understands", a)
 		default:
+			if npmExec {
+				for _, b := range args[i+1:] {
+					if strings.HasPrefix(b, "-") {
+						return "", nil, fmt.Sprintf("npm exec reads %q itself unless a -- comes before the package", b)
+					}
+				}
+			}
 			return a, args[i+1:], ""
 		}
 	}
@@ -116,29 +287,47 @@ var exactVersion = regexp.MustCompile(`^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9
 // a bin of that name in a node_modules/.bin from dir up to /; the package
 // in the local project's node_modules; the package in npx's cache. It
 // returns the program and the bin directories npm puts first on PATH.
-func findNpx(spec, dir string, env []string) (bin string, binDirs []string, why string) {
+func findNpx(spec, dir string, env []string, n npm) (bin string, binDirs []string, why string) {
 	prefix := localPrefix(dir)
 	// npm first runs the local project's own bin of that name (installing
 	// the project into its cache to link it): left to npm.
 	if _, ok := binsOf(filepath.Join(prefix, "package.json"))[spec]; ok {
 		return "", nil, fmt.Sprintf("%q is a bin of the project in %s itself", spec, prefix)
 	}
-	// A bin by its own name, anywhere up the tree (npm's localFileExists).
+	// A bin by its own name, anywhere up the tree from the project (npm's
+	// localFileExists from its localBin), else a global one.
 	if !strings.ContainsAny(spec, "/@:") {
-		for _, d := range walkUpBins(dir) {
+		for _, d := range walkUpBins(prefix) {
 			p := filepath.Join(d, spec)
 			if isFile(p) {
-				return p, nil, ""
+				return p, []string{d}, ""
 			}
+		}
+		if exists(filepath.Join(n.prefix, "bin", spec)) {
+			return "", nil, fmt.Sprintf("%s is installed globally (%s): left to npm", spec, n.prefix)
 		}
 	}
 	name, version, ok := splitSpec(spec)
 	if !ok {
 		return "", nil, fmt.Sprintf("%q is not a package name, with or without an exact version (npx resolves ranges, tags, paths and URLs online)", spec)
 	}
-	// The local project's dependency (npm's local tree).
-	if b, ok := binOf(filepath.Join(prefix, "node_modules"), name, version); ok {
-		return b, nil, ""
+	// The local project's dependency (npm's local tree). Found but not
+	// runnable as we would run it (no bin link, another version, or only
+	// nested deeper): npm would run whatever PATH gives, left to it.
+	local := filepath.Join(prefix, "node_modules")
+	if exists(filepath.Join(local, name, "package.json")) {
+		if b, ok := binOf(local, name, version); ok {
+			return b, nil, ""
+		}
+		return "", nil, fmt.Sprintf("%s in %s is not the version asked for or has no bin linked", name, local)
+	}
+	if lock, err := os.ReadFile(filepath.Join(local, ".package-lock.json")); err == nil &&
+		strings.Contains(string(lock), "/node_modules/"+name+`"`) {
+		return "", nil, fmt.Sprintf("%s is installed only as a nested dependency in %s", name, local)
+	}
+	// npm looks in the global tree before its cache.
+	if exists(filepath.Join(n.prefix, "lib", "node_modules", name)) {
+		return "", nil, fmt.Sprintf("%s is installed globally (%s): left to npm", name, n.prefix)
 	}
 	// npx's cache: <cache>/_npx/<first 16 hex of sha512(spec)>.
 	cache, ok := npmCache(env)
@@ -235,7 +424,7 @@ func binsOfManifest(manifest []byte, name string) (map[string]string, []string) 
 			return nil, nil
 		}
 		unscoped := name[strings.LastIndexByte(name, '/')+1:]
-		return map[string]string{unscoped: one}, []string{unscoped}
+		return map[string]string{unscoped: path.Clean(one)}, []string{unscoped}
 	}
 	bins := map[string]string{}
 	var order []string
@@ -252,7 +441,10 @@ func binsOfManifest(manifest []byte, name string) (map[string]string, []string) 
 		if dec.Decode(&v) != nil {
 			return nil, nil
 		}
+		// npm-normalize-package-bin: a key is its base name, a value a
+		// clean relative path ("./cli.js" is "cli.js").
 		k, _ := kt.(string)
+		k, v = path.Base(k), path.Clean(v)
 		if _, dup := bins[k]; !dup {
 			order = append(order, k)
 		}
@@ -286,16 +478,16 @@ func walkUpBins(dir string) []string {
 	}
 }
 
-// npmCache is npm's cache directory: $npm_config_cache, else ~/.npm. (A
-// cache set in an .npmrc is not read: such a package is not flattened.)
+// npmCache is npm's cache directory: an absolute $npm_config_cache, else
+// ~/.npm (npmConfigSet left any other setting of it to npm).
 func npmCache(env []string) (string, bool) {
-	var home string
+	home := ""
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		switch {
-		case strings.EqualFold(k, "npm_config_cache") && v != "":
+		case strings.EqualFold(strings.ReplaceAll(k, "-", "_"), "npm_config_cache") && filepath.IsAbs(v):
 			return v, true
-		case k == "HOME":
+		case k == "HOME" && filepath.IsAbs(v):
 			home = v
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -21,8 +22,12 @@ import (
 // release_task has not yet stored the status) that a short retry covers.
 
 // ExitInfoSupported reports whether this kernel keeps a reaped process's
-// exit status on its pidfd (PIDFD_INFO_EXIT, Linux 6.15).
-func ExitInfoSupported() bool {
+// exit status on its pidfd (PIDFD_INFO_EXIT, Linux 6.15). Told by the
+// kernel's version: the flag cannot be probed without a reaped process,
+// and an older kernel silently ignores it.
+func ExitInfoSupported() bool { return exitInfo() }
+
+var exitInfo = sync.OnceValue(func() bool {
 	var u unix.Utsname
 	if unix.Uname(&u) != nil {
 		return false
@@ -32,7 +37,7 @@ func ExitInfoSupported() bool {
 		return false
 	}
 	return HandlesSupported()
-}
+})
 
 // kernelVersion parses "6.18.44-fc-v782" as 6, 18.
 func kernelVersion(release string) (major, minor int, ok bool) {

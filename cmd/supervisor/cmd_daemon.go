@@ -36,13 +36,6 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 			if cmd.Flags().Changed("retention") && retention <= 0 {
 				return fmt.Errorf("--retention %v: must be positive (e.g. 168h)", retention)
 			}
-			if foreground && os.Getenv(daemon.EnvOrphan) == "1" {
-				exe, err := os.Executable()
-				if err != nil {
-					return fmt.Errorf("find this binary: %w", err)
-				}
-				return daemon.Reparent(exe, os.Args[1:])
-			}
 			if foreground {
 				// A long-lived daemon must not hold fds leaked into it.
 				api.CloseFds(inherited)
@@ -63,6 +56,15 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 				if err != nil {
 					logStartError(p, err)
 					return err
+				}
+				if os.Getenv(daemon.EnvOrphan) == "1" {
+					// After the flags and the config are checked, so
+					// that a bad one fails the start its launcher sees.
+					exe, err := os.Executable()
+					if err != nil {
+						return fmt.Errorf("find this binary: %w", err)
+					}
+					return daemon.Reparent(exe, os.Args[1:])
 				}
 				settings := eff.Settings
 				err = daemon.Run(context.Background(), daemon.Config{Paths: p, Stderr: cmd.ErrOrStderr(),
