@@ -88,7 +88,7 @@ func (b *bench) scale(ctx context.Context, res *Results) error {
 	ps99 := res.figure("scale", "  `supervisor ps --json`, p99 within a trial", "ms")
 	store := res.figure("scale", "store size: registry.db (+ -wal, -shm)", "MiB")
 	startup := res.figure("scale", fmt.Sprintf("  start: %d hosts (batches of %d) → all %d servers running", n, scaleBatch, servers), "ms")
-	shimMem := res.figure("scale", "  one shim's private memory (Private_Clean + Private_Dirty, median of the shims)", "MiB")
+	shimMem := res.figure("scale", "  one shim's private memory (Private_Clean + Private_Dirty, median of the shims; 0: none stayed)", "MiB")
 	shimCount := res.figure("scale", "  shim processes per server (0: each exec'd its server in its own place)", "count")
 	tids := res.figure("scale", "  thread ids per direct server: its shim (if any) + its log writer + the server (medians)", "count")
 	fits := res.figure("scale", "  direct servers kernel.pid_max holds at that rate, the hosts apart (goal ≥ 4000)", "count")
@@ -113,9 +113,7 @@ func (b *bench) scale(ctx context.Context, res *Results) error {
 		store.add(r.store / (1 << 20))
 		startup.add(ms(r.startup))
 		shimCount.add(float64(r.shims) / float64(servers))
-		if r.shimMem > 0 {
-			shimMem.add(r.shimMem)
-		}
+		shimMem.add(r.shimMem) // 0 where every shim exec'd its server in its own place
 		if r.tids > 0 {
 			tids.add(r.tids)
 			if pm, err := pidMax(); err == nil {
