@@ -26,6 +26,16 @@ func fault(point string) {
 	}
 }
 
+// enterFault fails moving a shim into its server's cgroup when EnvFault is
+// "cgroup.enter", as the kernel does where the daemon may not write the
+// cgroup the two share: the tests see the daemon spawn the server instead.
+func enterFault() error {
+	if os.Getenv(EnvFault) == "cgroup.enter" {
+		return fmt.Errorf("write cgroup.procs: %w (injected)", syscall.EACCES)
+	}
+	return nil
+}
+
 // scanFault fails the cascade's first N scans of the processes with EMFILE
 // when EnvFault is "scan.fail:N", as a daemon out of file descriptors
 // would: the tests see a failed stop retried until it goes through.

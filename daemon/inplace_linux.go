@@ -76,7 +76,11 @@ type inPlaceRun struct {
 func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 	pid := r.req.ShimPID
 	if r.cg.Fd > 0 {
-		if err := r.cg.Enter(pid); err != nil {
+		err := enterFault()
+		if err == nil {
+			err = r.cg.Enter(pid)
+		}
+		if err != nil {
 			r.log.Info("shim cannot enter the server's cgroup: spawning the server instead", "id", r.id, "err", err)
 			return nil
 		}

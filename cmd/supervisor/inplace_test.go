@@ -215,6 +215,27 @@ func TestInPlaceStderrIsLogged(t *testing.T) {
 	}
 }
 
+// A shim that cannot enter its server's cgroup (the kernel's rule on who
+// may move a process between cgroups) gets its server spawned by the
+// daemon instead, in the cgroup: never a server outside it.
+func TestInPlaceCgroupFallback(t *testing.T) {
+	skipWithoutInPlace(t)
+	in := newInstance(t)
+	in.startDaemonWith(t, faultBin(t), "SUPERVISOR_FAULT=cgroup.enter")
+	if st := in.status(t); !st.Features["cgroup"] {
+		t.Skip("no cgroups in use here (they need root and a writable cgroup2 hierarchy): nothing to enter")
+	}
+	s := in.startShim("--", bin, "_fixture", "sleep")
+	pid := s.readyPID(t)
+	if pid == s.cmd.Process.Pid {
+		t.Fatalf("server exec'd in the shim's place (pid %d) though it could not enter the cgroup", pid)
+	}
+	p := in.recordOf(t, pid, false)
+	if p.InPlace || p.ShimPID != s.cmd.Process.Pid || p.Cgroup == "" {
+		t.Errorf("record: in_place %v, shim_pid %d, cgroup %q; want spawned by the daemon into a cgroup, its shim %d", p.InPlace, p.ShimPID, p.Cgroup, s.cmd.Process.Pid)
+	}
+}
+
 // Where it is turned off (or not offered) the shim stays and the daemon
 // spawns the server, as before. A daemon that does not take the offer
 // (off, or older) is not made one: the shim asks only a daemon whose hello
