@@ -110,18 +110,21 @@ func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 			d.breakers.result(bkey, argv, cwd, name, "")
 		}
 	})
-	exit, err := d.watchExit(pid, r.tok)
-	if err != nil {
-		// The shim died before we watched it: it never exec'd.
-		r.log.Info("shim gone before its exec", "id", r.id, "err", err)
-		ch := make(chan spawn.Status, 1)
-		ch <- spawn.Status{PID: pid, Unknown: true}
-		exit = ch
-	}
 	d.mu.Lock()
 	d.live[r.id] = l
 	d.mu.Unlock()
-	go d.monitor(l, exit)
+	// The monitor runs once the process has exited, on the watch's own
+	// goroutine: no goroutine (and its stack) waits for each server.
+	finish := func(st spawn.Status) {
+		ch := make(chan spawn.Status, 1)
+		ch <- st
+		d.monitor(l, ch)
+	}
+	if err := d.onExit(pid, r.tok, finish); err != nil {
+		// The shim died before we watched it: it never exec'd.
+		r.log.Info("shim gone before its exec", "id", r.id, "err", err)
+		go finish(spawn.Status{PID: pid, Unknown: true})
+	}
 
 	ex := api.Exec{ID: r.id, Argv: r.launch.argv, Cwd: r.req.Cwd, Env: r.launch.env, Session: r.req.Session,
 		Instance: d.instance, Host: r.host, LogStderr: r.stderr != nil}
@@ -180,7 +183,16 @@ func (d *Daemon) execLine(conn *api.Conn, l *live, log hclog.Logger) {
 // from its pidfd; Unknown where neither can be had.
 func (d *Daemon) watchExit(pid int, tok proc.Token) (<-chan spawn.Status, error) {
 	ch := make(chan spawn.Status, 1)
-	if _, err := d.watcher.WatchStatus(pid, tok, func(ws syscall.WaitStatus, known bool) {
+	if err := d.onExit(pid, tok, func(st spawn.Status) { ch <- st }); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// onExit calls then with pid's status once it has exited (watchExit), on
+// a goroutine of its own.
+func (d *Daemon) onExit(pid int, tok proc.Token, then func(spawn.Status)) error {
+	_, err := d.watcher.WatchStatus(pid, tok, func(ws syscall.WaitStatus, known bool) {
 		st := spawn.Status{PID: pid, Unknown: !known}
 		if known {
 			st.Code = ws.ExitStatus()
@@ -188,9 +200,7 @@ func (d *Daemon) watchExit(pid int, tok proc.Token) (<-chan spawn.Status, error)
 				st.Signal = ws.Signal()
 			}
 		}
-		ch <- st
-	}); err != nil {
-		return nil, err
-	}
-	return ch, nil
+		then(st)
+	})
+	return err
 }

@@ -131,7 +131,9 @@ func TestEscapedGrandchildHostGetsEOF(t *testing.T) {
 					case <-time.After(wait):
 						t.Fatal("shim did not exit")
 					}
-					p := findByPID(t, in, server)
+					// The outcome is recorded after the exit: a server exec'd
+					// in its shim's place has its host see the exit first.
+					p := waitRecord(t, in, server, func(p registry.Process) bool { return p.State.Final() && p.Stop != nil })
 					if p.Stop == nil || !hasProc(p.Stop.Procs, gc) {
 						t.Fatalf("leftover grandchild %d not in the recorded stop %+v", gc, p.Stop)
 					}
@@ -288,7 +290,7 @@ func TestPipeHolderOutsideTheTreeIsKilled(t *testing.T) {
 				case <-time.After(wait):
 					t.Fatal("shim did not exit")
 				}
-				p := findByPID(t, in, server)
+				p := waitRecord(t, in, server, func(p registry.Process) bool { return p.State.Final() && p.Stop != nil })
 				if p.Stop == nil || !hasProc(p.Stop.Procs, holder.Process.Pid) {
 					t.Fatalf("holder %d not in the recorded stop %+v", holder.Process.Pid, p.Stop)
 				}
