@@ -3,14 +3,12 @@ package daemon
 import (
 	"errors"
 	"fmt"
-	"os"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/cgroup"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
@@ -51,22 +49,6 @@ func inPlaceUnsupported() string {
 // be the shim's own, alive, with the shim's creation token.
 func shimHandle(fd int, req api.RunRequest) (*proc.Handle, proc.Token, error) {
 	return proc.HandleFromFd(fd, req.ShimPID, req.ShimToken)
-}
-
-// inPlaceRun is one run being exec'd in its shim's place: what serveRun
-// has set up for it.
-type inPlaceRun struct {
-	req    api.RunRequest
-	launch launched // what to exec: req's command, or flattened
-	id     string
-	name   string
-	bkey   string
-	cg     cgroup.Server
-	host   string // the EnvHost marker
-	shim   *proc.Handle
-	tok    proc.Token // the shim's full token
-	stderr *os.File   // the log writer's pipe, or nil: the shim keeps its own
-	log    hclog.Logger
 }
 
 // execInPlace hands run r to its shim to exec. It returns nil, having

@@ -8,7 +8,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/cgroup"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
@@ -17,20 +16,6 @@ import (
 // daemon spawns every server, and shims never offer it.
 
 func inPlaceUnsupported() string { return "it needs Linux pidfds" }
-
-type inPlaceRun struct {
-	req    api.RunRequest
-	launch launched
-	id     string
-	name   string
-	bkey   string
-	cg     cgroup.Server
-	host   string
-	shim   *proc.Handle
-	tok    proc.Token
-	stderr interface{ Close() error }
-	log    hclog.Logger
-}
 
 func shimHandle(fd int, req api.RunRequest) (*proc.Handle, proc.Token, error) {
 	return nil, proc.Token{}, errors.New("exec in the shim's place is Linux-only")

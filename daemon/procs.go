@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/cgroup"
 	"github.com/seed-86a41135/supervisor/launcher"
@@ -348,6 +350,22 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 type launched struct {
 	argv, env []string
 	note      string
+}
+
+// inPlaceRun is one run being exec'd in its shim's place: what serveRun
+// has set up for it.
+type inPlaceRun struct {
+	req    api.RunRequest
+	launch launched // what to exec: req's command, or flattened
+	id     string
+	name   string
+	bkey   string
+	cg     cgroup.Server
+	host   string // the EnvHost marker
+	shim   *proc.Handle
+	tok    proc.Token // the shim's full token
+	stderr *os.File   // the log writer's pipe, or nil: the shim keeps its own
+	log    hclog.Logger
 }
 
 // stopIfSessionEnding stops server id, just started, when its session

@@ -21,28 +21,13 @@ import (
 // Servers exec'd in their shim's place (daemon/inplace_linux.go): no
 // shim process stays; the host's child is the server itself.
 
+// anyRecord takes the first record of the pid (waitRecord).
+func anyRecord(registry.Process) bool { return true }
+
 func skipWithoutInPlace(t *testing.T) {
 	t.Helper()
 	if !proc.ExitInfoSupported() {
 		t.Skip("this kernel keeps no exit status on pidfds (PIDFD_INFO_EXIT, Linux 6.15): servers are spawned by the daemon here")
-	}
-}
-
-// recordOf waits until ps lists process pid and returns its record;
-// with final, until that record is in a final state.
-func (in *instance) recordOf(t *testing.T, pid int, final bool) registry.Process {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		for _, p := range in.mustProcesses(true) {
-			if p.PID == pid && (!final || p.State.Final()) {
-				return p
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no record of pid %d (final: %v) within %v: %+v", pid, final, wait, in.mustProcesses(true))
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -54,7 +39,7 @@ func TestInPlaceServerIsTheHostsChild(t *testing.T) {
 	if pid != s.cmd.Process.Pid {
 		t.Fatalf("server pid %d, want the shim's own pid %d (exec'd in its place)", pid, s.cmd.Process.Pid)
 	}
-	p := in.recordOf(t, pid, false)
+	p := waitRecord(t, in, pid, anyRecord)
 	if !p.InPlace || p.ShimPID != 0 || p.PGID != pid || p.State != registry.StateRunning {
 		t.Errorf("record: in_place %v, shim_pid %d, pgid %d, state %s; want true, 0, %d, running", p.InPlace, p.ShimPID, p.PGID, p.State, pid)
 	}
@@ -89,7 +74,7 @@ func TestInPlaceServerIsTheHostsChild(t *testing.T) {
 	if code := s.exitCode(t); code != -1 && code != 143 {
 		t.Errorf("host saw exit %d, want death by SIGTERM", code)
 	}
-	p = in.recordOf(t, pid, true)
+	p = findByPID(t, in, pid)
 	if p.State != registry.StateExited || p.Signal != "SIGTERM" {
 		t.Errorf("record after the host's SIGTERM: state %s, signal %q, error %q; want exited by SIGTERM", p.State, p.Signal, p.Error)
 	}
@@ -105,7 +90,7 @@ func TestInPlaceExitStatusReachesDaemonAndHost(t *testing.T) {
 		if got := cmd.ProcessState.ExitCode(); got != code {
 			t.Fatalf("exit %d (%v), want %d", got, err, code)
 		}
-		p := in.recordOf(t, cmd.Process.Pid, true)
+		p := findByPID(t, in, cmd.Process.Pid)
 		if !p.InPlace || p.ExitCode == nil || *p.ExitCode != code {
 			t.Errorf("record: in_place %v, exit code %v, error %q; want in place, %d", p.InPlace, p.ExitCode, p.Error, code)
 		}
@@ -123,7 +108,7 @@ func TestInPlaceStatusKnownAfterDaemonCrash(t *testing.T) {
 	if pid != s.cmd.Process.Pid {
 		t.Fatalf("server pid %d, want the shim's %d", pid, s.cmd.Process.Pid)
 	}
-	in.recordOf(t, pid, false)
+	waitRecord(t, in, pid, anyRecord)
 	dpid := in.daemonPID()
 	killByPIDNow(t, dpid)
 	in.mustRun("daemon")
@@ -134,7 +119,7 @@ func TestInPlaceStatusKnownAfterDaemonCrash(t *testing.T) {
 	if code := s.exitCode(t); code != 9 {
 		t.Errorf("host saw exit %d, want 9", code)
 	}
-	p := in.recordOf(t, pid, true)
+	p := findByPID(t, in, pid)
 	if p.ExitCode == nil || *p.ExitCode != 9 {
 		t.Errorf("re-adopted record: exit code %v, error %q; want 9", p.ExitCode, p.Error)
 	}
@@ -170,7 +155,7 @@ func TestInPlaceExecFailure(t *testing.T) {
 			if got := cmd.ProcessState.ExitCode(); got != tc.code || !strings.Contains(stderr.String(), tc.msg) {
 				t.Errorf("exit %d, stderr %q; want %d and %q", got, stderr.String(), tc.code, tc.msg)
 			}
-			p := in.recordOf(t, cmd.Process.Pid, true)
+			p := findByPID(t, in, cmd.Process.Pid)
 			if p.State != registry.StateFailed || !strings.Contains(p.Error, tc.msg) {
 				t.Errorf("record: state %s, error %q; want failed with %q", p.State, p.Error, tc.msg)
 			}
@@ -198,7 +183,7 @@ func TestInPlaceStderrIsLogged(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("run: %v: %s", err, stderr.String())
 	}
-	if p := in.recordOf(t, cmd.Process.Pid, true); !p.InPlace {
+	if p := findByPID(t, in, cmd.Process.Pid); !p.InPlace {
 		t.Fatalf("not exec'd in place: %+v", p)
 	}
 	deadline := time.Now().Add(wait)
@@ -230,7 +215,7 @@ func TestInPlaceCgroupFallback(t *testing.T) {
 	if pid == s.cmd.Process.Pid {
 		t.Fatalf("server exec'd in the shim's place (pid %d) though it could not enter the cgroup", pid)
 	}
-	p := in.recordOf(t, pid, false)
+	p := waitRecord(t, in, pid, anyRecord)
 	if p.InPlace || p.ShimPID != s.cmd.Process.Pid || p.Cgroup == "" {
 		t.Errorf("record: in_place %v, shim_pid %d, cgroup %q; want spawned by the daemon into a cgroup, its shim %d", p.InPlace, p.ShimPID, p.Cgroup, s.cmd.Process.Pid)
 	}
@@ -254,7 +239,7 @@ func TestInPlaceOff(t *testing.T) {
 			if pid == s.cmd.Process.Pid {
 				t.Fatalf("server runs as the shim (pid %d) with SUPERVISOR_IN_PLACE=off for the %s", pid, where)
 			}
-			p := in.recordOf(t, pid, false)
+			p := waitRecord(t, in, pid, anyRecord)
 			if p.InPlace || p.ShimPID != s.cmd.Process.Pid {
 				t.Errorf("record: in_place %v, shim_pid %d; want false, %d", p.InPlace, p.ShimPID, s.cmd.Process.Pid)
 			}
