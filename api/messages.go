@@ -348,6 +348,9 @@ type Status struct {
 	Records   int      `json:"records"`
 	// Recovery is the summary of the reconcile this daemon ran at start.
 	Recovery *Recovery `json:"recovery,omitempty"`
+	// LogHubs are the processes copying servers' output into their logs,
+	// with how many pipes each copies.
+	LogHubs []LogHubStatus `json:"log_hubs,omitempty"`
 	// BinaryVersion is the version of the CLI asking (filled in by the
 	// CLI): a daemon older than the binary is restarted with
 	// `supervisor daemon restart`.

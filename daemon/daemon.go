@@ -87,7 +87,8 @@ type Daemon struct {
 	store       *store.Store
 	reg         *registry.Registry
 	reaper      *spawn.Reaper
-	exe         string // this binary, run as the servers' log writer; "" when unknown
+	exe         string   // this binary, run as the servers' log hub; "" when unknown
+	hubs        *logHubs // the log hubs (loghub_unix.go); nil when none can start
 	watcher     *session.Watcher
 	cgroups     *cgroup.Manager // nil: no cgroups (none writable, or turned off)
 	breakers    *breakers
@@ -252,6 +253,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	d.reaper = spawn.NewReaper(d.log.Named("reaper"))
 	if exe, xerr := os.Executable(); xerr == nil {
 		d.exe = exe
+		d.hubs = newLogHubs(d.log.Named("loghub"), d.startHub)
+		defer d.hubs.close()
 	} else {
 		d.log.Warn("cannot find this binary: servers write their logs directly (rotated by copy and truncate)", "err", xerr)
 	}

@@ -80,6 +80,12 @@ func (d *Daemon) handle(conn *api.Conn) {
 		if m.Type == api.TypeRun || m.Type == api.TypeAttach {
 			d.becomeLifeline(conn)
 		}
+		if m.Type == api.TypeLogHub {
+			// A log hub of an earlier daemon: the connection is its own.
+			api.CloseFds(fds)
+			d.adoptLogHub(conn, m)
+			return
+		}
 		if m.Type != api.TypeRun {
 			api.CloseFds(fds)
 			fds = nil
@@ -249,6 +255,7 @@ func (d *Daemon) status() *api.Status {
 		Processes: len(d.reg.Processes(registry.Filter{})),
 		Records:   len(all),
 		Recovery:  d.recovery,
+		LogHubs:   d.hubs.status(),
 	}
 }
 

@@ -1,46 +1,32 @@
 package main
 
 import (
-	"fmt"
-	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
-
-	"github.com/seed-86a41135/supervisor/logwriter"
 )
 
-// newLogWriterCommand is the process the daemon puts between a server and
-// its log (daemon/logpipe_unix.go): it reads the server's output on stdin
-// and writes the capped, rotated log, and with --tee copies it to its
-// stdout (a stdio server's host stderr).
+// newLogWriterCommand is the log hub the daemon starts for its servers'
+// output (daemon/loghub_unix.go, logwriter.Hub): it copies every pipe the
+// daemon hands it on stdin (a unix socket) into its capped, rotated log,
+// and for a stdio server to the host's stderr too.
 func newLogWriterCommand() *cobra.Command {
-	var opt logwriter.Options
-	var tee bool
+	var socket string
 	cmd := &cobra.Command{
-		Use:    "_log-writer --file F --max-bytes N --keep K [--tee]",
-		Short:  "Copy stdin into a size-capped, rotated log (started by the daemon)",
+		Use:    "_log-writer --socket PATH",
+		Short:  "Copy servers' output into size-capped, rotated logs (started by the daemon)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opt.Path == "" {
-				return fmt.Errorf("--file is required")
-			}
-			// It ends when its server's output does (EOF), never on a
-			// signal meant for the tree or the terminal: the server's last
+			// It ends when its servers' output does (EOF), never on a
+			// signal meant for a tree or the terminal: the servers' last
 			// lines are still to be written. A host that went away makes
-			// the tee fail with EPIPE instead of killing the log.
+			// its tee fail with EPIPE instead of killing the hub.
 			signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
-			if tee {
-				opt.Tee = os.Stdout
-			}
-			return logwriter.Copy(os.Stdin, opt)
+			return runLogHub(cmd.Context(), socket)
 		},
 	}
-	cmd.Flags().StringVar(&opt.Path, "file", "", "the live log file")
-	cmd.Flags().Int64Var(&opt.MaxBytes, "max-bytes", 10<<20, "rotate before the file would pass this size")
-	cmd.Flags().IntVar(&opt.Keep, "keep", 3, "rotated files kept")
-	cmd.Flags().BoolVar(&tee, "tee", false, "copy everything to stdout too")
+	cmd.Flags().StringVar(&socket, "socket", "", "the daemon's socket, re-joined when the daemon that started the hub is gone")
 	return cmd
 }

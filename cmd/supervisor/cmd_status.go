@@ -62,6 +62,13 @@ func newStatusCommand() *cobra.Command {
 				fmt.Fprintf(w, "limits:    %s\n", clean(l))
 			}
 			fmt.Fprintf(w, "sessions:  %d active; processes: %d live, %d records\n", st.Sessions, st.Processes, st.Records)
+			for _, h := range st.LogHubs {
+				role := "re-joined from an earlier daemon"
+				if h.Primary {
+					role = "new servers' output goes here"
+				}
+				fmt.Fprintf(w, "log hub:   pid %d, %d pipes (%s)\n", h.PID, h.Pipes, role)
+			}
 			if r := st.Recovery; r != nil {
 				fmt.Fprintf(w, "recovery:  at %s: %s\n", r.At, clean(r.String()))
 				if sr := r.StoreRebuilt; sr != nil {

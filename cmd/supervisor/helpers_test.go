@@ -100,6 +100,24 @@ func (in *instance) cleanup() {
 			unix.Kill(p.PID, unix.SIGKILL)
 		}
 	}
+	// A log hub ends with its last pipe once no daemon is left.
+	for _, pid := range in.logHubs() {
+		killByPID(pid)
+	}
+}
+
+// logHubs lists the running log hubs of this instance (by the socket in
+// their command line).
+func (in *instance) logHubs() []int {
+	infos, _ := proc.Scan()
+	var out []int
+	for _, info := range infos {
+		argv, _ := proc.Cmdline(info.PID)
+		if len(argv) == 4 && argv[0] == bin && argv[1] == "_log-writer" && argv[3] == in.socket() {
+			out = append(out, info.PID)
+		}
+	}
+	return out
 }
 
 // daemonPID returns the pid of this instance's daemon, 0 if none runs.

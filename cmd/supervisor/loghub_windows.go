@@ -1,0 +1,13 @@
+//go:build windows
+
+package main
+
+import (
+	"context"
+	"errors"
+)
+
+// runLogHub: Windows has no log hub (daemon/logpipe_windows.go).
+func runLogHub(context.Context, string) error {
+	return errors.New("the log hub needs fd passing, which this Windows build lacks")
+}

@@ -1,0 +1,456 @@
+//go:build unix
+
+package daemon
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/spawn"
+)
+
+// logHubs is the daemon's side of the log hubs (logpipe.go): the hub new
+// pipes go to, the hubs that re-joined from an earlier daemon, and a
+// duplicate of every pipe's read end and tee, so that a hub's death loses
+// no pipe: they go to a new hub.
+type logHubs struct {
+	log   hclog.Logger
+	start func() (*hubConn, error) // starts a hub; nil: none can be
+
+	mu      sync.Mutex
+	primary *hubConn // where new pipes go; nil until needed
+	hubs    map[*hubConn]bool
+	pipes   map[string]*hubPipe
+	idBase  string
+	seq     uint64
+	closed  bool
+	retry   *time.Timer // re-homing pipes whose hub died, when no new one could start
+	wg      sync.WaitGroup
+}
+
+// hubConn is one hub process's connection.
+type hubConn struct {
+	conn  *api.Conn
+	pid   int
+	alive bool // guarded by logHubs.mu; false once its connection failed
+}
+
+// hubPipe is one pipe as the daemon holds it: the duplicates (raw fds:
+// an *os.File's Fd would turn the shared read end back to blocking under
+// the hub's poller), and where its copy runs.
+type hubPipe struct {
+	spec   api.LogPipe
+	r, tee int // tee -1 when none
+	hub    *hubConn
+}
+
+func newLogHubs(log hclog.Logger, start func() (*hubConn, error)) *logHubs {
+	var b [6]byte
+	rand.Read(b[:])
+	return &logHubs{log: log, start: start, hubs: map[*hubConn]bool{}, pipes: map[string]*hubPipe{}, idBase: hex.EncodeToString(b[:])}
+}
+
+// logWriterMarkers are the markers of the server a log pipe serves.
+type logWriterMarkers struct {
+	session, procID, host string
+}
+
+// startLogWriter opens a log pipe for path, hands its read end to the
+// hub, and returns its write end, for the server's output. tee, when not
+// nil, is where the hub copies everything too; the caller keeps (and
+// closes) its own tee, the hub gets a duplicate.
+func (d *Daemon) startLogWriter(path string, tee *os.File, m logWriterMarkers) (*os.File, error) {
+	if d.hubs == nil || d.hubs.start == nil {
+		return nil, errors.New("this binary's path is unknown")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create log directory: %w", err)
+	}
+	p := &hubPipe{r: -1, tee: -1}
+	if tee != nil {
+		fd, err := unix.FcntlInt(tee.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			return nil, fmt.Errorf("duplicate the host's stderr: %w", err)
+		}
+		p.tee = fd
+	}
+	fds, err := cloexecPair(unix.Pipe)
+	if err != nil {
+		p.close()
+		return nil, fmt.Errorf("create the log pipe: %w", err)
+	}
+	// The read end is only ever read by the hub, through its poller; the
+	// write end is the server's and stays blocking.
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		p.close()
+		return nil, fmt.Errorf("create the log pipe: %w", err)
+	}
+	p.r = fds[0]
+	w := os.NewFile(uintptr(fds[1]), "log-pipe-w")
+	maxBytes, keep := d.logCap()
+	p.spec = api.LogPipe{Path: path, MaxBytes: maxBytes, Keep: keep, Tee: tee != nil}
+	if err := d.hubs.add(p); err != nil {
+		w.Close()
+		p.close()
+		return nil, err
+	}
+	d.log.Debug("log pipe opened", "id", m.procID, "pipe", p.spec.ID, "path", path)
+	return w, nil
+}
+
+// startHub starts a hub process, connected by a socket pair on its stdin.
+func (d *Daemon) startHub() (*hubConn, error) {
+	fds, err := cloexecPair(func(p []int) error {
+		fd, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+		copy(p, fd[:])
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("socket pair for the log hub: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "log-hub"), os.NewFile(uintptr(fds[1]), "log-hub")
+	defer ours.Close() // FileConn holds its own copy
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		theirs.Close()
+		return nil, err
+	}
+	null2, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		theirs.Close()
+		null.Close()
+		return nil, err
+	}
+	// Its stdout and stderr are /dev/null: a hub that cannot write says
+	// nothing to anyone who never asked for its messages.
+	started, err := spawn.Start(d.reaper, spawn.Request{
+		Argv: []string{d.exe, "_log-writer", "--socket", d.cfg.Paths.Socket}, LogWriter: true,
+		// One P: copying needs no parallelism, and every P past the
+		// first costs threads (thread ids count against pid_max).
+		Env:    []string{"GOMAXPROCS=1"},
+		Stdio:  [3]*os.File{theirs, null, null2},
+		ProcID: "log-hub", Instance: d.instance,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start the log hub: %w", err)
+	}
+	fc, err := net.FileConn(ours)
+	if err != nil {
+		return nil, fmt.Errorf("the log hub's socket: %w", err)
+	}
+	conn, err := api.NewConn(fc.(*net.UnixConn))
+	if err != nil {
+		fc.Close()
+		return nil, err
+	}
+	d.log.Debug("log hub started", "pid", started.PID)
+	return &hubConn{conn: conn, pid: started.PID, alive: true}, nil
+}
+
+// cloexecPair makes a pipe or socket pair whose fds are close-on-exec
+// before any fork can see them (macOS has neither pipe2 nor
+// SOCK_CLOEXEC): a server spawned meanwhile must not inherit one, least of
+// all a log pipe's read end.
+func cloexecPair(make func([]int) error) ([2]int, error) {
+	var p [2]int
+	syscall.ForkLock.RLock()
+	err := make(p[:])
+	if err == nil {
+		unix.CloseOnExec(p[0])
+		unix.CloseOnExec(p[1])
+	}
+	syscall.ForkLock.RUnlock()
+	return p, err
+}
+
+func (p *hubPipe) close() {
+	if p.r >= 0 {
+		unix.Close(p.r)
+		p.r = -1
+	}
+	if p.tee >= 0 {
+		unix.Close(p.tee)
+		p.tee = -1
+	}
+}
+
+// send hands p to hub.
+func (p *hubPipe) send(hub *hubConn) error {
+	fds := []int{p.r}
+	if p.tee >= 0 {
+		fds = append(fds, p.tee)
+	}
+	return hub.conn.Send(api.TypeLogPipe, &p.spec, fds...)
+}
+
+// add gives p an id and hands it to the primary hub, starting one when
+// there is none (or it is gone).
+func (h *logHubs) add(p *hubPipe) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return errors.New("the daemon is exiting")
+	}
+	h.seq++
+	p.spec.ID = fmt.Sprintf("%s-%d", h.idBase, h.seq)
+	for try := 0; ; try++ {
+		hub, err := h.primaryLocked()
+		if err != nil {
+			return err
+		}
+		p.hub = hub
+		h.pipes[p.spec.ID] = p
+		if err = p.send(hub); err == nil {
+			return nil
+		}
+		delete(h.pipes, p.spec.ID)
+		h.log.Warn("log hub unreachable; starting another", "pid", hub.pid, "err", err)
+		hub.conn.Close() // its reader re-homes its other pipes
+		if h.primary == hub {
+			h.primary = nil
+		}
+		if try == 1 {
+			return fmt.Errorf("hand the log pipe to the log hub: %w", err)
+		}
+	}
+}
+
+// primaryLocked is the hub new pipes go to, started when needed.
+func (h *logHubs) primaryLocked() (*hubConn, error) {
+	if h.primary != nil {
+		return h.primary, nil
+	}
+	hub, err := h.start()
+	if err != nil {
+		return nil, err
+	}
+	h.primary = hub
+	h.hubs[hub] = true
+	h.wg.Add(1)
+	go h.read(hub)
+	return hub, nil
+}
+
+// read takes a hub's reports until its connection fails, then re-homes
+// its pipes.
+func (h *logHubs) read(hub *hubConn) {
+	defer h.wg.Done()
+	for {
+		m, fds, err := hub.conn.Recv()
+		api.CloseFds(fds)
+		if err != nil {
+			break
+		}
+		if m.Type != api.TypeLogDone {
+			continue
+		}
+		var done api.LogDone
+		if api.Decode(m, &done) != nil {
+			continue
+		}
+		h.mu.Lock()
+		if p := h.pipes[done.ID]; p != nil && p.hub == hub {
+			delete(h.pipes, done.ID)
+			p.close()
+		}
+		if hub != h.primary && !h.servesLocked(hub) {
+			// A hub of an earlier daemon with nothing left to copy:
+			// let it go (it exits once no daemon and no pipe is left).
+			h.log.Debug("letting an idle log hub go", "pid", hub.pid)
+			hub.conn.Close()
+		}
+		h.mu.Unlock()
+	}
+	hub.conn.Close()
+	h.lost(hub)
+}
+
+// servesLocked says whether any pipe is hub's.
+func (h *logHubs) servesLocked(hub *hubConn) bool {
+	for _, p := range h.pipes {
+		if p.hub == hub {
+			return true
+		}
+	}
+	return false
+}
+
+// lost hands every pipe of a hub that is gone to the primary hub (a new
+// one if that was it). What the servers wrote meanwhile waits in the
+// pipes; what the dead hub had read and not yet written is lost.
+func (h *logHubs) lost(hub *hubConn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hub.alive = false
+	delete(h.hubs, hub)
+	if h.primary == hub {
+		h.primary = nil
+	}
+	if h.closed {
+		return
+	}
+	h.rehomeLocked()
+}
+
+// rehomeLocked hands every pipe whose hub is gone to the primary hub.
+func (h *logHubs) rehomeLocked() {
+	var orphans []*hubPipe
+	for _, p := range h.pipes {
+		if p.hub == nil || !p.hub.alive {
+			orphans = append(orphans, p)
+		}
+	}
+	if len(orphans) == 0 {
+		return
+	}
+	hub, err := h.primaryLocked()
+	if err != nil {
+		// The pipes keep their writers blocked at worst (the daemon
+		// still holds a read end: no SIGPIPE); try again soon.
+		h.log.Error("no log hub for the pipes of one that died; retrying in a second", "pipes", len(orphans), "err", err)
+		for _, p := range orphans {
+			p.hub = nil
+		}
+		if h.retry == nil {
+			h.retry = time.AfterFunc(time.Second, func() {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				h.retry = nil
+				if !h.closed {
+					h.rehomeLocked()
+				}
+			})
+		}
+		return
+	}
+	for _, p := range orphans {
+		p.hub = hub
+		if err := p.send(hub); err != nil {
+			// Its reader sees the failure too and re-homes them again.
+			h.log.Warn("hand a log pipe to the new log hub", "pid", hub.pid, "err", err)
+			return
+		}
+	}
+	h.log.Info("log pipes handed to a new log hub", "pipes", len(orphans), "pid", hub.pid)
+}
+
+// adopt serves a hub that re-joined from an earlier daemon on conn: it
+// takes its pipes' duplicates, then its reports, until it is gone.
+func (d *Daemon) adoptLogHub(conn *api.Conn, m api.Msg) {
+	h := d.hubs
+	var intro api.LogHub
+	if h == nil || api.Decode(m, &intro) != nil {
+		return
+	}
+	conn.SetDeadline(time.Time{})
+	hub := &hubConn{conn: conn, pid: intro.PID, alive: true}
+	n := 0
+	for {
+		m, fds, err := conn.Recv()
+		if err != nil {
+			// Gone before it handed everything over: what it did goes
+			// to a new hub.
+			api.CloseFds(fds)
+			conn.Close()
+			h.lost(hub)
+			return
+		}
+		if m.Type == api.TypeLogPipesEnd {
+			api.CloseFds(fds)
+			break
+		}
+		var spec api.LogPipe
+		if m.Type != api.TypeLogPipe || api.Decode(m, &spec) != nil || spec.ID == "" || len(fds) != 1+btoi(spec.Tee) {
+			api.CloseFds(fds)
+			continue
+		}
+		p := &hubPipe{spec: spec, r: fds[0], tee: -1, hub: hub}
+		if spec.Tee {
+			p.tee = fds[1]
+		}
+		h.mu.Lock()
+		if old := h.pipes[spec.ID]; old != nil {
+			old.close()
+		}
+		h.pipes[spec.ID] = p
+		h.mu.Unlock()
+		n++
+	}
+	d.log.Info("a log hub of an earlier daemon re-joined", "pid", intro.PID, "pipes", n)
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	if h.primary == nil {
+		h.primary = hub // new pipes go to it too
+	}
+	h.hubs[hub] = true
+	h.wg.Add(1)
+	h.mu.Unlock()
+	h.read(hub)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// close lets go of every hub and duplicate: the hubs go on copying, and
+// re-join the next daemon.
+func (h *logHubs) close() {
+	h.mu.Lock()
+	h.closed = true
+	if h.retry != nil {
+		h.retry.Stop()
+	}
+	for hub := range h.hubs {
+		hub.conn.Close()
+	}
+	h.mu.Unlock()
+	h.wg.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, p := range h.pipes {
+		p.close()
+		delete(h.pipes, id)
+	}
+}
+
+// status lists the hubs and their pipes, the primary first.
+func (h *logHubs) status() []api.LogHubStatus {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := map[*hubConn]int{}
+	for _, p := range h.pipes {
+		if p.hub != nil {
+			n[p.hub]++
+		}
+	}
+	var out []api.LogHubStatus
+	for hub := range h.hubs {
+		out = append(out, api.LogHubStatus{PID: hub.pid, Pipes: n[hub], Primary: hub == h.primary})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Primary || !out[j].Primary && out[i].PID < out[j].PID })
+	return out
+}
