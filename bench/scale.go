@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/proc"
 )
 
 // Sizes of the scale figure. A trial starts sessions × (1 host + 4 shims +
@@ -40,12 +41,13 @@ const (
 	// (before hosts dying together shared one cascade, it took minutes).
 	scaleEndLimit = 10 * time.Minute
 	// Budget per session, to scale the run down (visibly) on a machine
-	// that cannot hold it: TIDs (a host, 4 Go shims of ~6 threads, 4
-	// servers) and memory (a shim's private memory is ~2.3 MiB, its
-	// kernel side and a server's a little more).
-	// (and the bench's own thread blocked in wait4 for the host).
-	scaleTIDsPerSession = 2 + scalePerSession*7 + scalePerSession
-	scaleMiBPerSession  = scalePerSession * 4
+	// that cannot hold it: TIDs (a host and the bench's own thread blocked
+	// in wait4 for it; 4 Go shims of ~6 threads where shims stay; 4
+	// servers; the log hub is one for all) and memory (a shim's private
+	// memory is ~2.3 MiB, its kernel side and a server's a little more).
+	scaleTIDsPerSession        = 2 + scalePerSession*6 + scalePerSession
+	scaleTIDsPerSessionInPlace = 2 + scalePerSession
+	scaleMiBPerSession         = scalePerSession * 4
 )
 
 // scale: 1,000 agent hosts with 4 servers each on one daemon. Per trial, in
@@ -68,7 +70,7 @@ func (b *bench) scale(ctx context.Context, res *Results) error {
 	if err != nil {
 		return fmt.Errorf("scale: %w", err)
 	}
-	if fit := scaleFit(); fit < n {
+	if fit := scaleFit(b.o.inPlace != "off" && proc.ExitInfoSupported()); fit < n {
 		b.progress("scale: NOTE this machine holds about %d sessions × %d (pid_max and TIDs in use, MemAvailable), not %d: running %d", fit, scalePerSession, n, fit)
 		n = fit
 	}
@@ -90,7 +92,7 @@ func (b *bench) scale(ctx context.Context, res *Results) error {
 	startup := res.figure("scale", fmt.Sprintf("  start: %d hosts (batches of %d) → all %d servers running", n, scaleBatch, servers), "ms")
 	shimMem := res.figure("scale", "  one shim's private memory (Private_Clean + Private_Dirty, median of the shims; 0: none stayed)", "MiB")
 	shimCount := res.figure("scale", "  shim processes per server (0: each exec'd its server in its own place)", "count")
-	tids := res.figure("scale", "  thread ids per direct server: its shim (if any) + its log writer + the server (medians)", "count")
+	tids := res.figure("scale", "  thread ids per direct server: its shim (if any) + its share of the log hub + the server (medians)", "count")
 	fits := res.figure("scale", "  direct servers kernel.pid_max holds at that rate, the hosts apart (goal ≥ 4000)", "count")
 	stopEnd := res.figure("scale", fmt.Sprintf("**end all %d sessions at once**: `daemon stop` → last of the %d servers gone", n, servers), "ms")
 	killEnd := res.figure("scale", fmt.Sprintf("end all %d sessions at once: SIGKILL all %d hosts → last server gone", n, n), "ms")
@@ -137,7 +139,7 @@ func (b *bench) scale(ctx context.Context, res *Results) error {
 // scaleFit is how many sessions this machine can hold: what is left of
 // pid_max (TIDs count against it) and of MemAvailable, keeping half of
 // each for everything else.
-func scaleFit() int {
+func scaleFit(inPlace bool) int {
 	fit := 1 << 30
 	if max, err := pidMax(); err == nil {
 		used := 0
@@ -151,7 +153,11 @@ func scaleFit() int {
 				}
 			}
 		}
-		fit = min(fit, (max-used)*3/4/scaleTIDsPerSession)
+		per := scaleTIDsPerSession
+		if inPlace {
+			per = scaleTIDsPerSessionInPlace
+		}
+		fit = min(fit, (max-used)*3/4/per)
 	}
 	if f, err := os.Open("/proc/meminfo"); err == nil {
 		sc := bufio.NewScanner(f)
@@ -342,7 +348,11 @@ func (b *bench) scaleTrial(ctx context.Context, trial, n int, sleepBin string, p
 	r.shims = len(shims)
 	r.shimMem = privateMiB(shims)
 	if writers := logWriters(d.pid, serverPIDs); len(writers) > 0 {
-		r.tids = medianTasks(writers) + medianTasks(serverPIDs)
+		total := 0
+		for _, w := range writers {
+			total += countDir(fmt.Sprintf("/proc/%d/task", w))
+		}
+		r.tids = float64(total)/float64(len(serverPIDs)) + medianTasks(serverPIDs)
 		if len(shims) > 0 {
 			r.tids += medianTasks(shims) * float64(len(shims)) / float64(len(serverPIDs))
 		}
@@ -520,8 +530,8 @@ func medianOf(pids []int, read func(pid int) (float64, bool)) float64 {
 	return median(xs)
 }
 
-// logWriters are the daemon's children that are none of servers: the
-// servers' log writers.
+// logWriters are the daemon's children that are none of servers: the log
+// hub.
 func logWriters(daemon int, servers []int) []int {
 	var out []int
 	for _, c := range children(daemon) {
