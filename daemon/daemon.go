@@ -361,6 +361,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	{
 		g.Add(func() error { return d.serve(ln) }, func(error) {
 			ln.Close()
+			d.hubs.closing() // the hubs' connections end: let them go, not replaced
 			d.closeConns()
 		})
 	}

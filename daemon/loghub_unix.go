@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
@@ -41,11 +42,16 @@ type logHubs struct {
 	wg      sync.WaitGroup
 }
 
-// hubConn is one hub process's connection.
+// hubConn is one hub process's connection. alive and released are
+// guarded by logHubs.mu.
 type hubConn struct {
 	conn  *api.Conn
 	pid   int
-	alive bool // guarded by logHubs.mu; false once its connection failed
+	tok   proc.Token // to kill it by: a hub given up on must not copy on
+	alive bool       // false once given up on (dropLocked)
+	// released: an idle hub of an earlier daemon the daemon let go, to
+	// exit by itself.
+	released bool
 }
 
 // hubPipe is one pipe as the daemon holds it: the duplicates (raw fds:
@@ -159,7 +165,7 @@ func (d *Daemon) startHub() (*hubConn, error) {
 		return nil, err
 	}
 	d.log.Debug("log hub started", "pid", started.PID)
-	return &hubConn{conn: conn, pid: started.PID, alive: true}, nil
+	return &hubConn{conn: conn, pid: started.PID, tok: started.Token, alive: true}, nil
 }
 
 // cloexecPair makes a pipe or socket pair whose fds are close-on-exec
@@ -220,10 +226,7 @@ func (h *logHubs) add(p *hubPipe) error {
 		}
 		delete(h.pipes, p.spec.ID)
 		h.log.Warn("log hub unreachable; starting another", "pid", hub.pid, "err", err)
-		hub.conn.Close() // its reader re-homes its other pipes
-		if h.primary == hub {
-			h.primary = nil
-		}
+		h.dropLocked(hub) // its other pipes go to the next hub too
 		if try == 1 {
 			return fmt.Errorf("hand the log pipe to the log hub: %w", err)
 		}
@@ -268,16 +271,19 @@ func (h *logHubs) read(hub *hubConn) {
 			delete(h.pipes, done.ID)
 			p.close()
 		}
-		if hub != h.primary && !h.servesLocked(hub) {
+		if hub != h.primary && !h.servesLocked(hub) && !hub.released {
 			// A hub of an earlier daemon with nothing left to copy:
 			// let it go (it exits once no daemon and no pipe is left).
 			h.log.Debug("letting an idle log hub go", "pid", hub.pid)
+			hub.released = true
 			hub.conn.Close()
 		}
 		h.mu.Unlock()
 	}
 	hub.conn.Close()
-	h.lost(hub)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.dropLocked(hub)
 }
 
 // servesLocked says whether any pipe is hub's.
@@ -290,19 +296,32 @@ func (h *logHubs) servesLocked(hub *hubConn) bool {
 	return false
 }
 
-// lost hands every pipe of a hub that is gone to the primary hub (a new
-// one if that was it). What the servers wrote meanwhile waits in the
-// pipes; what the dead hub had read and not yet written is lost.
-func (h *logHubs) lost(hub *hubConn) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+// dropLocked gives up on hub and hands its pipes to the primary hub (a
+// new one if that was it). What the servers wrote meanwhile waits in the
+// pipes; what the hub had read and not yet written is lost.
+//
+// A hub given up on is killed first, should it live: two hubs reading
+// one pipe would split its lines between them and each rotate the log by
+// its own count. Not when the daemon is exiting (the hubs outlive it and
+// re-join the next), nor for an idle hub it let go.
+func (h *logHubs) dropLocked(hub *hubConn) {
+	if !hub.alive {
+		return
+	}
 	hub.alive = false
+	hub.conn.Close()
 	delete(h.hubs, hub)
 	if h.primary == hub {
 		h.primary = nil
 	}
-	if h.closed {
+	if h.closed || hub.released {
 		return
+	}
+	if hub.pid > 0 {
+		if ph, err := proc.OpenHandle(hub.pid, hub.tok); err == nil {
+			ph.Signal(unix.SIGKILL)
+			ph.Close()
+		}
 	}
 	h.rehomeLocked()
 }
@@ -310,68 +329,98 @@ func (h *logHubs) lost(hub *hubConn) {
 // rehomeLocked hands every pipe whose hub is gone to the primary hub.
 func (h *logHubs) rehomeLocked() {
 	var orphans []*hubPipe
-	for _, p := range h.pipes {
-		if p.hub == nil || !p.hub.alive {
-			orphans = append(orphans, p)
+	for id, p := range h.pipes {
+		if p.hub != nil && p.hub.alive {
+			continue
 		}
+		if ended(p.r) {
+			// Its server is gone and nothing is left to copy: let go of
+			// the host's stderr now rather than after a new hub.
+			delete(h.pipes, id)
+			p.close()
+			continue
+		}
+		orphans = append(orphans, p)
 	}
 	if len(orphans) == 0 {
 		return
 	}
 	hub, err := h.primaryLocked()
 	if err != nil {
-		// The pipes keep their writers blocked at worst (the daemon
-		// still holds a read end: no SIGPIPE); try again soon.
+		// The servers' writes block once their pipes are full, at worst
+		// (the daemon still holds a read end: no SIGPIPE).
 		h.log.Error("no log hub for the pipes of one that died; retrying in a second", "pipes", len(orphans), "err", err)
 		for _, p := range orphans {
 			p.hub = nil
 		}
-		if h.retry == nil {
-			h.retry = time.AfterFunc(time.Second, func() {
-				h.mu.Lock()
-				defer h.mu.Unlock()
-				h.retry = nil
-				if !h.closed {
-					h.rehomeLocked()
-				}
-			})
-		}
+		h.retryLocked()
 		return
 	}
 	for _, p := range orphans {
 		p.hub = hub
 		if err := p.send(hub); err != nil {
-			// Its reader sees the failure too and re-homes them again.
 			h.log.Warn("hand a log pipe to the new log hub", "pid", hub.pid, "err", err)
+			h.dropLocked(hub) // and the pipes go to the next one
 			return
 		}
 	}
 	h.log.Info("log pipes handed to a new log hub", "pipes", len(orphans), "pid", hub.pid)
 }
 
-// adopt serves a hub that re-joined from an earlier daemon on conn: it
-// takes its pipes' duplicates, then its reports, until it is gone.
+// retryLocked re-homes orphaned pipes in a second.
+func (h *logHubs) retryLocked() {
+	if h.retry != nil {
+		return
+	}
+	h.retry = time.AfterFunc(time.Second, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.retry = nil
+		if !h.closed {
+			h.rehomeLocked()
+		}
+	})
+}
+
+// ended says whether a pipe's writers are all gone and nothing is left
+// in it.
+func ended(fd int) bool {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(pfd, 0)
+	return err == nil && n == 1 && pfd[0].Revents&unix.POLLHUP != 0 && pfd[0].Revents&unix.POLLIN == 0
+}
+
+// adoptLogHub serves a hub that re-joined from an earlier daemon on conn:
+// it takes its pipes' duplicates, then its reports, until it is gone.
 func (d *Daemon) adoptLogHub(conn *api.Conn, m api.Msg) {
 	h := d.hubs
 	var intro api.LogHub
 	if h == nil || api.Decode(m, &intro) != nil {
 		return
 	}
+	// Its life is its pipes': never closed for idling, nor counted among
+	// requests.
 	conn.SetDeadline(time.Time{})
-	hub := &hubConn{conn: conn, pid: intro.PID, alive: true}
-	n := 0
+	d.becomeLifeline(conn)
+	hub := &hubConn{conn: conn, alive: true}
+	// Who it is comes from the socket, not from what it says: it may
+	// have to be killed (dropLocked).
+	if pid, err := conn.CheckPeer(); err == nil {
+		if tok, err := proc.TokenOf(pid); err == nil {
+			hub.pid, hub.tok = pid, tok
+		}
+	}
+	var got []*hubPipe
+	handed := false
 	for {
 		m, fds, err := conn.Recv()
 		if err != nil {
-			// Gone before it handed everything over: what it did goes
-			// to a new hub.
 			api.CloseFds(fds)
-			conn.Close()
-			h.lost(hub)
-			return
+			break
 		}
 		if m.Type == api.TypeLogPipesEnd {
 			api.CloseFds(fds)
+			handed = true
 			break
 		}
 		var spec api.LogPipe
@@ -383,27 +432,51 @@ func (d *Daemon) adoptLogHub(conn *api.Conn, m api.Msg) {
 		if spec.Tee {
 			p.tee = fds[1]
 		}
-		h.mu.Lock()
-		if old := h.pipes[spec.ID]; old != nil {
+		got = append(got, p)
+	}
+	if !h.register(hub, got, handed) {
+		return
+	}
+	d.log.Info("a log hub of an earlier daemon re-joined", "pid", hub.pid, "pipes", len(got))
+	h.read(hub)
+}
+
+// register takes the pipes a re-joining hub handed over (all of them:
+// handed) and the hub with them, and says whether the hub is to be
+// served.
+func (h *logHubs) register(hub *hubConn, got []*hubPipe, handed bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	conflict := false
+	for _, p := range got {
+		if old := h.pipes[p.spec.ID]; old != nil && old.hub != nil && old.hub.alive {
+			conflict = true // another hub copies it already
+			p.close()
+			continue
+		}
+		if old := h.pipes[p.spec.ID]; old != nil {
 			old.close()
 		}
-		h.pipes[spec.ID] = p
-		h.mu.Unlock()
-		n++
+		h.pipes[p.spec.ID] = p
 	}
-	d.log.Info("a log hub of an earlier daemon re-joined", "pid", intro.PID, "pipes", n)
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return
+	h.hubs[hub] = true
+	switch {
+	case h.closed:
+		hub.alive = false
+		delete(h.hubs, hub)
+		return false
+	case !handed || conflict:
+		// Gone before it handed everything over, or it copies a pipe
+		// another hub copies: what it has goes to the primary hub.
+		h.log.Warn("a log hub of an earlier daemon could not re-join", "pid", hub.pid, "pipes", len(got), "handed_over", handed, "conflict", conflict)
+		h.dropLocked(hub)
+		return false
 	}
 	if h.primary == nil {
 		h.primary = hub // new pipes go to it too
 	}
-	h.hubs[hub] = true
-	h.wg.Add(1)
-	h.mu.Unlock()
-	h.read(hub)
+	h.wg.Add(1) // read's
+	return true
 }
 
 func btoi(b bool) int {
@@ -413,10 +486,15 @@ func btoi(b bool) int {
 	return 0
 }
 
-// close lets go of every hub and duplicate: the hubs go on copying, and
-// re-join the next daemon.
-func (h *logHubs) close() {
+// closing marks the daemon exiting, before its connections close: from
+// here a hub whose connection ends is let go, not replaced. The hubs go
+// on copying, and re-join the next daemon.
+func (h *logHubs) closing() {
+	if h == nil {
+		return
+	}
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.closed = true
 	if h.retry != nil {
 		h.retry.Stop()
@@ -424,7 +502,11 @@ func (h *logHubs) close() {
 	for hub := range h.hubs {
 		hub.conn.Close()
 	}
-	h.mu.Unlock()
+}
+
+// close waits for the hubs' readers and lets go of every duplicate.
+func (h *logHubs) close() {
+	h.closing()
 	h.wg.Wait()
 	h.mu.Lock()
 	defer h.mu.Unlock()

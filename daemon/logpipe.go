@@ -16,25 +16,29 @@ import (
 // How servers' output reaches their logs.
 //
 // A shared server's stdout and stderr, and a stdio server's stderr, go to a
-// pipe read by `supervisor _log-writer`, a small process of its own that
-// writes the log and rotates it by rename before a write would pass the
-// cap (package logwriter): the live file stays within the cap, and only
-// what falls off the end of the kept backups is lost. For a stdio server it
-// also copies everything to the host's stderr, which it holds instead of
-// the server (stdin and stdout are still the host's own fds).
+// pipe read by the log hub, `supervisor _log-writer`: one process of its
+// own for all of the daemon's servers (logwriter.Hub, loghub_unix.go). It
+// writes each log and rotates it by rename before a write would pass the
+// cap: the live file stays within the cap, and only what falls off the end
+// of the kept backups is lost. For a stdio server it also copies
+// everything to the host's stderr, which it holds instead of the server
+// (stdin and stdout are still the host's own fds).
 //
 // Why a process and not a goroutine of the daemon: the servers outlive the
-// daemon (design §2). A pipe read by the daemon would break when the daemon
-// dies or restarts, and the server's next write would kill it with SIGPIPE.
-// The writer is the daemon's child, so it survives the daemon; it ignores
-// SIGTERM, SIGINT and SIGHUP and exits at EOF, that is once the server and
-// everything that inherited its output are gone, after their last line. It
-// carries the server's markers (so doctor and the sweeps know whose it is)
-// plus SUPERVISOR_LOG_WRITER=1, by which stops leave it to end by itself
-// and recovery never takes it for the server.
+// daemon (design §2). A pipe read by the daemon alone would break when the
+// daemon dies or restarts, and the server's next write would kill it with
+// SIGPIPE. The hub is the daemon's child, so it survives the daemon, goes
+// on copying, and re-joins the next daemon on its socket. The daemon in
+// turn keeps a duplicate of every pipe's read end, so a hub that dies
+// costs no server a SIGPIPE either: its pipes go to a new hub. Only both
+// dying at once cuts the servers' output. The hub ignores SIGTERM, SIGINT
+// and SIGHUP and lets a pipe go at its EOF, once the server and everything
+// that inherited its output are gone, after their last line. It carries
+// SUPERVISOR_LOG_WRITER=1 (and the instance marker), by which stops,
+// recovery and doctor never take it for a server.
 //
-// Where no writer can be started (Windows, or the binary cannot be found),
-// a shared server writes its log file itself and the daemon rotates it by
+// Where no hub can be started (Windows, or the binary cannot be found), a
+// shared server writes its log file itself and the daemon rotates it by
 // copy and truncate (logrotate.go), and a stdio server's stderr is the
 // host's, uncaptured.
 

@@ -17,6 +17,8 @@ func newLogHubs(any, any) *logHubs { return nil }
 
 func (h *logHubs) close() {}
 
+func (h *logHubs) closing() {}
+
 func (h *logHubs) status() []api.LogHubStatus { return nil }
 
 func (d *Daemon) startHub() (any, error) { return nil, errLogWriterUnsupported }

@@ -317,7 +317,10 @@ func TestDoctorMarkerWithoutRecordNoDaemon(t *testing.T) {
 	d := newDoctor(t)
 	ours := helper(t, spawn.EnvProcID+"=p-lost", spawn.EnvInstance+"="+d.Paths.Instance())
 	theirs := helper(t, spawn.EnvProcID+"=p-other", spawn.EnvInstance+"=0badc0de")
-	d.OnlyPIDs = []int{ours.pid, theirs.pid}
+	// The daemon's log hub carries the instance's markers but is no
+	// server: never a finding.
+	hub := helper(t, spawn.EnvProcID+"=log-hub", spawn.EnvInstance+"="+d.Paths.Instance(), spawn.EnvLogWriter+"=1")
+	d.OnlyPIDs = []int{ours.pid, theirs.pid, hub.pid}
 	fs, err := d.Check(context.Background())
 	if err != nil {
 		t.Fatal(err)

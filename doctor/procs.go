@@ -208,6 +208,7 @@ func (t *table) descendants(pid int) int {
 type markers struct {
 	procID, instance string
 	has              bool
+	logWriter        bool // the daemon's log hub: marked, but no server
 }
 
 // markersOf reads n's markers from its environment once: isOrphan and
@@ -218,7 +219,8 @@ func markersOf(n *node) markers {
 		if env, err := proc.Environ(n.info.PID); err == nil {
 			id, ok := proc.EnvValue(env, spawn.EnvProcID)
 			inst, _ := proc.EnvValue(env, spawn.EnvInstance)
-			*n.mk = markers{procID: id, instance: inst, has: ok}
+			w, _ := proc.EnvValue(env, spawn.EnvLogWriter)
+			*n.mk = markers{procID: id, instance: inst, has: ok, logWriter: w == "1"}
 		}
 	}
 	return *n.mk
@@ -339,7 +341,7 @@ func (d *Doctor) checkMarkers(t *table, dm daemonState, excluded map[int]bool) [
 			continue
 		}
 		m := markersOf(n)
-		if !m.has || m.instance != inst || dm.known[m.procID] {
+		if !m.has || m.logWriter || m.instance != inst || dm.known[m.procID] {
 			continue
 		}
 		holders[n.info.PID] = m.procID

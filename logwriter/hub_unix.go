@@ -241,8 +241,10 @@ func (p *hubPipe) close() {
 // finish lets p go: its fds first (the tee is the host's stderr, whose
 // EOF the host may be waiting for), then its file once no pipe writes it.
 func (h *Hub) finish(p *hubPipe) {
-	p.close()
 	h.mu.Lock()
+	// Closed under the lock: a re-join hands over every pipe in the map,
+	// and a closed one's fds cannot be sent.
+	p.close()
 	delete(h.pipes, p.spec.ID)
 	p.file.refs--
 	if p.file.refs == 0 {
@@ -258,10 +260,13 @@ func (h *Hub) finish(p *hubPipe) {
 		default:
 		}
 	}
-	// Sent under the lock: a re-join hands its inventory over under it
-	// too, so a pipe is either in the inventory or reported done after it.
+	// A re-join hands its inventory over under the lock, so a pipe is
+	// either in it or reported done after it. The report itself is sent
+	// outside the lock: the daemon may be busy sending to the hub, and
+	// this hub must go on reading meanwhile.
 	if conn != nil {
-		conn.Send(api.TypeLogDone, &api.LogDone{ID: p.spec.ID})
+		id := p.spec.ID
+		go conn.Send(api.TypeLogDone, &api.LogDone{ID: id}) // ends when sent or the connection is closed
 	}
 	h.mu.Unlock()
 }

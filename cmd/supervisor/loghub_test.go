@@ -264,3 +264,31 @@ func TestLogHubOfEarlierDaemonEnds(t *testing.T) {
 	next.logged()
 	next.end()
 }
+
+// TestLogHubSurvivesRestarts: through daemon restarts (which leave the
+// servers running) one hub keeps copying: a daemon that exits lets its
+// hub go rather than starting another, so no two hubs read one pipe.
+func TestLogHubSurvivesRestarts(t *testing.T) {
+	in := newInstance(t)
+	l := startLoud(t, in, "l")
+	l.ask(1, "initialize")
+	first := in.logHubs()
+	if len(first) != 1 {
+		t.Fatalf("log hubs %v, want one", first)
+	}
+	for i := range 3 {
+		in.mustRun("daemon", "restart")
+		waitCond(t, func() error {
+			if st := in.hubStatus(); len(st) != 1 || st[0].PID != first[0] || st[0].Pipes != 1 {
+				return fmt.Errorf("log_hubs %+v, want hub %d re-joined with its pipe", st, first[0])
+			}
+			return nil
+		})
+		if hubs := in.logHubs(); len(hubs) != 1 {
+			t.Fatalf("after restart %d: log hub processes %v, want %d alone", i+1, hubs, first[0])
+		}
+		l.ask(2+i, "tools/list")
+	}
+	l.logged()
+	l.end()
+}

@@ -322,6 +322,9 @@ func (tr *mcpTree) marked(recs []registry.Process) []int {
 			continue
 		}
 		env, _ := proc.Environ(info.PID)
+		if w, _ := proc.EnvValue(env, spawn.EnvLogWriter); w == "1" {
+			continue // the daemon's log hub, not the server's
+		}
 		id, _ := proc.EnvValue(env, spawn.EnvProcID)
 		inst, _ := proc.EnvValue(env, spawn.EnvInstance)
 		if ids[id] || (tr.marker != "" && inst == tr.marker) {
