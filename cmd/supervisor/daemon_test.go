@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -277,6 +278,16 @@ func TestRegistrySurvivesRestart(t *testing.T) {
 	in.mustRun("run", "--name", "one", "--", bin, "_fixture", "exit", "0")
 	in.mustRun("run", "--name", "two", "--", bin, "_fixture", "exit", "0")
 	in.run("run", "--name", "three", "--", "no-such-command")
+	// A server exec'd in its shim's place is its host's child: the host
+	// may see its exit before the daemon has recorded it.
+	waitCond(t, func() error {
+		for _, p := range in.mustProcesses(true) {
+			if p.State == registry.StateRunning || p.State == registry.StateStarting {
+				return fmt.Errorf("%s is still %s", p.Name, p.State)
+			}
+		}
+		return nil
+	})
 	before := in.mustRun("ps", "--all", "--json")
 	in.mustRun("daemon", "stop")
 	if pid := in.daemonPID(); pid != 0 {
