@@ -48,6 +48,9 @@ const (
 	scaleTIDsPerSession        = 2 + scalePerSession*6 + scalePerSession
 	scaleTIDsPerSessionInPlace = 2 + scalePerSession
 	scaleMiBPerSession         = scalePerSession * 4
+	// In its shim's place a server of `sleep` costs about half a MiB,
+	// kernel side included, and the host shell one.
+	scaleMiBPerSessionInPlace = 1 + scalePerSession
 )
 
 // scale: 1,000 agent hosts with 4 servers each on one daemon. Per trial, in
@@ -164,7 +167,11 @@ func scaleFit(inPlace bool) int {
 		for sc.Scan() {
 			if v, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
 				kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-				fit = min(fit, kb/1024/2/scaleMiBPerSession)
+				per := scaleMiBPerSession
+				if inPlace {
+					per = scaleMiBPerSessionInPlace
+				}
+				fit = min(fit, kb/1024/2/per)
 			}
 		}
 		f.Close()

@@ -19,13 +19,12 @@ import (
 
 // connCaps derives the connection caps from the fd limit: a reserve of an
 // eighth (32 to 1024 fds) for the cascade and the daemon's own files, and
-// about five fds per lifeline (its connection, its server's pidfd, its
-// host's, and the duplicates of its log pipe's read end and of its host's
-// stderr, loghub_unix.go).
+// about four fds per lifeline (its connection, its server's pidfd, its
+// host's, and the duplicate of its log pipe's read end, loghub_unix.go).
 func connCaps(log hclog.Logger) (conns, requests int) {
 	limit := fdLimit()
 	reserve := min(max(limit/8, 32), 1024)
-	conns = max(8, (limit-reserve)/5)
+	conns = max(8, (limit-reserve)/4)
 	requests = min(max(conns/4, 4), 1024)
 	log.Debug("connection caps", "fd_limit", limit, "connections", conns, "requests", requests)
 	return conns, requests

@@ -24,12 +24,20 @@ import (
 )
 
 // logHubs is the daemon's side of the log hubs (logpipe.go): the hub new
-// pipes go to, the hubs that re-joined from an earlier daemon, and a
-// duplicate of every pipe's read end and tee, so that a hub's death loses
-// no pipe: they go to a new hub.
+// pipes go to, the other hubs (full ones, and those that re-joined from an
+// earlier daemon), and a duplicate of every pipe's read end, so that a
+// hub's death loses no pipe: they go to a new hub.
+//
+// The daemon keeps no copy of a pipe's tee (its host's stderr): one fd per
+// server less, and never a host's stderr held open by the daemon. A pipe
+// handed to a new hub after its hub died is logged but no longer teed:
+// its host's stderr reaches EOF with the dead hub.
 type logHubs struct {
 	log   hclog.Logger
 	start func() (*hubConn, error) // starts a hub; nil: none can be
+	// perHub caps the pipes of one hub: each costs it three fds (the read
+	// end, the tee, the log file), under the hub's own fd limit.
+	perHub int
 
 	mu      sync.Mutex
 	primary *hubConn // where new pipes go; nil until needed
@@ -54,19 +62,20 @@ type hubConn struct {
 	released bool
 }
 
-// hubPipe is one pipe as the daemon holds it: the duplicates (raw fds:
-// an *os.File's Fd would turn the shared read end back to blocking under
-// the hub's poller), and where its copy runs.
+// hubPipe is one pipe as the daemon holds it: the duplicate of its read
+// end (a raw fd: an *os.File's Fd would turn the shared read end back to
+// blocking under the hub's poller), and where its copy runs.
 type hubPipe struct {
-	spec   api.LogPipe
-	r, tee int // tee -1 when none
-	hub    *hubConn
+	spec api.LogPipe
+	r    int
+	hub  *hubConn
 }
 
 func newLogHubs(log hclog.Logger, start func() (*hubConn, error)) *logHubs {
 	var b [6]byte
 	rand.Read(b[:])
-	return &logHubs{log: log, start: start, hubs: map[*hubConn]bool{}, pipes: map[string]*hubPipe{}, idBase: hex.EncodeToString(b[:])}
+	return &logHubs{log: log, start: start, perHub: max(16, min(1000, (fdLimit()-64)/3)),
+		hubs: map[*hubConn]bool{}, pipes: map[string]*hubPipe{}, idBase: hex.EncodeToString(b[:])}
 }
 
 // logWriterMarkers are the markers of the server a log pipe serves.
@@ -77,7 +86,7 @@ type logWriterMarkers struct {
 // startLogWriter opens a log pipe for path, hands its read end to the
 // hub, and returns its write end, for the server's output. tee, when not
 // nil, is where the hub copies everything too; the caller keeps (and
-// closes) its own tee, the hub gets a duplicate.
+// closes) its own tee, the hub gets a copy.
 func (d *Daemon) startLogWriter(path string, tee *os.File, m logWriterMarkers) (*os.File, error) {
 	if d.hubs == nil || d.hubs.start == nil {
 		return nil, errors.New("this binary's path is unknown")
@@ -85,14 +94,7 @@ func (d *Daemon) startLogWriter(path string, tee *os.File, m logWriterMarkers) (
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create log directory: %w", err)
 	}
-	p := &hubPipe{r: -1, tee: -1}
-	if tee != nil {
-		fd, err := unix.FcntlInt(tee.Fd(), unix.F_DUPFD_CLOEXEC, 3)
-		if err != nil {
-			return nil, fmt.Errorf("duplicate the host's stderr: %w", err)
-		}
-		p.tee = fd
-	}
+	p := &hubPipe{r: -1}
 	fds, err := cloexecPair(unix.Pipe)
 	if err != nil {
 		p.close()
@@ -110,7 +112,7 @@ func (d *Daemon) startLogWriter(path string, tee *os.File, m logWriterMarkers) (
 	w := os.NewFile(uintptr(fds[1]), "log-pipe-w")
 	maxBytes, keep := d.logCap()
 	p.spec = api.LogPipe{Path: path, MaxBytes: maxBytes, Keep: keep, Tee: tee != nil}
-	if err := d.hubs.add(p); err != nil {
+	if err := d.hubs.add(p, tee); err != nil {
 		w.Close()
 		p.close()
 		return nil, err
@@ -189,24 +191,31 @@ func (p *hubPipe) close() {
 		unix.Close(p.r)
 		p.r = -1
 	}
-	if p.tee >= 0 {
-		unix.Close(p.tee)
-		p.tee = -1
-	}
 }
 
-// send hands p to hub.
-func (p *hubPipe) send(hub *hubConn) error {
-	fds := []int{p.r}
-	if p.tee >= 0 {
-		fds = append(fds, p.tee)
+// send hands p to hub, with tee when not nil (only a new pipe has one).
+func (p *hubPipe) send(hub *hubConn, tee *os.File) error {
+	spec := p.spec
+	spec.Tee = tee != nil
+	if tee == nil {
+		return hub.conn.Send(api.TypeLogPipe, &spec, p.r)
 	}
-	return hub.conn.Send(api.TypeLogPipe, &p.spec, fds...)
+	// Through Control: Fd would switch a non-blocking host stderr to
+	// blocking, for the host too.
+	rc, err := tee.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(t uintptr) { serr = hub.conn.Send(api.TypeLogPipe, &spec, p.r, int(t)) }); err != nil {
+		return err
+	}
+	return serr
 }
 
-// add gives p an id and hands it to the primary hub, starting one when
-// there is none (or it is gone).
-func (h *logHubs) add(p *hubPipe) error {
+// add gives p an id and hands it, and tee if not nil, to the primary hub,
+// starting one when there is none (or it is gone, or full).
+func (h *logHubs) add(p *hubPipe, tee *os.File) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -221,7 +230,7 @@ func (h *logHubs) add(p *hubPipe) error {
 		}
 		p.hub = hub
 		h.pipes[p.spec.ID] = p
-		if err = p.send(hub); err == nil {
+		if err = p.send(hub, tee); err == nil {
 			return nil
 		}
 		delete(h.pipes, p.spec.ID)
@@ -233,8 +242,14 @@ func (h *logHubs) add(p *hubPipe) error {
 	}
 }
 
-// primaryLocked is the hub new pipes go to, started when needed.
+// primaryLocked is the hub new pipes go to, started when needed: a new
+// one once it copies perHub pipes (the full one keeps its pipes, and is
+// let go once they have ended).
 func (h *logHubs) primaryLocked() (*hubConn, error) {
+	if h.primary != nil && h.countLocked(h.primary) >= h.perHub {
+		h.log.Info("log hub full; starting another for new pipes", "pid", h.primary.pid, "pipes", h.perHub)
+		h.primary = nil
+	}
 	if h.primary != nil {
 		return h.primary, nil
 	}
@@ -296,6 +311,17 @@ func (h *logHubs) servesLocked(hub *hubConn) bool {
 	return false
 }
 
+// countLocked is how many pipes are hub's.
+func (h *logHubs) countLocked(hub *hubConn) int {
+	n := 0
+	for _, p := range h.pipes {
+		if p.hub == hub {
+			n++
+		}
+	}
+	return n
+}
+
 // dropLocked gives up on hub and hands its pipes to the primary hub (a
 // new one if that was it). What the servers wrote meanwhile waits in the
 // pipes; what the hub had read and not yet written is lost.
@@ -345,26 +371,26 @@ func (h *logHubs) rehomeLocked() {
 	if len(orphans) == 0 {
 		return
 	}
-	hub, err := h.primaryLocked()
-	if err != nil {
-		// The servers' writes block once their pipes are full, at worst
-		// (the daemon still holds a read end: no SIGPIPE).
-		h.log.Error("no log hub for the pipes of one that died; retrying in a second", "pipes", len(orphans), "err", err)
-		for _, p := range orphans {
-			p.hub = nil
+	for i, p := range orphans {
+		hub, err := h.primaryLocked() // a new one whenever one fills up
+		if err != nil {
+			// The servers' writes block once their pipes are full, at
+			// worst (the daemon still holds a read end: no SIGPIPE).
+			h.log.Error("no log hub for the pipes of one that died; retrying in a second", "pipes", len(orphans)-i, "err", err)
+			for _, q := range orphans[i:] {
+				q.hub = nil
+			}
+			h.retryLocked()
+			return
 		}
-		h.retryLocked()
-		return
-	}
-	for _, p := range orphans {
 		p.hub = hub
-		if err := p.send(hub); err != nil {
+		if err := p.send(hub, nil); err != nil {
 			h.log.Warn("hand a log pipe to the new log hub", "pid", hub.pid, "err", err)
 			h.dropLocked(hub) // and the pipes go to the next one
 			return
 		}
 	}
-	h.log.Info("log pipes handed to a new log hub", "pipes", len(orphans), "pid", hub.pid)
+	h.log.Info("log pipes handed to a new log hub", "pipes", len(orphans))
 }
 
 // retryLocked re-homes orphaned pipes in a second.
@@ -424,15 +450,11 @@ func (d *Daemon) adoptLogHub(conn *api.Conn, m api.Msg) {
 			break
 		}
 		var spec api.LogPipe
-		if m.Type != api.TypeLogPipe || api.Decode(m, &spec) != nil || spec.ID == "" || len(fds) != 1+btoi(spec.Tee) {
+		if m.Type != api.TypeLogPipe || api.Decode(m, &spec) != nil || spec.ID == "" || len(fds) != 1 {
 			api.CloseFds(fds)
 			continue
 		}
-		p := &hubPipe{spec: spec, r: fds[0], tee: -1, hub: hub}
-		if spec.Tee {
-			p.tee = fds[1]
-		}
-		got = append(got, p)
+		got = append(got, &hubPipe{spec: spec, r: fds[0], hub: hub})
 	}
 	if !h.register(hub, got, handed) {
 		return
@@ -477,13 +499,6 @@ func (h *logHubs) register(hub *hubConn, got []*hubPipe, handed bool) bool {
 	}
 	h.wg.Add(1) // read's
 	return true
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // closing marks the daemon exiting, before its connections close: from

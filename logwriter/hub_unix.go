@@ -272,7 +272,7 @@ func (h *Hub) finish(p *hubPipe) {
 }
 
 // rejoin introduces the hub to a new daemon on conn and hands it every
-// pipe's fds (its own duplicates: SCM_RIGHTS copies them).
+// pipe's read end (SCM_RIGHTS copies it: the daemon's duplicate).
 func (h *Hub) rejoin(conn *api.Conn) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -291,32 +291,19 @@ func (h *Hub) rejoin(conn *api.Conn) error {
 	return nil
 }
 
-// send hands p to conn. Its fds are reached through Control: Fd would
-// put the read end back into blocking mode under the poller.
+// send hands p's read end to conn (not its tee: a daemon keeps none).
+// The fd is reached through Control: Fd would put the read end back into
+// blocking mode under the poller.
 func (p *hubPipe) send(conn *api.Conn) error {
 	rc, err := p.r.SyscallConn()
 	if err != nil {
 		return err
 	}
+	spec := p.spec
+	spec.Tee = false
 	var serr error
-	cerr := rc.Control(func(r uintptr) {
-		spec := p.spec
-		if p.tee == nil || p.teeGone.Load() {
-			spec.Tee = false
-			serr = conn.Send(api.TypeLogPipe, &spec, int(r))
-			return
-		}
-		trc, err := p.tee.SyscallConn()
-		if err != nil {
-			serr = err
-			return
-		}
-		if err := trc.Control(func(t uintptr) { serr = conn.Send(api.TypeLogPipe, &spec, int(r), int(t)) }); err != nil {
-			serr = err
-		}
-	})
-	if cerr != nil {
-		return cerr
+	if err := rc.Control(func(r uintptr) { serr = conn.Send(api.TypeLogPipe, &spec, int(r)) }); err != nil {
+		return err
 	}
 	return serr
 }

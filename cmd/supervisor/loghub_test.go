@@ -30,6 +30,9 @@ type loud struct {
 	errs  *bufio.Reader
 	done  chan struct{}
 	said  []string // what it said on stderr so far
+	// untee'd: its hub died, and the pipe went to a new hub without the
+	// host's stderr (the daemon keeps no copy of it).
+	unteed bool
 }
 
 func startLoud(t *testing.T, in *instance, name string) *loud {
@@ -75,7 +78,7 @@ func (l *loud) ask(id int, method string) {
 		l.t.Fatalf("%s: answer to %d: %q (%v)", l.name, id, line, err)
 	}
 	want := fmt.Sprintf("mcp: %s %d", method, id)
-	for {
+	for !l.unteed {
 		line, err := readLine(l.errs, wait)
 		if err != nil {
 			l.t.Fatalf("%s: the host's stderr: %v before %q", l.name, err, want)
@@ -85,6 +88,18 @@ func (l *loud) ask(id int, method string) {
 		}
 	}
 	l.said = append(l.said, want)
+}
+
+// stderrEOF reads the host's stderr to its EOF: nobody holds it any more.
+func (l *loud) stderrEOF() {
+	l.t.Helper()
+	for {
+		if _, err := readLine(l.errs, wait); err == io.EOF {
+			return
+		} else if err != nil {
+			l.t.Fatalf("%s: the host's stderr: %v, want EOF", l.name, err)
+		}
+	}
 }
 
 // logged waits until the server's log holds everything it said.
@@ -171,6 +186,7 @@ func TestLogHubServesEveryServer(t *testing.T) {
 // TestLogHubDeathLosesNoServer: a SIGKILLed hub takes no server with it
 // (the daemon still holds each pipe's read end, so no SIGPIPE) and no
 // line written after it died: the daemon hands the pipes to a new hub.
+// The hosts' stderr went with the dead hub: they see its EOF.
 func TestLogHubDeathLosesNoServer(t *testing.T) {
 	in := newInstance(t)
 	a, b := startLoud(t, in, "a"), startLoud(t, in, "b")
@@ -181,8 +197,11 @@ func TestLogHubDeathLosesNoServer(t *testing.T) {
 		t.Fatalf("log hubs %v, want one", hubs)
 	}
 	killByToken(hubs[0], mustToken(t, hubs[0]))
-	a.ask(2, "tools/list")
-	b.ask(2, "tools/list")
+	for _, l := range []*loud{a, b} {
+		l.unteed = true
+		l.stderrEOF()
+		l.ask(2, "tools/list")
+	}
 	a.logged()
 	b.logged()
 	waitCond(t, func() error {
@@ -218,6 +237,8 @@ func TestLogHubRejoinsNextDaemon(t *testing.T) {
 		return nil
 	})
 	killByToken(old, mustToken(t, old))
+	l.unteed = true
+	l.stderrEOF()
 	l.ask(3, "tools/list")
 	l.logged()
 	l.end()
