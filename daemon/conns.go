@@ -53,6 +53,24 @@ func (d *Daemon) becomeLifeline(conn *api.Conn) {
 	}
 }
 
+// atServerCap says whether a new server would pass the cap on lifelines.
+// A live server with no lifeline (exec'd in its shim's place, or adopted
+// after a restart) holds most of a lifeline's fds all the same (its pidfd,
+// its log pipe's duplicate, a share of its host's): it counts as one, or
+// in-place servers alone could use up the fds every stop needs. Only new
+// servers are refused at this cap: requests (ps, stop) still get in.
+func (d *Daemon) atServerCap() (bool, string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	lifelines := len(d.conns) - d.reqConns // this run's own among them
+	used := lifelines + max(0, len(d.live)-lifelines+1)
+	if used <= d.connCap {
+		return false, ""
+	}
+	return true, fmt.Sprintf("the daemon is at its server limit (%d live servers; %d from its file descriptor limit): retry once some have ended, or raise `ulimit -n` for the daemon",
+		len(d.live), d.connCap)
+}
+
 // forget uncounts a closed connection.
 func (d *Daemon) forget(conn *api.Conn) {
 	d.mu.Lock()

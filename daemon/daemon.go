@@ -119,6 +119,7 @@ type Daemon struct {
 	// not a server's lifeline (conns.go); reqConns counts the latter.
 	connCap, reqCap int
 	reqConns        int
+	capWarned       atomic.Int64 // when runs refused at the server cap were last logged (unix ns)
 
 	tun      atomic.Pointer[tunables] // settings and graces: d.settings(), swapped by a reload
 	reloadMu sync.Mutex               // one reload at a time

@@ -85,6 +85,16 @@ func (l *live) forceStop() {
 // connection: the shim's end closing means the host no longer has it.
 func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	log := d.log.With("session", req.Session, "name", req.Name)
+	if full, why := d.atServerCap(); full {
+		api.CloseFds(fds)
+		// A shim retries every 50 ms: one warning in five seconds says it.
+		if now := time.Now().UnixNano(); now-d.capWarned.Load() > int64(5*time.Second) {
+			d.capWarned.Store(now)
+			log.Warn("runs refused: at the server limit", "why", why)
+		}
+		conn.Send(api.TypeError, &api.Error{Code: 125, Retry: true, Message: why})
+		return
+	}
 	want := 3
 	if req.InPlace {
 		want = 4 // and the shim's pidfd

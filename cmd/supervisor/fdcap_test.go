@@ -3,8 +3,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -120,5 +122,62 @@ func TestFailedStopIsRetried(t *testing.T) {
 	}
 	if failed == 0 || final != 1 {
 		t.Errorf("stop events of %s: %d failed (want ≥ 1, naming the cause), %d final (want 1)", p.ID, failed, final)
+	}
+}
+
+// TestInPlaceServersCountAgainstFdCap: servers exec'd in their shims'
+// places keep no connection, yet each holds fds of the daemon's; they
+// count against its cap, so that a run is refused, clearly, before the
+// daemon's fds run out, and every server is still stopped.
+func TestInPlaceServersCountAgainstFdCap(t *testing.T) {
+	in := newInstance(t)
+	// 128 fds: a reserve of 32, and room for (128-32)/4 = 24 servers.
+	in.startDaemonCmd(t, exec.Command("/bin/sh", "-c", `ulimit -n 128 && exec "$0" daemon --foreground`, bin))
+	var live []int
+	for i := 0; ; i++ {
+		if i == 30 {
+			t.Fatalf("%d servers started, want runs refused past the cap of 24", len(live))
+		}
+		cmd := in.command("run", "--", bin, "_fixture", "sleep")
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errOut strings.Builder
+		cmd.Stderr = &errOut
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			<-done
+		})
+		line, err := readLine(bufio.NewReader(stdout), wait)
+		if err == nil {
+			pid, _ := strconv.Atoi(strings.TrimPrefix(line, "ready "))
+			cleanupByPID(t, pid)
+			live = append(live, pid)
+			continue
+		}
+		<-done
+		code := cmd.ProcessState.ExitCode()
+		if code != 125 || !strings.Contains(errOut.String(), "server limit") || !strings.Contains(errOut.String(), "ulimit -n") {
+			t.Fatalf("run %d ended with %d: %q; want 125 and the daemon's limit named", i+1, code, errOut.String())
+		}
+		break
+	}
+	if len(live) > 24 || len(live) < 16 {
+		t.Errorf("%d servers started before a run was refused, want the cap of 24 or a little less", len(live))
+	}
+	// Requests still get in at the cap.
+	recs := in.mustProcesses(false)
+	if len(recs) != len(live) {
+		t.Errorf("ps lists %d servers, want the %d started", len(recs), len(live))
+	}
+	in.mustRun("daemon", "stop")
+	for _, p := range recs {
+		waitGonePID(t, p.PID, p.Token)
 	}
 }
