@@ -158,6 +158,7 @@ type options struct {
 	keep          bool
 	cgroups       string
 	inPlace       string
+	pprof         string
 	recRecords    int
 	recTrials     int
 	scaleSessions int
@@ -181,6 +182,7 @@ func run(ctx context.Context, args []string, cmdline string, stdout, stderr io.W
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (daemon log, host stderr)")
 	fs.StringVar(&o.cgroups, "cgroups", "", "the daemon's cgroup mode, auto or off (default: the daemon's own default, auto)")
 	fs.StringVar(&o.inPlace, "in-place", "", "whether shims exec their server in their own place, auto or off (default: the daemon's own default, auto)")
+	fs.StringVar(&o.pprof, "pprof", "", "serve the recovery and scale figures' daemons' Go profiles at http://ADDR/debug/pprof/ (one daemon at a time), to profile them while they run")
 	fs.IntVar(&o.recRecords, "recovery-records", 0, fmt.Sprintf("records in the recovery figure's registry, half live (default %d, %d with --quick)", recoveryRecords, recoveryRecordsQuick))
 	fs.IntVar(&o.recTrials, "recovery-trials", 0, fmt.Sprintf("trials of the recovery figure (default %d, %d with --quick)", recoveryTrials, recoveryTrialsQuick))
 	fs.IntVar(&o.scaleSessions, "scale-sessions", 0, fmt.Sprintf("sessions of 4 servers in the scale figure (default %d, %d with --quick)", scaleSessions, scaleSessionsQuick))

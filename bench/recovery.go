@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -347,6 +348,9 @@ func (b *bench) startRecDaemon(ctx context.Context, env []string, paths api.Path
 	d := &recDaemon{fd: -1, log: logf}
 	d.cmd = exec.Command(b.bin, "daemon", "--foreground")
 	d.cmd.Env = env
+	if b.o.pprof != "" {
+		d.cmd.Env = append(slices.Clone(env), "SUPERVISOR_METRICS_ADDR="+b.o.pprof, "SUPERVISOR_PPROF=1")
+	}
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	t0 := time.Now()
 	if err := d.cmd.Start(); err != nil {

@@ -899,6 +899,7 @@ func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Optio
 	opt.Grace = d.defaultGrace()
 	// Marker holders of processes someone else is stopping are theirs.
 	opt.SkipProc = d.isLive
+	opt.OtherServer = d.otherServers(ls)
 	opt.Instance = d.instance
 	outs := d.stopCascade(ctx, "stop", targets, opt)
 	each(len(ls), func(i int) {
@@ -954,6 +955,27 @@ func each(n int, fn func(i int)) {
 	}
 	close(next)
 	wg.Wait()
+}
+
+// otherServers is the cascade's OtherServer for a stop of ls: the live
+// servers it does not stop, as of now.
+func (d *Daemon) otherServers(ls []*live) func(int, proc.Token) bool {
+	stopping := make(map[*live]bool, len(ls))
+	for _, l := range ls {
+		stopping[l] = true
+	}
+	d.mu.Lock()
+	others := make(map[int]proc.Token, len(d.live))
+	for _, l := range d.live {
+		if !stopping[l] && l.target.PID > 0 {
+			others[l.target.PID] = l.target.Token
+		}
+	}
+	d.mu.Unlock()
+	return func(pid int, tok proc.Token) bool {
+		t, ok := others[pid]
+		return ok && t.Matches(tok)
+	}
 }
 
 func (d *Daemon) isLive(id string) bool {

@@ -80,3 +80,28 @@ func TestMarkerScanSkipsOlderProcesses(t *testing.T) {
 	stop(t, c, context.Background(), []Target{target}, Options{Grace: time.Second, WholeSession: true})
 	assertGone(t, "older process of the session", old.pid, old.tok)
 }
+
+// TestMarkerScanSkipsOtherServers: a live server the stop does not target
+// (OtherServer) is never read for markers, so a whole session's stop
+// leaves it alone even when it carries the session's marker; without
+// OtherServer the same stop takes it.
+func TestMarkerScanSkipsOtherServers(t *testing.T) {
+	markers := []string{envProcID + "=p-other-srv", envSessionID + "=s-other"}
+	other := startHelper(t, "leaf", markers...)
+	other.line(t)
+	leader := startHelper(t, "leaf", envProcID+"=p-target", envSessionID+"=s-other")
+	leader.line(t)
+	c := &Cascade{}
+	target := leader.target("p-target")
+	target.Session = "s-other"
+	opt := Options{Grace: time.Second, WholeSession: true,
+		OtherServer: func(pid int, tok proc.Token) bool { return pid == other.pid && tok.Matches(other.tok) }}
+	stop(t, c, context.Background(), []Target{target}, opt)
+	assertGone(t, "leader", leader.pid, leader.tok)
+	if err := proc.Verify(other.pid, other.tok); err != nil {
+		t.Fatalf("another live server was stopped by its markers: %v", err)
+	}
+	opt.OtherServer = nil
+	stop(t, c, context.Background(), []Target{target}, opt)
+	assertGone(t, "the marked process once not named another server", other.pid, other.tok)
+}

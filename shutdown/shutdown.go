@@ -170,6 +170,11 @@ type Options struct {
 	// names a process someone else is stopping: its marker holders are not
 	// claimed through the session marker.
 	SkipProc func(procID string) bool
+	// OtherServer, when set, names the live servers outside the targets
+	// by PID and token: each carries its own markers (a spawn replaces
+	// inherited ones), never a target's, so its environment is not read.
+	// On a machine of thousands of servers that is most of a stop's reads.
+	OtherServer func(pid int, tok proc.Token) bool
 	// Instance, when set, is the SUPERVISOR_INSTANCE marker a process must
 	// carry to be swept through its session marker.
 	Instance string

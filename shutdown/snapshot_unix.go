@@ -173,7 +173,8 @@ func (r *run) collect() int {
 	// Reading every environment is most of a stop's cost on a crowded
 	// machine; one older than every leader cannot be a descendant's.
 	for _, info := range infos {
-		if r.members[info.PID] != nil || !r.candidate(info) || olderThan(info.Token, r.born) {
+		if r.members[info.PID] != nil || !r.candidate(info) || olderThan(info.Token, r.born) ||
+			r.opt.OtherServer != nil && r.opt.OtherServer(info.PID, info.Token) {
 			continue
 		}
 		env, err := proc.Environ(info.PID)
