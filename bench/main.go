@@ -1173,6 +1173,8 @@ func fmtValue(v float64, unit string, n int) string {
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	case unit == "MiB":
 		return fmt.Sprintf("%.1f MiB", v)
+	case unit == "KiB":
+		return fmt.Sprintf("%.1f KiB", v)
 	case unit == "µs":
 		return fmt.Sprintf("%.0f µs", v)
 	case unit == "MB/s":

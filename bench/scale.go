@@ -97,6 +97,7 @@ func (b *bench) scale(ctx context.Context, res *Results) error {
 	shimCount := res.figure("scale", "  shim processes per server (0: each exec'd its server in its own place)", "count")
 	tids := res.figure("scale", "  thread ids per direct server: its shim (if any) + its share of the log hub + the server (medians)", "count")
 	fits := res.figure("scale", "  direct servers kernel.pid_max holds at that rate, the hosts apart (goal ≥ 4000)", "count")
+	hubMem := res.figure("scale", "  the log hubs' private memory per server (all hubs' USS / servers)", "KiB")
 	stopEnd := res.figure("scale", fmt.Sprintf("**end all %d sessions at once**: `daemon stop` → last of the %d servers gone", n, servers), "ms")
 	killEnd := res.figure("scale", fmt.Sprintf("end all %d sessions at once: SIGKILL all %d hosts → last server gone", n, n), "ms")
 	killOver := res.figure("scale", "  the same minus the 500 ms EOF grace of a dead host's servers", "ms")
@@ -119,6 +120,9 @@ func (b *bench) scale(ctx context.Context, res *Results) error {
 		startup.add(ms(r.startup))
 		shimCount.add(float64(r.shims) / float64(servers))
 		shimMem.add(r.shimMem) // 0 where every shim exec'd its server in its own place
+		if r.hubKiB > 0 {
+			hubMem.add(r.hubKiB)
+		}
 		if r.tids > 0 {
 			tids.add(r.tids)
 			if pm, err := pidMax(); err == nil {
@@ -187,6 +191,7 @@ type scaleResult struct {
 	shims              int       // shim processes left beside the servers
 	shimMem            float64   // MiB
 	tids               float64   // per server, shim and log writer included
+	hubKiB             float64   // the log hubs' USS per server
 	startup, end       time.Duration
 }
 
@@ -356,9 +361,14 @@ func (b *bench) scaleTrial(ctx context.Context, trial, n int, sleepBin string, p
 	r.shimMem = privateMiB(shims)
 	if writers := logWriters(d.pid, serverPIDs); len(writers) > 0 {
 		total := 0
+		var uss float64
 		for _, w := range writers {
 			total += countDir(fmt.Sprintf("/proc/%d/task", w))
+			if m, err := smapsRollup(w); err == nil {
+				uss += m.uss
+			}
 		}
+		r.hubKiB = uss * 1024 / float64(len(serverPIDs))
 		r.tids = float64(total)/float64(len(serverPIDs)) + medianTasks(serverPIDs)
 		if len(shims) > 0 {
 			r.tids += medianTasks(shims) * float64(len(shims)) / float64(len(serverPIDs))
