@@ -290,76 +290,19 @@ func TestRunServerLogGoesWithItsRecord(t *testing.T) {
 	})
 }
 
-// TestRunServerStderrSurvivesDaemonCrash: the log writer is no part of the
+// TestRunServerStderrSurvivesDaemonCrash: the log hub is no part of the
 // daemon, so a SIGKILLed daemon takes neither the server's stderr (the
 // host still gets it) nor its log.
 func TestRunServerStderrSurvivesDaemonCrash(t *testing.T) {
 	in := newInstance(t)
-	cmd := in.command("run", "--name", "crashy", "--", bin, "_fixture", "mcp", "--stderr")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer errR.Close()
-	cmd.Stderr = errW
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	errW.Close()
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		select {
-		case <-done:
-		default:
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	out, errs := bufio.NewReader(stdout), bufio.NewReader(errR)
-	ask := func(id int, method string) {
-		t.Helper()
-		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":%d,"method":%q}`+"\n", id, method)
-		if line, err := readLine(out, wait); err != nil || !strings.Contains(line, fmt.Sprintf(`"id":%d`, id)) {
-			t.Fatalf("answer to %d: %q (%v)", id, line, err)
-		}
-		want := fmt.Sprintf("mcp: %s %d", method, id)
-		for {
-			line, err := readLine(errs, wait)
-			if err != nil {
-				t.Fatalf("the host's stderr: %v before %q", err, want)
-			}
-			if line == want {
-				return
-			}
-		}
-	}
-	ask(1, "initialize")
+	l := startLoud(t, in, "crashy")
+	l.ask(1, "initialize")
 	pid := in.daemonPID()
 	if pid == 0 {
 		t.Fatal("no daemon")
 	}
 	killByToken(pid, mustToken(t, pid))
-	ask(2, "tools/list")
-	m, _ := filepath.Glob(filepath.Join(in.state, "logs", "run", "crashy@*.log"))
-	if len(m) != 1 {
-		t.Fatalf("logs %v, want one", m)
-	}
-	waitCond(t, func() error {
-		b, err := os.ReadFile(m[0])
-		if want := "mcp: initialize 1\nmcp: tools/list 2\n"; string(b) != want {
-			return fmt.Errorf("log %q (%v), want %q", b, err, want)
-		}
-		return nil
-	})
-	stdin.Close()
-	<-done
+	l.ask(2, "tools/list")
+	l.logged()
+	l.end()
 }
