@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -18,16 +19,17 @@ import (
 // retryable error: clients retry until their own deadline.
 
 // connCaps derives the connection caps from the fd limit: a reserve of an
-// eighth (32 to 1024 fds) for the cascade and the daemon's own files, and
+// eighth (64 to 1024 fds) for the cascade and the daemon's own files, and
 // about four fds per lifeline (its connection, its server's pidfd, its
 // host's, and the duplicate of its log pipe's read end, loghub_unix.go).
-func connCaps(log hclog.Logger) (conns, requests int) {
+func connCaps(log hclog.Logger) (conns, requests, budget int) {
 	limit := fdLimit()
-	reserve := min(max(limit/8, 32), 1024)
+	reserve := min(max(limit/8, 64), 1024)
 	conns = max(8, (limit-reserve)/4)
+	budget = limit - reserve
 	requests = min(max(conns/4, 4), 1024)
 	log.Debug("connection caps", "fd_limit", limit, "connections", conns, "requests", requests)
-	return conns, requests
+	return conns, requests, budget
 }
 
 // admit counts a new connection, or says the daemon is at a cap.
@@ -53,22 +55,34 @@ func (d *Daemon) becomeLifeline(conn *api.Conn) {
 	}
 }
 
-// atServerCap says whether a new server would pass the cap on lifelines.
-// A live server with no lifeline (exec'd in its shim's place, or adopted
-// after a restart) holds most of a lifeline's fds all the same (its pidfd,
-// its log pipe's duplicate, a share of its host's): it counts as one, or
-// in-place servers alone could use up the fds every stop needs. Only new
-// servers are refused at this cap: requests (ps, stop) still get in.
-func (d *Daemon) atServerCap() (bool, string) {
+// reserveServer takes a slot for a new server under the daemon's fd
+// budget (the fd limit less the cascade's reserve), or says why there is
+// none. The estimate is conservative: a connection costs one fd, a host
+// one (its pidfd), and a live server or a start in flight four (its
+// pidfd, its log pipe's duplicate, and the pidfd and cgroup.events a stop
+// opens), whether or not it keeps a lifeline: servers exec'd in their
+// shims' places keep none, and alone they could otherwise use up the fds
+// every stop needs.
+// Starts in flight hold their slot from here (a burst of runs sees every
+// other one), until release, called once the server is live or its start
+// failed. Only new servers are refused: requests (ps, stop) still get in.
+func (d *Daemon) reserveServer() (release func(), why string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	lifelines := len(d.conns) - d.reqConns // this run's own among them
-	used := lifelines + max(0, len(d.live)-lifelines+1)
-	if used <= d.connCap {
-		return false, ""
+	est := len(d.conns) + len(d.hosts) + 4*(len(d.live)+d.starting+1)
+	if est > d.fdBudget {
+		return nil, fmt.Sprintf("the daemon is at its server limit (%d live servers, %d starting; about %d of its %d file descriptors in use or promised): retry once some have ended, or raise `ulimit -n` for the daemon",
+			len(d.live), d.starting, est-4, d.fdBudget)
 	}
-	return true, fmt.Sprintf("the daemon is at its server limit (%d live servers; %d from its file descriptor limit): retry once some have ended, or raise `ulimit -n` for the daemon",
-		len(d.live), d.connCap)
+	d.starting++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			d.mu.Lock()
+			d.starting--
+			d.mu.Unlock()
+		})
+	}, ""
 }
 
 // forget uncounts a closed connection.

@@ -120,6 +120,10 @@ type Daemon struct {
 	connCap, reqCap int
 	reqConns        int
 	capWarned       atomic.Int64 // when runs refused at the server cap were last logged (unix ns)
+	// fdBudget is the fd limit less the cascade's reserve; starting counts
+	// the server starts in flight against it (reserveServer).
+	fdBudget int
+	starting int
 
 	tun      atomic.Pointer[tunables] // settings and graces: d.settings(), swapped by a reload
 	reloadMu sync.Mutex               // one reload at a time
@@ -264,7 +268,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	life, endLife := context.WithCancel(context.Background())
 	defer endLife()
 	d.life = life
-	d.connCap, d.reqCap = connCaps(d.log)
+	d.connCap, d.reqCap, d.fdBudget = connCaps(d.log)
 	if d.watcher, err = session.NewWatcher(d.log.Named("hosts")); err != nil {
 		return err
 	}

@@ -150,3 +150,51 @@ func TestLogHubsFillAndRehome(t *testing.T) {
 		t.Errorf("hubs with %s pipes, want [1 2]: a new primary with one of the dead hub's pipes, the full one with its own and the other", got)
 	}
 }
+
+// TestLogHubsReuseRoom: when the hub new pipes go to is full, a hub with
+// room (at most half full) takes them before a new one starts.
+func TestLogHubsReuseRoom(t *testing.T) {
+	dir := t.TempDir()
+	s := &inProcessHubs{t: t, ended: make(chan struct{}, 16)}
+	h := newLogHubs(hclog.NewNullLogger(), s.start)
+	h.perHub = 2
+	defer h.close()
+	var writers []*os.File
+	add := func() {
+		t.Helper()
+		fds, err := cloexecPair(unix.Pipe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.SetNonblock(fds[0], true)
+		p := &hubPipe{r: fds[0], spec: api.LogPipe{Path: filepath.Join(dir, fmt.Sprint(len(writers), ".log"))}}
+		if err := h.add(p, nil); err != nil {
+			t.Fatal(err)
+		}
+		w := os.NewFile(uintptr(fds[1]), "w")
+		t.Cleanup(func() { w.Close() })
+		writers = append(writers, w)
+	}
+	add()
+	add() // the first hub is full
+	add() // a second hub
+	writers[0].Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		h.mu.Lock()
+		n := len(h.pipes)
+		h.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first pipe's end was not reported")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	add() // the second hub is full now
+	add() // the first has room again
+	if len(s.sides) != 2 {
+		t.Errorf("%d hubs started, want 2: the first had room again", len(s.sides))
+	}
+}

@@ -242,13 +242,21 @@ func (h *logHubs) add(p *hubPipe, tee *os.File) error {
 	}
 }
 
-// primaryLocked is the hub new pipes go to, started when needed: a new
-// one once it copies perHub pipes (the full one keeps its pipes, and is
-// let go once they have ended).
+// primaryLocked is the hub new pipes go to, started when needed. Once it
+// copies perHub pipes another takes over: a hub at most half full if one
+// serves, else a new one (the full one keeps its pipes, and is let go once
+// they have ended).
 func (h *logHubs) primaryLocked() (*hubConn, error) {
 	if h.primary != nil && h.countLocked(h.primary) >= h.perHub {
-		h.log.Info("log hub full; starting another for new pipes", "pid", h.primary.pid, "pipes", h.perHub)
+		full := h.primary
 		h.primary = nil
+		for hub := range h.hubs {
+			if hub != full && hub.alive && !hub.released && h.countLocked(hub) <= h.perHub/2 {
+				h.primary = hub
+				break
+			}
+		}
+		h.log.Info("log hub full; new pipes go to another", "pid", full.pid, "pipes", h.perHub, "reused", h.primary != nil)
 	}
 	if h.primary != nil {
 		return h.primary, nil

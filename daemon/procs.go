@@ -85,7 +85,8 @@ func (l *live) forceStop() {
 // connection: the shim's end closing means the host no longer has it.
 func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	log := d.log.With("session", req.Session, "name", req.Name)
-	if full, why := d.atServerCap(); full {
+	release, why := d.reserveServer()
+	if release == nil {
 		api.CloseFds(fds)
 		// A shim retries every 50 ms: one warning in five seconds says it.
 		if now := time.Now().UnixNano(); now-d.capWarned.Load() > int64(5*time.Second) {
@@ -95,6 +96,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		conn.Send(api.TypeError, &api.Error{Code: 125, Retry: true, Message: why})
 		return
 	}
+	defer release() // a failed start; a live server releases it at once
 	want := 3
 	if req.InPlace {
 		want = 4 // and the shim's pidfd
@@ -256,6 +258,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 			r.stderr = files[2]
 		}
 		if l := d.execInPlace(conn, r); l != nil {
+			release() // it counts as live now
 			shim.Close()
 			shim = nil
 			cg.CloseFd()
@@ -342,6 +345,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	d.mu.Lock()
 	d.live[id] = l
 	d.mu.Unlock()
+	release() // it counts as live now
 	go d.monitor(l, started.Exit)
 
 	d.stopIfSessionEnding(req.Session, id)
@@ -967,14 +971,28 @@ func (d *Daemon) otherServers(ls []*live) func(int, proc.Token) bool {
 	d.mu.Lock()
 	others := make(map[int]proc.Token, len(d.live))
 	for _, l := range d.live {
-		if !stopping[l] && l.target.PID > 0 {
-			others[l.target.PID] = l.target.Token
+		// Not a foreign listener adopted with its own environment, nor a
+		// shim that has not exec'd its server yet (it still carries its
+		// host's): either may carry a target's markers.
+		if stopping[l] || l.target.PID <= 0 || l.shared != nil && l.shared.adopted || l.execDone != nil && !closed(l.execDone) {
+			continue
 		}
+		others[l.target.PID] = l.target.Token
 	}
 	d.mu.Unlock()
 	return func(pid int, tok proc.Token) bool {
 		t, ok := others[pid]
 		return ok && t.Matches(tok)
+	}
+}
+
+// closed says whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
