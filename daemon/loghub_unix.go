@@ -78,16 +78,11 @@ func newLogHubs(log hclog.Logger, start func() (*hubConn, error)) *logHubs {
 		hubs: map[*hubConn]bool{}, pipes: map[string]*hubPipe{}, idBase: hex.EncodeToString(b[:])}
 }
 
-// logWriterMarkers are the markers of the server a log pipe serves.
-type logWriterMarkers struct {
-	session, procID, host string
-}
-
 // startLogWriter opens a log pipe for path, hands its read end to the
 // hub, and returns its write end, for the server's output. tee, when not
 // nil, is where the hub copies everything too; the caller keeps (and
 // closes) its own tee, the hub gets a copy.
-func (d *Daemon) startLogWriter(path string, tee *os.File, m logWriterMarkers) (*os.File, error) {
+func (d *Daemon) startLogWriter(path string, tee *os.File, id string) (*os.File, error) {
 	if d.hubs == nil || d.hubs.start == nil {
 		return nil, errors.New("this binary's path is unknown")
 	}
@@ -117,7 +112,7 @@ func (d *Daemon) startLogWriter(path string, tee *os.File, m logWriterMarkers) (
 		p.close()
 		return nil, err
 	}
-	d.log.Debug("log pipe opened", "id", m.procID, "pipe", p.spec.ID, "path", path)
+	d.log.Debug("log pipe opened", "id", id, "pipe", p.spec.ID, "path", path)
 	return w, nil
 }
 
@@ -174,10 +169,10 @@ func (d *Daemon) startHub() (*hubConn, error) {
 // before any fork can see them (macOS has neither pipe2 nor
 // SOCK_CLOEXEC): a server spawned meanwhile must not inherit one, least of
 // all a log pipe's read end.
-func cloexecPair(make func([]int) error) ([2]int, error) {
+func cloexecPair(open func([]int) error) ([2]int, error) {
 	var p [2]int
 	syscall.ForkLock.RLock()
-	err := make(p[:])
+	err := open(p[:])
 	if err == nil {
 		unix.CloseOnExec(p[0])
 		unix.CloseOnExec(p[1])
@@ -294,7 +289,7 @@ func (h *logHubs) read(hub *hubConn) {
 			delete(h.pipes, done.ID)
 			p.close()
 		}
-		if hub != h.primary && !h.servesLocked(hub) && !hub.released {
+		if hub != h.primary && h.countLocked(hub) == 0 && !hub.released {
 			// A hub of an earlier daemon with nothing left to copy:
 			// let it go (it exits once no daemon and no pipe is left).
 			h.log.Debug("letting an idle log hub go", "pid", hub.pid)
@@ -307,16 +302,6 @@ func (h *logHubs) read(hub *hubConn) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.dropLocked(hub)
-}
-
-// servesLocked says whether any pipe is hub's.
-func (h *logHubs) servesLocked(hub *hubConn) bool {
-	for _, p := range h.pipes {
-		if p.hub == hub {
-			return true
-		}
-	}
-	return false
 }
 
 // countLocked is how many pipes are hub's.

@@ -6,10 +6,6 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 )
 
-type logWriterMarkers struct {
-	session, procID, host string
-}
-
 // logHubs: Windows has no log hub.
 type logHubs struct{}
 
@@ -28,6 +24,6 @@ func (d *Daemon) adoptLogHub(*api.Conn, api.Msg) {}
 // startLogWriter is not available on Windows: shared servers write their
 // logs themselves (rotated by copy and truncate) and stdio servers' stderr
 // is not captured.
-func (d *Daemon) startLogWriter(path string, tee *os.File, m logWriterMarkers) (*os.File, error) {
+func (d *Daemon) startLogWriter(path string, tee *os.File, id string) (*os.File, error) {
 	return nil, errLogWriterUnsupported
 }

@@ -234,8 +234,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	// writer holds the host's stderr instead of the server and copies
 	// every byte to it. stdin and stdout stay the host's own fds.
 	logged := false
-	if w, err := d.startLogWriter(RunLogPath(d.cfg.Paths, name, id), files[2],
-		logWriterMarkers{session: req.Session, procID: id, host: host}); err == nil {
+	if w, err := d.startLogWriter(RunLogPath(d.cfg.Paths, name, id), files[2], id); err == nil {
 		files[2].Close()
 		files[2] = w
 		logged = true

@@ -735,7 +735,7 @@ func orDefault(d, def time.Duration) time.Duration {
 // writer's pipe (one per incarnation: the last one ends with its
 // server's tree), else the log file itself.
 func (d *Daemon) sharedOutput(s *shared) (stdout, stderr *os.File, err error) {
-	w, werr := d.startLogWriter(s.logPath, nil, logWriterMarkers{session: sharedSession(s.port), procID: s.id})
+	w, werr := d.startLogWriter(s.logPath, nil, s.id)
 	if werr == nil {
 		s.directLog.Store(false)
 		return w, w, nil
