@@ -57,6 +57,23 @@ func (s *inProcessHubs) start() (*hubConn, error) {
 	return &hubConn{conn: ours, alive: true}, nil
 }
 
+// addPipe opens a log pipe to path through h and returns its write end
+// (closed with the test).
+func addPipe(t *testing.T, h *logHubs, path string) *os.File {
+	t.Helper()
+	fds, err := cloexecPair(unix.Pipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.SetNonblock(fds[0], true)
+	if err := h.add(&hubPipe{r: fds[0], spec: api.LogPipe{Path: path}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	w := os.NewFile(uintptr(fds[1]), "w")
+	t.Cleanup(func() { w.Close() })
+	return w
+}
+
 // TestLogHubsFillAndRehome: a hub takes at most perHub pipes, the next
 // ones go to a new hub; a full hub whose pipes all ended is let go; the
 // pipes of a hub that dies go to a new one and lose no line.
@@ -69,17 +86,7 @@ func TestLogHubsFillAndRehome(t *testing.T) {
 
 	var writers []*os.File
 	for i := range 5 {
-		fds, err := cloexecPair(unix.Pipe)
-		if err != nil {
-			t.Fatal(err)
-		}
-		unix.SetNonblock(fds[0], true)
-		p := &hubPipe{r: fds[0], spec: api.LogPipe{Path: filepath.Join(dir, fmt.Sprint(i, ".log"))}}
-		if err := h.add(p, nil); err != nil {
-			t.Fatal(err)
-		}
-		w := os.NewFile(uintptr(fds[1]), "w")
-		defer w.Close()
+		w := addPipe(t, h, filepath.Join(dir, fmt.Sprint(i, ".log")))
 		fmt.Fprintf(w, "%d first\n", i)
 		writers = append(writers, w)
 	}
@@ -162,18 +169,7 @@ func TestLogHubsReuseRoom(t *testing.T) {
 	var writers []*os.File
 	add := func() {
 		t.Helper()
-		fds, err := cloexecPair(unix.Pipe)
-		if err != nil {
-			t.Fatal(err)
-		}
-		unix.SetNonblock(fds[0], true)
-		p := &hubPipe{r: fds[0], spec: api.LogPipe{Path: filepath.Join(dir, fmt.Sprint(len(writers), ".log"))}}
-		if err := h.add(p, nil); err != nil {
-			t.Fatal(err)
-		}
-		w := os.NewFile(uintptr(fds[1]), "w")
-		t.Cleanup(func() { w.Close() })
-		writers = append(writers, w)
+		writers = append(writers, addPipe(t, h, filepath.Join(dir, fmt.Sprint(len(writers), ".log"))))
 	}
 	add()
 	add() // the first hub is full
