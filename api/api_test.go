@@ -673,3 +673,32 @@ func TestRecvTooManyFdsClosesThem(t *testing.T) {
 		t.Errorf("write to the pipe after Recv: got %v, want %v (all %d received fds closed)", err, unix.EPIPE, len(rights))
 	}
 }
+
+// TestProcessesPage: the records of a processes frame are taken out as
+// they are, with "more" read, and anything of another shape is left to the
+// decoder.
+func TestProcessesPage(t *testing.T) {
+	for _, tc := range []struct {
+		typ, body  string
+		ok, more   bool
+		wantRecord string
+	}{
+		{TypeProcesses, `{"processes":[{"id":"a"},{"id":"b"}],"more":true}`, true, true, `[{"id":"a"},{"id":"b"}]`},
+		{TypeProcesses, `{"processes":[{"id":"a"}]}`, true, false, `[{"id":"a"}]`},
+		{TypeProcesses, `{"processes":[]}`, true, false, `[]`},
+		{TypeProcesses, `{"processes":null}`, false, false, ""},
+		{TypeProcesses, `{"more":true,"processes":[]}`, false, false, ""},
+		{TypeProcesses, `{"processes":`, false, false, ""},
+		{TypeError, `{"processes":[]}`, false, false, ""},
+	} {
+		page, ok := processesPage(Msg{Type: tc.typ, Body: []byte(tc.body)})
+		if ok != tc.ok || ok && (page.More != tc.more || string(page.Processes) != tc.wantRecord) {
+			t.Errorf("%s %s: ok %v more %v records %s; want ok %v more %v records %s", tc.typ, tc.body, ok, page.More, page.Processes, tc.ok, tc.more, tc.wantRecord)
+		}
+		// Whatever the fast path takes, the decoder agrees with.
+		var slow rawPage
+		if ok && (json.Unmarshal([]byte(tc.body), &slow) != nil || string(slow.Processes) != string(page.Processes) || slow.More != page.More) {
+			t.Errorf("%s: the decoder reads %+v, the fast path %+v", tc.body, slow, page)
+		}
+	}
+}

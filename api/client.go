@@ -206,12 +206,15 @@ func (c *Client) ProcessesJSON(req PsRequest) (json.RawMessage, error) {
 	}
 	out := []byte{'['}
 	for {
-		var page struct {
-			Processes json.RawMessage `json:"processes"`
-			More      bool            `json:"more"`
-		}
-		if err := c.reply(TypePs, &page); err != nil {
+		m, err := c.recvReply(TypePs)
+		if err != nil {
 			return nil, err
+		}
+		page, ok := processesPage(m)
+		if !ok {
+			if err := DecodeReply(m, &page); err != nil {
+				return nil, err
+			}
 		}
 		items := bytes.TrimSpace(page.Processes)
 		if len(items) < 2 || items[0] != '[' || items[len(items)-1] != ']' {
@@ -230,6 +233,32 @@ func (c *Client) ProcessesJSON(req PsRequest) (json.RawMessage, error) {
 			return append(out, ']'), nil
 		}
 	}
+}
+
+// rawPage is a processes frame with its records undecoded.
+type rawPage struct {
+	Processes json.RawMessage `json:"processes"`
+	More      bool            `json:"more"`
+}
+
+// processesPage takes the records out of a processes frame as this
+// daemon's encoder writes it ({"processes":[…]} or {"processes":[…],
+// "more":true}) without a second scan: the frame's JSON was checked as it
+// was read. Anything else is left to the decoder.
+func processesPage(m Msg) (rawPage, bool) {
+	const prefix, more = `{"processes":`, `,"more":true}`
+	b := []byte(m.Body)
+	if m.Type != TypeProcesses || len(b) < len(prefix)+3 || !bytes.HasPrefix(b, []byte(prefix)) {
+		return rawPage{}, false
+	}
+	items, isMore := b[len(prefix):len(b)-1], false // up to the closing brace
+	if len(b) >= len(prefix)+len(more)+2 && bytes.HasSuffix(b, []byte(more)) {
+		items, isMore = b[len(prefix):len(b)-len(more)], true
+	}
+	if b[len(b)-1] != '}' || items[0] != '[' || items[len(items)-1] != ']' {
+		return rawPage{}, false
+	}
+	return rawPage{Processes: items, More: isMore}, true
 }
 
 // CallProgress is Call for a request that asked for progress frames
