@@ -57,6 +57,7 @@ type hubConn struct {
 	pid   int
 	tok   proc.Token // to kill it by: a hub given up on must not copy on
 	alive bool       // false once given up on (dropLocked)
+	n     int        // its pipes (setHubLocked)
 	// released: an idle hub of an earlier daemon the daemon let go, to
 	// exit by itself.
 	released bool
@@ -223,11 +224,12 @@ func (h *logHubs) add(p *hubPipe, tee *os.File) error {
 		if err != nil {
 			return err
 		}
-		p.hub = hub
+		h.setHubLocked(p, hub)
 		h.pipes[p.spec.ID] = p
 		if err = p.send(hub, tee); err == nil {
 			return nil
 		}
+		h.setHubLocked(p, nil)
 		delete(h.pipes, p.spec.ID)
 		h.log.Warn("log hub unreachable; starting another", "pid", hub.pid, "err", err)
 		h.dropLocked(hub) // its other pipes go to the next hub too
@@ -287,6 +289,7 @@ func (h *logHubs) read(hub *hubConn) {
 		h.mu.Lock()
 		if p := h.pipes[done.ID]; p != nil && p.hub == hub {
 			delete(h.pipes, done.ID)
+			h.setHubLocked(p, nil)
 			p.close()
 		}
 		if hub != h.primary && h.countLocked(hub) == 0 && !hub.released {
@@ -305,14 +308,19 @@ func (h *logHubs) read(hub *hubConn) {
 }
 
 // countLocked is how many pipes are hub's.
-func (h *logHubs) countLocked(hub *hubConn) int {
-	n := 0
-	for _, p := range h.pipes {
-		if p.hub == hub {
-			n++
-		}
+func (h *logHubs) countLocked(hub *hubConn) int { return hub.n }
+
+// setHubLocked makes hub (nil: none) p's, keeping each hub's count: a
+// count by a scan of every pipe, on every pipe's end, made the end of
+// thousands of servers at once quadratic.
+func (h *logHubs) setHubLocked(p *hubPipe, hub *hubConn) {
+	if p.hub != nil {
+		p.hub.n--
 	}
-	return n
+	p.hub = hub
+	if hub != nil {
+		hub.n++
+	}
 }
 
 // dropLocked gives up on hub and hands its pipes to the primary hub (a
@@ -353,9 +361,9 @@ func (h *logHubs) rehomeLocked() {
 			continue
 		}
 		if ended(p.r) {
-			// Its server is gone and nothing is left to copy: let go of
-			// the host's stderr now rather than after a new hub.
+			// Its server is gone and nothing is left to copy.
 			delete(h.pipes, id)
+			h.setHubLocked(p, nil)
 			p.close()
 			continue
 		}
@@ -371,12 +379,12 @@ func (h *logHubs) rehomeLocked() {
 			// worst (the daemon still holds a read end: no SIGPIPE).
 			h.log.Error("no log hub for the pipes of one that died; retrying in a second", "pipes", len(orphans)-i, "err", err)
 			for _, q := range orphans[i:] {
-				q.hub = nil
+				h.setHubLocked(q, nil)
 			}
 			h.retryLocked()
 			return
 		}
-		p.hub = hub
+		h.setHubLocked(p, hub)
 		if err := p.send(hub, nil); err != nil {
 			h.log.Warn("hand a log pipe to the new log hub", "pid", hub.pid, "err", err)
 			h.dropLocked(hub) // and the pipes go to the next one
@@ -447,7 +455,7 @@ func (d *Daemon) adoptLogHub(conn *api.Conn, m api.Msg) {
 			api.CloseFds(fds)
 			continue
 		}
-		got = append(got, &hubPipe{spec: spec, r: fds[0], hub: hub})
+		got = append(got, &hubPipe{spec: spec, r: fds[0]})
 	}
 	if !h.register(hub, got, handed) {
 		return
@@ -470,8 +478,10 @@ func (h *logHubs) register(hub *hubConn, got []*hubPipe, handed bool) bool {
 			continue
 		}
 		if old := h.pipes[p.spec.ID]; old != nil {
+			h.setHubLocked(old, nil)
 			old.close()
 		}
+		h.setHubLocked(p, hub)
 		h.pipes[p.spec.ID] = p
 	}
 	h.hubs[hub] = true

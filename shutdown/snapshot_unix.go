@@ -39,6 +39,11 @@ type run struct {
 	events  []*os.File   // per target: its cgroup.events, if any
 	poke    *waker       // woken when a target is forced
 
+	// sparedPIDs are the targets' Spared by PID: candidate asks of every
+	// process, and a loop over every target's made a stop of thousands of
+	// servers quadratic.
+	sparedPIDs map[int][]proc.Token
+
 	checked bool // leaders looked at
 	scanned bool // the snapshot (first collect) is done
 	uid     int
@@ -53,6 +58,12 @@ func newRun(c *Cascade, targets []Target, opt Options, log hclog.Logger) *run {
 		kept: map[int]bool{}, events: make([]*os.File, len(targets)), uid: os.Getuid()}
 	r.state.init(c, targets, opt, log, os.Getpid())
 	r.born = markerCutoff(targets, opt)
+	r.sparedPIDs = map[int][]proc.Token{}
+	for _, t := range targets {
+		for _, sp := range t.Spared {
+			r.sparedPIDs[sp.PID] = append(r.sparedPIDs[sp.PID], sp.Token)
+		}
+	}
 	if w, err := newWaker(); err == nil {
 		r.poke = w
 	}
@@ -361,11 +372,9 @@ func (r *run) candidate(info proc.Info) bool {
 			return false
 		}
 	}
-	for _, t := range r.targets {
-		for _, s := range t.Spared {
-			if s.PID == info.PID && s.Token.Matches(info.Token) {
-				return false
-			}
+	for _, tok := range r.sparedPIDs[info.PID] {
+		if tok.Matches(info.Token) {
+			return false
 		}
 	}
 	return true
