@@ -690,6 +690,10 @@ func TestProcessesPage(t *testing.T) {
 		{TypeProcesses, `{"more":true,"processes":[]}`, false, false, ""},
 		{TypeProcesses, `{"processes":`, false, false, ""},
 		{TypeError, `{"processes":[]}`, false, false, ""},
+		// Another member after the records: not the daemon's shape.
+		{TypeProcesses, `{"processes":[1],"more":true,"next":[2]}`, false, false, ""},
+		{TypeProcesses, `{"processes":[1],"processes":[2]}`, false, false, ""},
+		{TypeProcesses, `{"processes":[{"id":"]}\"],"},{"id":"[{"}],"more":true}`, true, true, `[{"id":"]}\"],"},{"id":"[{"}]`},
 	} {
 		page, ok := processesPage(Msg{Type: tc.typ, Body: []byte(tc.body)})
 		if ok != tc.ok || ok && (page.More != tc.more || string(page.Processes) != tc.wantRecord) {

@@ -255,10 +255,42 @@ func processesPage(m Msg) (rawPage, bool) {
 	if len(b) >= len(prefix)+len(more)+2 && bytes.HasSuffix(b, []byte(more)) {
 		items, isMore = b[len(prefix):len(b)-len(more)], true
 	}
-	if b[len(b)-1] != '}' || items[0] != '[' || items[len(items)-1] != ']' {
+	if b[len(b)-1] != '}' || !oneArray(items) {
 		return rawPage{}, false
 	}
 	return rawPage{Processes: items, More: isMore}, true
+}
+
+// oneArray says whether b, valid JSON in its frame, is a single array: its
+// opening bracket closes at its last byte (a body with another member
+// after "processes" would otherwise pass for records). One pass, strings
+// skipped.
+func oneArray(b []byte) bool {
+	if len(b) < 2 || b[0] != '[' {
+		return false
+	}
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case inString:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			depth--
+			if depth == 0 {
+				return i == len(b)-1
+			}
+		}
+	}
+	return false
 }
 
 // CallProgress is Call for a request that asked for progress frames

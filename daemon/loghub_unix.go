@@ -529,6 +529,7 @@ func (h *logHubs) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for id, p := range h.pipes {
+		h.setHubLocked(p, nil)
 		p.close()
 		delete(h.pipes, id)
 	}
