@@ -57,6 +57,16 @@ func (s *inProcessHubs) start() (*hubConn, error) {
 	return &hubConn{conn: ours, alive: true}, nil
 }
 
+// testHubs is the daemon's side of in-process hubs of perHub pipes each,
+// closed with the test.
+func testHubs(t *testing.T, perHub int) (*logHubs, *inProcessHubs) {
+	s := &inProcessHubs{t: t, ended: make(chan struct{}, 16)}
+	h := newLogHubs(hclog.NewNullLogger(), s.start)
+	h.perHub = perHub
+	t.Cleanup(h.close)
+	return h, s
+}
+
 // addPipe opens a log pipe to path through h and returns its write end
 // (closed with the test).
 func addPipe(t *testing.T, h *logHubs, path string) *os.File {
@@ -79,10 +89,7 @@ func addPipe(t *testing.T, h *logHubs, path string) *os.File {
 // pipes of a hub that dies go to a new one and lose no line.
 func TestLogHubsFillAndRehome(t *testing.T) {
 	dir := t.TempDir()
-	s := &inProcessHubs{t: t, ended: make(chan struct{}, 16)}
-	h := newLogHubs(hclog.NewNullLogger(), s.start)
-	h.perHub = 2
-	defer h.close()
+	h, s := testHubs(t, 2)
 
 	var writers []*os.File
 	for i := range 5 {
@@ -162,10 +169,7 @@ func TestLogHubsFillAndRehome(t *testing.T) {
 // room (at most half full) takes them before a new one starts.
 func TestLogHubsReuseRoom(t *testing.T) {
 	dir := t.TempDir()
-	s := &inProcessHubs{t: t, ended: make(chan struct{}, 16)}
-	h := newLogHubs(hclog.NewNullLogger(), s.start)
-	h.perHub = 2
-	defer h.close()
+	h, s := testHubs(t, 2)
 	var writers []*os.File
 	add := func() {
 		t.Helper()

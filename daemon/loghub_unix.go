@@ -542,15 +542,9 @@ func (h *logHubs) status() []api.LogHubStatus {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := map[*hubConn]int{}
-	for _, p := range h.pipes {
-		if p.hub != nil {
-			n[p.hub]++
-		}
-	}
 	var out []api.LogHubStatus
 	for hub := range h.hubs {
-		out = append(out, api.LogHubStatus{PID: hub.pid, Pipes: n[hub], Primary: hub == h.primary})
+		out = append(out, api.LogHubStatus{PID: hub.pid, Pipes: hub.n, Primary: hub == h.primary})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Primary || !out[j].Primary && out[i].PID < out[j].PID })
 	return out

@@ -44,9 +44,6 @@ func runLogHub(ctx context.Context, socket string) error {
 		}
 		return c.Conn, nil
 	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	h := logwriter.NewHub()
 	err = h.Run(ctx, conn, dial)
 	h.Wait()
