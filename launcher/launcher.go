@@ -1,17 +1,24 @@
 // Package launcher flattens launcher chains: a server command that goes
-// through a package runner (`npx`, `npm exec`) is resolved, up front and
-// offline, to the program the runner would end up running, so that the
-// runner does not stay resident between the supervisor and the server for
-// the server's whole life (npm exec: ~35 MiB and a shell per server).
+// through a package runner (`npx`, `npm exec`, `pnpm dlx`, `bunx`) is
+// resolved, up front and offline, to the program the runner would end up
+// running, so that the runner does not stay resident between the
+// supervisor and the server for the server's whole life (npm exec: ~35 MiB
+// and a shell per server; pnpm: ~19 MiB; bunx: ~8 MiB).
 //
 // It only reads the file system, the way the runner itself looks things
 // up, and says no whenever the answer could differ from the runner's:
-// unknown flags, a package that is not installed, a version range, a
-// package spec that is a path, URL or alias. It never runs, installs or
-// fetches anything. What the runner would have done that the flattened
+// unknown flags, a package that is not installed, a version range or tag,
+// a package spec that is a path, URL or alias, a runner setting that moves
+// its cache or changes what it installs, a cached install the runner
+// would refresh (pnpm and bunx: older than a day). It never runs, installs
+// or fetches anything. What the runner would have done that the flattened
 // command skips: npx's check for a newer version of a package named
 // without a version when it is already in npx's cache (the cached one
-// runs, as with --prefer-offline), and npm's own npm_* variables.
+// runs, as with --prefer-offline), and the npm_* variables the runners set
+// (npm_config_user_agent, npm_execpath, ...; bun's NODE).
+//
+// uvx (uv tool run) is not flattened: uv is not installable here to check
+// its cache's layout against, and a guess is no imitation.
 package launcher
 
 import (
@@ -50,15 +57,25 @@ func Flatten(argv []string, dir string, env []string) (r Resolved, ok bool, why 
 	if why := unsupported(); why != "" {
 		return r, false, why
 	}
-	rest, isNpx, npmExec := npxArgs(argv)
-	if !isNpx {
-		return r, false, NotARunner
+	if rest, isNpx, npmExec := npxArgs(argv); isNpx {
+		return flattenNpx(argv[0], rest, npmExec, dir, env)
 	}
+	if rest, isDlx := pnpmDlxArgs(argv); isDlx {
+		return flattenPnpmDlx(argv[0], rest, dir, env)
+	}
+	if rest, isBunx := bunxArgs(argv); isBunx {
+		return flattenBunx(argv[0], rest, dir, env)
+	}
+	return r, false, NotARunner
+}
+
+// flattenNpx resolves `npx REST` or `npm exec REST` (npmExec).
+func flattenNpx(runner string, rest []string, npmExec bool, dir string, env []string) (r Resolved, ok bool, why string) {
 	spec, args, why := parseNpx(rest, npmExec)
 	if why != "" {
 		return r, false, why
 	}
-	npm, why := npmInstall(argv[0], dir, env)
+	npm, why := npmInstall(runner, dir, env)
 	if why != "" {
 		return r, false, why
 	}
@@ -100,30 +117,9 @@ type npm struct {
 // bin/npx-cli.js or bin/npm-cli.js. Only npm 7 and later (libnpmexec) are
 // imitated.
 func npmInstall(runner, dir string, env []string) (npm, string) {
-	exe := runner
-	if strings.ContainsRune(runner, '/') && !filepath.IsAbs(runner) {
-		exe = filepath.Join(dir, runner) // as execvp would, from the command's directory
-	}
-	if !strings.ContainsRune(runner, '/') {
-		var pathEnv string
-		for _, kv := range env {
-			if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-				pathEnv = v
-			}
-		}
-		exe = ""
-		for _, d := range filepath.SplitList(pathEnv) {
-			if !filepath.IsAbs(d) {
-				d = filepath.Join(dir, d)
-			}
-			if p := filepath.Join(d, runner); isFile(p) {
-				exe = p
-				break
-			}
-		}
-		if exe == "" {
-			return npm{}, runner + " is not on the command's PATH"
-		}
+	exe, why := lookPath(runner, dir, env)
+	if why != "" {
+		return npm{}, why
 	}
 	real, err := filepath.EvalSymlinks(exe)
 	if err != nil || filepath.Base(filepath.Dir(real)) != "bin" {
@@ -513,6 +509,39 @@ func withPath(env []string, dirs []string) []string {
 		p += string(os.PathListSeparator) + path
 	}
 	return append(out, "PATH="+p)
+}
+
+// lookPath finds the runner as execvp would for a command run in dir with
+// env: a path with a slash as it is (relative to dir), else the first file
+// of that name on env's PATH. A runner that is not there is left to fail
+// as it would.
+func lookPath(runner, dir string, env []string) (string, string) {
+	if strings.ContainsRune(runner, '/') {
+		if !filepath.IsAbs(runner) {
+			runner = filepath.Join(dir, runner)
+		}
+		return runner, ""
+	}
+	for _, d := range filepath.SplitList(getenv(env, "PATH")) {
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(dir, d)
+		}
+		if p := filepath.Join(d, runner); isFile(p) {
+			return p, ""
+		}
+	}
+	return "", runner + " is not on the command's PATH"
+}
+
+// getenv is the last value of key in env ("" when unset).
+func getenv(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if val, ok := strings.CutPrefix(kv, key+"="); ok {
+			v = val
+		}
+	}
+	return v
 }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
