@@ -51,19 +51,28 @@ func flattenBunx(runner string, rest []string, dir string, env []string) (r Reso
 		return r, false, fmt.Sprintf("%s is not bun's own: a wrapper bunx is left to run", exe)
 	}
 	name, version, ok := splitSpec(spec)
-	if !ok || name == "tsc" || name == "typescript" {
+	if !ok {
 		return r, false, fmt.Sprintf("%q is not a package name, with or without an exact version (bunx resolves ranges, tags, paths and URLs online)", spec)
+	}
+	if name == "tsc" || name == "typescript" {
+		return r, false, "bunx runs tsc from typescript by a rule of its own"
+	}
+	// bun walks up from the process's working directory, the physical path.
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
 	}
 	if why := bunConfigSet(env, dir); why != "" {
 		return r, false, why
 	}
 	cache, ok := bunCache(env)
 	if !ok {
-		return r, false, "bun's cache directory is unknown (no HOME)"
+		return r, false, "bun's cache directory is unknown (no HOME, or a relative BUN_INSTALL or BUN_INSTALL_CACHE_DIR)"
 	}
-	tag := version
-	if tag == "" {
-		tag = "latest"
+	// The install's directory is named after the version as written
+	// ("pkg@v1.0.0" is not "pkg@1.0.0"'s).
+	tag := "latest"
+	if version != "" {
+		tag = spec[strings.LastIndexByte(spec, '@')+1:]
 	}
 	install := filepath.Join(cache, ".bunx-"+strconv.Itoa(os.Getuid()), name+"@"+tag)
 	modules := filepath.Join(install, "node_modules")
@@ -71,13 +80,16 @@ func flattenBunx(runner string, rest []string, dir string, env []string) (r Reso
 	// node_modules/.bin from dir up, then the caller's PATH.
 	binDirs := append([]string{filepath.Join(modules, ".bin")}, walkUpBins(dir)...)
 	binName := name[strings.LastIndexByte(name, '/')+1:]
-	if version == "" {
+	// Only an unscoped package named without a version may be any
+	// program of its name that bun finds first (checked against bun
+	// 1.4.4: `bunx @s/name` does not run a `name` on PATH).
+	if version == "" && !strings.HasPrefix(name, "@") {
 		for _, d := range append(walkUpBins(dir), filepath.SplitList(getenv(env, "PATH"))...) {
 			if !filepath.IsAbs(d) {
 				d = filepath.Join(dir, d)
 			}
 			if p := filepath.Join(d, binName); isFile(p) {
-				return Resolved{Argv: append([]string{p}, args...), Env: withPath(env, binDirs), Via: "bunx: " + p}, true, ""
+				return bunxResolved(p, args, env, binDirs)
 			}
 		}
 	}
@@ -92,12 +104,20 @@ func flattenBunx(runner string, rest []string, dir string, env []string) (r Reso
 	if why != "" {
 		return r, false, why
 	}
-	bin := filepath.Join(modules, ".bin", cmd)
-	return Resolved{
-		Argv: append([]string{bin}, args...),
-		Env:  withPath(env, binDirs),
-		Via:  "bunx: " + bin,
-	}, true, ""
+	return bunxResolved(filepath.Join(modules, ".bin", cmd), args, env, binDirs)
+}
+
+// bunxResolved runs bin as bunx would, with binDirs first on PATH. Where
+// node is not on that PATH, bunx runs a `#!/usr/bin/env node` bin under
+// bun itself (its node shim): left to bunx.
+func bunxResolved(bin string, args, env, binDirs []string) (Resolved, bool, string) {
+	r := Resolved{Argv: append([]string{bin}, args...), Env: withPath(env, binDirs), Via: "bunx: " + bin}
+	for _, d := range filepath.SplitList(getenv(r.Env, "PATH")) {
+		if filepath.IsAbs(d) && isFile(filepath.Join(d, "node")) {
+			return r, true, ""
+		}
+	}
+	return Resolved{}, false, "node is not on the command's PATH: bunx would run the server under bun"
 }
 
 // parseBunx splits bunx's arguments into the package and the command's
@@ -145,7 +165,7 @@ func bunxBin(modules, name, version, binName string) (string, string) {
 		Version string `json:"version"`
 	}
 	if err != nil || json.Unmarshal(b, &pkg) != nil || pkg.Name != name || version != "" && pkg.Version != version {
-		return "", fmt.Sprintf("bunx's install in %s is not %s@%s", filepath.Dir(modules), name, version)
+		return "", fmt.Sprintf("bunx's install in %s does not hold %s", filepath.Dir(modules), specOf(name, version))
 	}
 	cmd := binName
 	if !isFile(filepath.Join(modules, ".bin", cmd)) {
@@ -164,11 +184,11 @@ func bunxBin(modules, name, version, binName string) (string, string) {
 // bunCache is bun's install cache: $BUN_INSTALL_CACHE_DIR, else
 // $BUN_INSTALL/install/cache, else ~/.bun/install/cache.
 func bunCache(env []string) (string, bool) {
-	if d := getenv(env, "BUN_INSTALL_CACHE_DIR"); filepath.IsAbs(d) {
-		return d, true
+	if d := getenv(env, "BUN_INSTALL_CACHE_DIR"); d != "" {
+		return d, filepath.IsAbs(d)
 	}
-	if d := getenv(env, "BUN_INSTALL"); filepath.IsAbs(d) {
-		return filepath.Join(d, "install", "cache"), true
+	if d := getenv(env, "BUN_INSTALL"); d != "" {
+		return filepath.Join(d, "install", "cache"), filepath.IsAbs(d)
 	}
 	if home := getenv(env, "HOME"); filepath.IsAbs(home) {
 		return filepath.Join(home, ".bun", "install", "cache"), true
@@ -181,8 +201,14 @@ func bunCache(env []string) (string, bool) {
 // cache or change the install, or a .env file in dir, which bun loads into
 // the command's environment. "" when there is none.
 func bunConfigSet(env []string, dir string) string {
+	if getenv(env, "BUN_OPTIONS") != "" {
+		return "BUN_OPTIONS is set: bun adds it to its own arguments (--bun runs the server under bun)"
+	}
 	files := []string{filepath.Join(dir, "bunfig.toml")}
-	if x := getenv(env, "XDG_CONFIG_HOME"); filepath.IsAbs(x) {
+	if x := getenv(env, "XDG_CONFIG_HOME"); x != "" {
+		if !filepath.IsAbs(x) {
+			return "XDG_CONFIG_HOME is relative: where bun reads its settings depends on it"
+		}
 		files = append(files, filepath.Join(x, ".bunfig.toml"))
 	}
 	if home := getenv(env, "HOME"); filepath.IsAbs(home) {

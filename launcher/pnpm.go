@@ -4,11 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -39,8 +42,9 @@ func pnpmDlxArgs(argv []string) ([]string, bool) {
 // its dlx cache: <cache-dir>/dlx/<key>/pkg, where key is the first 32 hex
 // digits of the SHA-256 of the JSON of the package specs and registries
 // (checked against pnpm 12.4.2), while that install is younger than
-// pnpm's dlx-cache-max-age. The directory existing is itself the proof
-// that a pnpm keying its cache this way made it.
+// pnpm's dlx-cache-max-age. The pnpm on PATH is not checked to be that
+// version: a pnpm that keys its cache otherwise finds no such directory
+// and installs anew, and one that keys it the same way runs what is there.
 func flattenPnpmDlx(runner string, rest []string, dir string, env []string) (r Resolved, ok bool, why string) {
 	spec, args, why := parsePnpmDlx(rest)
 	if why != "" {
@@ -58,7 +62,7 @@ func flattenPnpmDlx(runner string, rest []string, dir string, env []string) (r R
 	}
 	cache, ok := pnpmCache(env)
 	if !ok {
-		return r, false, "pnpm's cache directory is unknown (no HOME)"
+		return r, false, "pnpm's cache directory is unknown (no HOME, or a relative XDG_CACHE_HOME)"
 	}
 	link := filepath.Join(cache, "dlx", pnpmDlxKey(spec), "pkg")
 	st, err := os.Lstat(link)
@@ -78,11 +82,34 @@ func flattenPnpmDlx(runner string, rest []string, dir string, env []string) (r R
 		return r, false, why
 	}
 	bin := filepath.Join(modules, ".bin", cmd)
+	// In a pnpm workspace, pnpm puts the workspace root's bins after the
+	// install's (checked against pnpm 12.4.2).
+	dirs := []string{filepath.Join(modules, ".bin")}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if exists(filepath.Join(d, "pnpm-workspace.yaml")) {
+			dirs = append(dirs, filepath.Join(d, "node_modules", ".bin"))
+			break
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
 	return Resolved{
 		Argv: append([]string{bin}, args...),
-		Env:  withPath(env, []string{filepath.Join(modules, ".bin")}),
+		Env:  withPath(env, dirs),
 		Via:  "pnpm dlx: " + bin,
 	}, true, ""
+}
+
+// specOf is name@version, or name alone when version is "".
+func specOf(name, version string) string {
+	if version == "" {
+		return name
+	}
+	return name + "@" + version
 }
 
 // parsePnpmDlx splits pnpm dlx's arguments into the package and the
@@ -126,7 +153,7 @@ func pnpmBin(modules, name, version string) (string, string) {
 		Version string `json:"version"`
 	}
 	if json.Unmarshal(b, &pkg) != nil || pkg.Name != name || version != "" && pkg.Version != version {
-		return "", fmt.Sprintf("pnpm's dlx install in %s is not %s@%s", filepath.Dir(modules), name, version)
+		return "", fmt.Sprintf("pnpm's dlx install in %s does not hold %s", filepath.Dir(modules), specOf(name, version))
 	}
 	bins, order := binsOfManifest(b, name)
 	cmd := ""
@@ -147,8 +174,8 @@ func pnpmBin(modules, name, version string) (string, string) {
 // pnpmCache is pnpm's cache directory: $XDG_CACHE_HOME/pnpm, else the
 // platform's user cache (~/.cache/pnpm; ~/Library/Caches/pnpm on macOS).
 func pnpmCache(env []string) (string, bool) {
-	if x := getenv(env, "XDG_CACHE_HOME"); filepath.IsAbs(x) {
-		return filepath.Join(x, "pnpm"), true
+	if x := getenv(env, "XDG_CACHE_HOME"); x != "" {
+		return filepath.Join(x, "pnpm"), filepath.IsAbs(x)
 	}
 	home := getenv(env, "HOME")
 	if !filepath.IsAbs(home) {
@@ -170,7 +197,8 @@ func pnpmSetting(key string) bool {
 		return true
 	}
 	switch k {
-	case "cachedir", "dlxcachemaxage", "supportedarchitectures", "nodeoptions", "cpu", "os", "libc":
+	case "cachedir", "dlxcachemaxage", "supportedarchitectures", "nodeoptions", "cpu", "os", "libc",
+		"userconfig", "globalconfig", "npmrcauthfile":
 		return true
 	}
 	return false
@@ -192,15 +220,23 @@ func pnpmConfigSet(env []string, dir string) string {
 	}
 	home := getenv(env, "HOME")
 	config := getenv(env, "XDG_CONFIG_HOME")
-	if !filepath.IsAbs(config) && home != "" {
-		config = filepath.Join(home, ".config")
+	if config != "" && !filepath.IsAbs(config) {
+		return "XDG_CONFIG_HOME is relative: where pnpm reads its settings depends on it"
+	}
+	var configs []string // pnpm's global config directories
+	if config != "" {
+		configs = append(configs, filepath.Join(config, "pnpm"))
 	}
 	var files []string
 	if home != "" {
 		files = append(files, filepath.Join(home, ".npmrc"))
+		configs = append(configs, filepath.Join(home, ".config", "pnpm"))
+		if runtime.GOOS == "darwin" {
+			configs = append(configs, filepath.Join(home, "Library", "Preferences", "pnpm"))
+		}
 	}
-	if config != "" {
-		files = append(files, filepath.Join(config, "pnpm", "rc"), filepath.Join(config, "pnpm", "config.yaml"))
+	for _, c := range configs {
+		files = append(files, filepath.Join(c, "rc"), filepath.Join(c, "config.yaml"))
 	}
 	for d := dir; ; d = filepath.Dir(d) {
 		files = append(files, filepath.Join(d, ".npmrc"), filepath.Join(d, "pnpm-workspace.yaml"))
@@ -210,8 +246,11 @@ func pnpmConfigSet(env []string, dir string) string {
 	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
-		if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			continue
+		}
+		if err != nil {
+			return fmt.Sprintf("pnpm's settings in %s cannot be read (%v)", f, err)
 		}
 		sep := "="
 		if strings.HasSuffix(f, ".yaml") {

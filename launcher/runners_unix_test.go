@@ -83,10 +83,11 @@ func TestFlattenPnpmDlx(t *testing.T) {
 		{"another spec is another install", []string{"pnpm", "dlx", "srv"}, "not in pnpm's dlx cache", false},
 		{"several bins, none its name", []string{"pnpm", "dlx", "many"}, "cannot choose", false},
 		{"past the max age", []string{"pnpm", "dlx", "old@1.0.0"}, "dlx-cache-max-age", false},
-		{"another version installed", []string{"pnpm", "dlx", "other@1.0.0"}, "is not other@1.0.0", false},
+		{"another version installed", []string{"pnpm", "dlx", "other@1.0.0"}, "does not hold other@1.0.0", false},
 		{"a range", []string{"pnpm", "dlx", "srv@^1"}, "not a package name", false},
 		{"a flag it does not know", []string{"pnpm", "dlx", "--package", "srv@1.2.3", "srv"}, `"--package"`, false},
 		{"no command", []string{"pnpm", "dlx", "-s"}, "no command", false},
+		{"installed in another version", []string{"pnpm", "dlx", "other@1.0.0"}, "does not hold other@1.0.0", false},
 		{"pnpm exec is no runner of packages", []string{"pnpm", "exec", "srv"}, NotARunner, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,6 +110,20 @@ func TestFlattenPnpmDlx(t *testing.T) {
 	if _, ok, why := Flatten([]string{"pnpm", "dlx", "srv@1.2.3"}, t.TempDir(), []string{"HOME=" + home, "PATH=/nonexistent"}); ok || !strings.Contains(why, "not on the command's PATH") {
 		t.Errorf("with no pnpm on PATH: %v, %q; want it left to fail as it would", ok, why)
 	}
+	// In a pnpm workspace, the root's bins come after the install's.
+	ws := t.TempDir()
+	write(t, filepath.Join(ws, "pnpm-workspace.yaml"), "packages:\n  - pkgs/*\n")
+	sub := filepath.Join(ws, "pkgs", "a")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, ok, why := Flatten([]string{"pnpm", "dlx", "srv@1.2.3"}, sub, []string{"HOME=" + home, path})
+	if want := bins + ":" + filepath.Join(ws, "node_modules", ".bin") + ":"; !ok || !strings.HasPrefix(getenv(r.Env, "PATH"), want) {
+		t.Errorf("in a workspace: %+v, %v, %q; want PATH to start %s", r, ok, why, want)
+	}
+	if _, ok, why := Flatten([]string{"pnpm", "dlx", "srv@1.2.3"}, sub, []string{"HOME=" + home, path, "XDG_CACHE_HOME=rel"}); ok || !strings.Contains(why, "relative XDG_CACHE_HOME") {
+		t.Errorf("with a relative XDG_CACHE_HOME: %v, %q; want it left to pnpm", ok, why)
+	}
 }
 
 // Settings that change pnpm dlx's cache key or directory leave it to pnpm.
@@ -120,6 +135,7 @@ func TestFlattenLeavesPnpmSettings(t *testing.T) {
 	}{
 		{"a registry in the environment", []string{"npm_config_registry=https://example.com/"}, [2]string{}},
 		{"a pnpm setting in the environment", []string{"PNPM_CONFIG_CACHE_DIR=/elsewhere"}, [2]string{}},
+		{"another user config", []string{"npm_config_userconfig=/elsewhere/npmrc"}, [2]string{}},
 		{"a scope's registry in the user's npmrc", nil, [2]string{"~/.npmrc", "@s:registry=https://example.com/\n"}},
 		{"the max age in pnpm's global config", nil, [2]string{"~/.config/pnpm/config.yaml", "dlxCacheMaxAge: 0\n"}},
 		{"registries in the workspace", nil, [2]string{"pnpm-workspace.yaml", "registries:\n  default: https://example.com/\n"}},
@@ -167,10 +183,13 @@ func TestFlattenBunx(t *testing.T) {
 	bins := bunxInstall(t, home, "@s/srv", "1.2.3", `{"name":"@s/srv","version":"1.2.3","bin":{"srv":"cli.js"}}`, []string{"srv"}, time.Hour)
 	bunxInstall(t, home, "odd", "1.0.0", `{"name":"odd","version":"1.0.0","bin":{"first":"a.js","second":"b.js"}}`, []string{"first", "second"}, time.Minute)
 	bunxInstall(t, home, "fresh", "latest", `{"name":"fresh","version":"3.0.0","bin":"f.js"}`, []string{"fresh"}, time.Minute)
+	bunxInstall(t, home, "@s/srv", "latest", `{"name":"@s/srv","version":"1.2.4","bin":{"srv":"cli.js"}}`, []string{"srv"}, time.Hour)
+	bunxInstall(t, home, "vee", "v1.0.0", `{"name":"vee","version":"1.0.0","bin":"v.js"}`, []string{"vee"}, time.Minute)
 	bunxInstall(t, home, "stale", "1.0.0", `{"name":"stale","version":"1.0.0","bin":"s.js"}`, []string{"stale"}, 25*time.Hour)
 	proj := t.TempDir()
 	write(t, filepath.Join(proj, "node_modules", ".bin", "local"), "#!/bin/sh\n")
-	path := runnerOn(t, true, "bun", "bunx")
+	path := runnerOn(t, true, "bun", "bunx", "node")
+	write(t, filepath.Join(strings.TrimPrefix(path, "PATH="), "srv"), "#!/bin/sh\n") // not what `bunx @s/srv` runs
 	for _, tc := range []struct {
 		name string
 		argv []string
@@ -183,6 +202,9 @@ func TestFlattenBunx(t *testing.T) {
 		{"the first bin when none has its name", []string{"bunx", "odd@1.0.0"}, proj, "first", true},
 		{"no version: latest", []string{"bunx", "fresh"}, proj, "fresh@latest/node_modules/.bin/fresh", true},
 		{"no version: what PATH has first", []string{"bunx", "local"}, proj, filepath.Join(proj, "node_modules", ".bin", "local"), true},
+		{"a scoped package without a version: its install, never a bin of its name on PATH", []string{"bunx", "@s/srv"}, proj, "@s/srv@latest/node_modules/.bin/srv", true},
+		{"a version as written", []string{"bunx", "vee@v1.0.0"}, proj, "vee@v1.0.0/node_modules/.bin/vee", true},
+		{"not the install of the version as written", []string{"bunx", "vee@1.0.0"}, proj, "not in bunx's cache", false},
 		{"stale", []string{"bunx", "stale@1.0.0"}, proj, "past a day", false},
 		{"not installed", []string{"bunx", "@s/srv@1.2.4"}, proj, "not in bunx's cache", false},
 		{"a tag", []string{"bunx", "fresh@latest"}, proj, "not a package name", false},
@@ -195,8 +217,9 @@ func TestFlattenBunx(t *testing.T) {
 				t.Fatalf("Flatten = %+v, %v, %q; want ok %v", r, ok, why, tc.ok)
 			case ok && (!strings.HasSuffix(r.Argv[0], tc.want) || !strings.HasPrefix(r.Via, "bunx: ")):
 				t.Fatalf("ran %q (%s), want %s", r.Argv, r.Via, tc.want)
-			case ok && !strings.HasPrefix(getenv(r.Env, "PATH"), filepath.Join(home, ".bun")):
-				t.Fatalf("PATH %q, want bunx's install's bins first", getenv(r.Env, "PATH"))
+			case ok && (!strings.HasPrefix(getenv(r.Env, "PATH"), filepath.Join(home, ".bun")) ||
+				!strings.HasSuffix(getenv(r.Env, "PATH"), ":"+binsUp(tc.dir)+":"+strings.TrimPrefix(path, "PATH="))):
+				t.Fatalf("PATH %q, want bunx's install's bins, then every node_modules/.bin from %s up, then the caller's", getenv(r.Env, "PATH"), tc.dir)
 			case !ok && !strings.Contains(why, tc.want):
 				t.Fatalf("why %q, want it to say %q", why, tc.want)
 			}
@@ -213,5 +236,24 @@ func TestFlattenBunx(t *testing.T) {
 	}
 	if _, ok, why := Flatten([]string{"bunx", "@s/srv@1.2.3"}, proj, []string{"HOME=" + home, runnerOn(t, false, "bunx")}); ok || !strings.Contains(why, "not bun's own") {
 		t.Errorf("a wrapper bunx: %v, %q; want it left to run", ok, why)
+	}
+	// Without node, bunx runs the bin under bun; BUN_OPTIONS may ask it to.
+	if _, ok, why := Flatten([]string{"bunx", "@s/srv@1.2.3"}, proj, []string{"HOME=" + home, runnerOn(t, true, "bunx")}); ok || !strings.Contains(why, "node is not on") {
+		t.Errorf("without node: %v, %q; want it left to bunx", ok, why)
+	}
+	if _, ok, why := Flatten([]string{"bunx", "@s/srv@1.2.3"}, proj, []string{"HOME=" + home, path, "BUN_OPTIONS=--bun"}); ok || !strings.Contains(why, "BUN_OPTIONS") {
+		t.Errorf("with BUN_OPTIONS: %v, %q; want it left to bunx", ok, why)
+	}
+}
+
+// binsUp is every node_modules/.bin from dir up to /, as a PATH.
+func binsUp(dir string) string {
+	var out []string
+	for {
+		out = append(out, filepath.Join(dir, "node_modules", ".bin"))
+		if dir == "/" {
+			return strings.Join(out, ":")
+		}
+		dir = filepath.Dir(dir)
 	}
 }
