@@ -302,6 +302,9 @@ type SessionInfo struct {
 	// Shared counts the session's clients of shared servers (run --share):
 	// each is relayed by a broker, not a process of the session's own.
 	Shared int `json:"shared"`
+	// Usage sums the session's running servers (shared servers apart:
+	// they are no one session's).
+	Usage *registry.Usage `json:"usage,omitempty"`
 }
 
 // SessionList answers sessions.

@@ -37,6 +37,8 @@ const (
 	// daemon runs all servers of the previous ones.
 	scaleBatch = 25
 	scaleLimit = 180 * time.Second
+	// usageExpiry outlasts the daemon's usage sample (a second).
+	usageExpiry = 1100 * time.Millisecond
 	// scaleEndLimit bounds the end of all sessions: generous, for hangs
 	// (before hosts dying together shared one cascade, it took minutes).
 	scaleEndLimit = 10 * time.Minute
@@ -101,6 +103,10 @@ func (b *bench) scale(ctx context.Context, res *Results) error {
 	stopEnd := res.figure("scale", fmt.Sprintf("**end all %d sessions at once**: `daemon stop` → last of the %d servers gone", n, servers), "ms")
 	killEnd := res.figure("scale", fmt.Sprintf("end all %d sessions at once: SIGKILL all %d hosts → last server gone", n, n), "ms")
 	killOver := res.figure("scale", "  the same minus the 500 ms EOF grace of a dead host's servers", "ms")
+	usageCPU := res.figure("scale", fmt.Sprintf("  daemon CPU for a `ps` that samples all %d servers' usage (median of 3 per trial)", servers), "ms")
+	usageCached := res.figure("scale", "  daemon CPU for a `ps` reusing that sample (within a second)", "ms")
+	usagePer := res.figure("scale", "**usage sampling per 1,000 servers**: the two's difference × 1,000 / servers (goal ≤ 50 ms)", "ms")
+	psFresh := res.figure("scale", "  `supervisor ps --json` that samples every server's usage, wall time", "ms")
 	for i := range trials {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -114,6 +120,12 @@ func (b *bench) scale(ctx context.Context, res *Results) error {
 		}
 		rss.add(r.rss)
 		rssEmpty.add(r.rssEmpty)
+		if len(r.usageFresh) > 0 {
+			usageCPU.add(median(r.usageFresh))
+			usageCached.add(median(r.usageCached))
+			usagePer.add((median(r.usageFresh) - median(r.usageCached)) * 1000 / float64(servers))
+			psFresh.add(median(r.psFresh))
+		}
 		ps.add(median(r.ps))
 		ps99.add(percentile(r.ps, 99))
 		store.add(r.store / (1 << 20))
@@ -192,7 +204,10 @@ type scaleResult struct {
 	shimMem            float64   // MiB
 	tids               float64   // per server, shim and log writer included
 	hubKiB             float64   // the log hubs' USS per server
-	startup, end       time.Duration
+	// the daemon's CPU for a ps that samples every server's usage, and
+	// for one that reuses the sample; a fresh ps's wall time (ms)
+	usageFresh, usageCached, psFresh []float64
+	startup, end                     time.Duration
 }
 
 // scaleHost is one fake agent host: an unreaped child of the bench, so
@@ -396,6 +411,36 @@ func (b *bench) scaleTrial(ctx context.Context, trial, n int, sleepBin string, p
 			return r, fmt.Errorf("supervisor ps --json listed %d processes, want %d", c, want)
 		}
 		r.ps = append(r.ps, ms(d))
+	}
+
+	// Usage sampling (issue 17): a ps once the daemon's sample of every
+	// server has expired (it measures them all), then one reusing it; the
+	// daemon's CPU for each, three times.
+	for range 3 {
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(usageExpiry):
+		}
+		var cpu [3]time.Duration
+		var wall time.Duration
+		cpu[0] = cpuTime(d.pid)
+		for j := range 2 {
+			cmd := exec.CommandContext(ctx, b.bin, "ps", "--json")
+			cmd.Env = env
+			cmd.Stderr = b.errLog
+			t := time.Now()
+			if err := cmd.Run(); err != nil {
+				return r, fmt.Errorf("supervisor ps --json (usage): %w", err)
+			}
+			if j == 0 {
+				wall = time.Since(t)
+			}
+			cpu[j+1] = cpuTime(d.pid)
+		}
+		r.usageFresh = append(r.usageFresh, ms(cpu[1]-cpu[0]))
+		r.usageCached = append(r.usageCached, ms(cpu[2]-cpu[1]))
+		r.psFresh = append(r.psFresh, ms(wall))
 	}
 
 	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {

@@ -64,6 +64,9 @@ type Config struct {
 	// Pprof adds Go's profiles at /debug/pprof/ to the metrics address
 	// (--pprof; needs MetricsAddr).
 	Pprof bool
+	// MetricsNames adds per-server-name usage families to the metrics
+	// (--metrics-names): one series per name, so off by default.
+	MetricsNames bool
 	// Cgroups enables a cgroup per server where a writable cgroup2
 	// hierarchy exists (never required). Off, the cascade relies on
 	// process groups, markers and pipe holders alone.
@@ -89,6 +92,7 @@ type Daemon struct {
 	reaper      *spawn.Reaper
 	exe         string   // this binary, run as the servers' log hub; "" when unknown
 	hubs        *logHubs // the log hubs (loghub_unix.go); nil when none can start
+	usage       usageCache
 	watcher     *session.Watcher
 	cgroups     *cgroup.Manager // nil: no cgroups (none writable, or turned off)
 	breakers    *breakers

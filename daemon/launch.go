@@ -89,7 +89,7 @@ func EnsureRunning(ctx context.Context, exe string, paths api.Paths, env []strin
 // and its markers (SUPERVISOR_SESSION_ID, ...) would make the daemon look
 // like a member of some session's tree.
 var daemonKeep = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "TZ",
-	api.EnvStateDir, api.EnvSocket, EnvCgroups, EnvInPlace, EnvOrphan, EnvBreakerCooldown, EnvLogMaxMB, EnvRetention, EnvIdleTimeout, EnvMetricsAddr, EnvPprof,
+	api.EnvStateDir, api.EnvSocket, EnvCgroups, EnvInPlace, EnvOrphan, EnvBreakerCooldown, EnvLogMaxMB, EnvRetention, EnvIdleTimeout, EnvMetricsAddr, EnvPprof, EnvMetricsNames,
 	"SUPERVISOR_CONFIG", "XDG_CONFIG_HOME"} // the config file the daemon reads
 
 // EnvCgroups set to "off" turns cgroups off for an auto-started daemon

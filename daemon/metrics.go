@@ -26,6 +26,9 @@ const EnvMetricsAddr = "SUPERVISOR_METRICS_ADDR"
 // EnvPprof set to 1 is --pprof for an auto-started daemon.
 const EnvPprof = "SUPERVISOR_PPROF"
 
+// EnvMetricsNames set to 1 is --metrics-names for an auto-started daemon.
+const EnvMetricsNames = "SUPERVISOR_METRICS_NAMES"
+
 // metrics owns every Prometheus metric of a daemon (no global state).
 // Counters and the histogram are bumped where things happen; the gauges
 // (sessions, processes, breakers, recovery) are read from the daemon's own
@@ -173,6 +176,7 @@ func (d *Daemon) gauges() []promtext.Family {
 			procs[string(p.State)]++
 		}
 		gauge("supervisor_processes", "Processes in the registry (exited ones until retention compacts them), by state.", "state", procs)
+		fams = append(fams, d.usageGauges()...)
 	}
 	if d.breakers != nil {
 		states := map[string]float64{spawn.BreakerClosed: 0, spawn.BreakerOpen: 0, spawn.BreakerHalfOpen: 0}
@@ -273,4 +277,46 @@ func (s *metricsServer) stop(error) {
 	if err := s.srv.Shutdown(ctx); err != nil {
 		s.srv.Close()
 	}
+}
+
+// usageGauges sum what the running servers cost (the usage sample ps
+// uses): in all, and by server name when the daemon runs with
+// --metrics-names (a series per name: opt-in, as names can be many and
+// may say what a user runs).
+func (d *Daemon) usageGauges() []promtext.Family {
+	procs := d.reg.Processes(registry.Filter{})
+	d.fillUsage(procs)
+	mem, cpu, n := map[string]float64{"": 0}, map[string]float64{"": 0}, map[string]float64{"": 0}
+	byName := [3]map[string]float64{{}, {}, {}}
+	for _, p := range procs {
+		if p.Usage == nil {
+			continue
+		}
+		mem[""] += float64(p.Usage.MemoryBytes)
+		cpu[""] += p.Usage.CPUSeconds
+		n[""] += float64(p.Usage.Procs)
+		if d.cfg.MetricsNames {
+			name := p.Name
+			if name == "" {
+				name = "(unnamed)"
+			}
+			byName[0][name] += float64(p.Usage.MemoryBytes)
+			byName[1][name] += p.Usage.CPUSeconds
+			byName[2][name] += float64(p.Usage.Procs)
+		}
+	}
+	fams := []promtext.Family{
+		promtext.Gauge{Metric: "supervisor_servers_memory_bytes", Help: "Memory of every running server's tree, summed: cgroup charges, " +
+			"or resident memory where the cgroup does not account it (see ps).", Values: mem},
+		promtext.Gauge{Metric: "supervisor_servers_cpu_seconds", Help: "CPU time used by the running servers, summed " +
+			"(a gauge: it falls when a server ends).", Values: cpu},
+		promtext.Gauge{Metric: "supervisor_servers_process_count", Help: "Processes of the running servers' trees.", Values: n},
+	}
+	if d.cfg.MetricsNames {
+		fams = append(fams,
+			promtext.Gauge{Metric: "supervisor_server_memory_bytes", Help: "Memory of the running servers of each name (--metrics-names).", Label: "name", Values: byName[0]},
+			promtext.Gauge{Metric: "supervisor_server_cpu_seconds", Help: "CPU time of the running servers of each name (--metrics-names).", Label: "name", Values: byName[1]},
+			promtext.Gauge{Metric: "supervisor_server_process_count", Help: "Processes of the running servers of each name (--metrics-names).", Label: "name", Values: byName[2]})
+	}
+	return fams
 }

@@ -133,6 +133,7 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 		if procs == nil {
 			procs = []registry.Process{}
 		}
+		d.fillUsage(procs)
 		pages := api.PsPages(procs)
 		for i, page := range pages {
 			if err := conn.Send(api.TypeProcesses, &api.Processes{Processes: page, More: i < len(pages)-1}); err != nil {
@@ -224,8 +225,19 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 
 func (d *Daemon) sessionInfos(all bool) []api.SessionInfo {
 	counts, shared := map[string]int{}, map[string]int{}
-	for _, p := range d.reg.Processes(registry.Filter{All: all}) {
+	sums := map[string]*registry.Usage{}
+	procs := d.reg.Processes(registry.Filter{All: all})
+	d.fillUsage(procs)
+	for _, p := range procs {
 		counts[p.Session]++
+		if p.Usage != nil && !p.Broker {
+			sum := sums[p.Session]
+			if sum == nil {
+				sum = &registry.Usage{}
+				sums[p.Session] = sum
+			}
+			*sum = sum.Add(*p.Usage)
+		}
 		if !p.State.Final() {
 			for _, c := range p.Clients {
 				shared[c.Session]++
@@ -234,7 +246,7 @@ func (d *Daemon) sessionInfos(all bool) []api.SessionInfo {
 	}
 	out := []api.SessionInfo{}
 	for _, s := range d.reg.Sessions(all) {
-		out = append(out, api.SessionInfo{Session: s, Processes: counts[s.ID], Shared: shared[s.ID]})
+		out = append(out, api.SessionInfo{Session: s, Processes: counts[s.ID], Shared: shared[s.ID], Usage: sums[s.ID]})
 	}
 	return out
 }

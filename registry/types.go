@@ -144,6 +144,38 @@ type Process struct {
 	Relayed uint64 `json:"relayed,omitempty"`
 	// Clients are the clients attached to a broker now.
 	Clients []Client `json:"clients,omitempty"`
+	// Usage is what a running process costs now, filled in by ps; never
+	// stored.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage is what a server (its whole tree) or a session costs at a moment
+// (package usage).
+type Usage struct {
+	// MemoryBytes is the cgroup's memory charge, or, where the cgroup does
+	// not account memory, the summed resident memory of the processes
+	// (MemorySource "cgroup" or "procs"; "" when it could not be read).
+	MemoryBytes  uint64 `json:"memory_bytes"`
+	MemorySource string `json:"memory_source"`
+	// CPUPercent is of one CPU: since the daemon's previous sample of the
+	// process (at most a minute before), else since it started.
+	CPUPercent float64 `json:"cpu_percent"`
+	CPUSeconds float64 `json:"cpu_seconds"`
+	Procs      int     `json:"procs"`
+}
+
+// Add sums u and o (a session's servers).
+func (u Usage) Add(o Usage) Usage {
+	u.MemoryBytes += o.MemoryBytes
+	if u.MemorySource == "" || u.MemorySource == o.MemorySource {
+		u.MemorySource = o.MemorySource
+	} else if o.MemorySource != "" {
+		u.MemorySource = "mixed"
+	}
+	u.CPUPercent += o.CPUPercent
+	u.CPUSeconds += o.CPUSeconds
+	u.Procs += o.Procs
+	return u
 }
 
 // Client is one client attached to a broker: a host's session.

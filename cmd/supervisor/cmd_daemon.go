@@ -19,7 +19,7 @@ import (
 func newDaemonCommand(inherited []int) *cobra.Command {
 	var foreground bool
 	var logLevel, cgroups, inPlace, metricsAddr string
-	var pprof bool
+	var pprof, metricsNames bool
 	var retention time.Duration
 	cmd := &cobra.Command{
 		Use:   "daemon [--foreground]",
@@ -68,7 +68,7 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 				}
 				settings := eff.Settings
 				err = daemon.Run(context.Background(), daemon.Config{Paths: p, Stderr: cmd.ErrOrStderr(),
-					LogLevel: logLevel, Cgroups: cgroups == "auto", InPlace: inPlace == "auto", Settings: &settings, MetricsAddr: metricsAddr, Pprof: pprof,
+					LogLevel: logLevel, Cgroups: cgroups == "auto", InPlace: inPlace == "auto", Settings: &settings, MetricsAddr: metricsAddr, Pprof: pprof, MetricsNames: metricsNames,
 					Grace: eff.Grace, EOFGrace: eff.EOFGrace, Reload: reloader(load)})
 				var already *daemon.AlreadyRunningError
 				if errors.As(err, &already) {
@@ -101,6 +101,9 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 			if pprof {
 				env = append(env, daemon.EnvPprof+"=1")
 			}
+			if metricsNames {
+				env = append(env, daemon.EnvMetricsNames+"=1")
+			}
 			c, err := daemon.EnsureRunning(ctx, exe, p, env)
 			if err != nil {
 				return err
@@ -118,6 +121,7 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 		defCgroups = "auto"
 	}
 	cmd.Flags().BoolVar(&pprof, "pprof", os.Getenv(daemon.EnvPprof) == "1", "also serve Go's profiles at http://ADDR/debug/pprof/ (needs --metrics-addr; also $"+daemon.EnvPprof+"=1)")
+	cmd.Flags().BoolVar(&metricsNames, "metrics-names", os.Getenv(daemon.EnvMetricsNames) == "1", "add each server name's memory, CPU and processes to the metrics (a series per name; also $"+daemon.EnvMetricsNames+"=1)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", os.Getenv(daemon.EnvMetricsAddr), "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9464 (off when empty; also $"+daemon.EnvMetricsAddr+")")
 	defInPlace := os.Getenv(daemon.EnvInPlace)
 	if defInPlace == "" {

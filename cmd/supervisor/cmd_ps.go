@@ -58,18 +58,19 @@ func newPsCommand() *cobra.Command {
 				return err
 			}
 			tw := newTable(cmd.OutOrStdout())
-			fmt.Fprintln(tw, "ID\tSESSION\tNAME\tPID\tSTATE\tSTARTED\tHEALTH\tRESTARTS\tPORT\tCOMMAND")
+			fmt.Fprintln(tw, "ID\tSESSION\tNAME\tPID\tSTATE\tMEM\tCPU\tPROCS\tSTARTED\tHEALTH\tRESTARTS\tPORT\tCOMMAND")
 			now := time.Now()
 			for _, p := range resp.Processes {
 				port := "-"
 				if p.Port > 0 {
 					port = fmt.Sprint(p.Port)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p.ID, orDash(p.Session), nameCell(p.Name, o.wide),
-					pidOrDash(p.PID), p.State, ago(p.StartedAt, now), healthCell(p), p.Restarts, port, shortCommand(p.Argv, o.wide))
+				mem, cpu, procs := usageCells(p.Usage)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p.ID, orDash(p.Session), nameCell(p.Name, o.wide),
+					pidOrDash(p.PID), p.State, mem, cpu, procs, ago(p.StartedAt, now), healthCell(p), p.Restarts, port, shortCommand(p.Argv, o.wide))
 				// A shared server's clients, under it: one per session.
 				for _, cl := range p.Clients {
-					fmt.Fprintf(tw, "  %s\t%s\t%s\t-\tattached\t%s\t-\t-\t-\tclient of %s\n", cl.ID, orDash(clean(cl.Session)),
+					fmt.Fprintf(tw, "  %s\t%s\t%s\t-\tattached\t-\t-\t-\t%s\t-\t-\t-\tclient of %s\n", cl.ID, orDash(clean(cl.Session)),
 						nameCell(p.Name, o.wide), ago(cl.Since, now), p.ID)
 				}
 			}
@@ -81,6 +82,40 @@ func newPsCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	addWideFlags(cmd, &o.wide)
 	return cmd
+}
+
+// usageCells are the MEM, CPU and PROCS columns: what a running server
+// or a session costs now, dashes when it was not measured.
+func usageCells(u *registry.Usage) (mem, cpu, procs string) {
+	if u == nil {
+		return "-", "-", "-"
+	}
+	mem = "-"
+	if u.MemorySource != "" {
+		mem = bytesCell(u.MemoryBytes)
+	}
+	return mem, fmt.Sprintf("%.1f%%", u.CPUPercent), fmt.Sprint(u.Procs)
+}
+
+// bytesCell is a size in binary units, three significant digits at most
+// ("812K", "61.4M", "2.10G").
+func bytesCell(n uint64) string {
+	const units = "KMGTPE"
+	if n < 1024 {
+		return fmt.Sprintf("%dB", n)
+	}
+	v, i := float64(n)/1024, 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f%c", v, units[i])
+	case v >= 10:
+		return fmt.Sprintf("%.1f%c", v, units[i])
+	}
+	return fmt.Sprintf("%.2f%c", v, units[i])
 }
 
 // healthCell is the HEALTH column: a shared server that is not safely

@@ -24,11 +24,12 @@ func newSessionsCommand() *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), resp.Sessions)
 			}
 			tw := newTable(cmd.OutOrStdout())
-			fmt.Fprintln(tw, "ID\tHOST PID\tSTATE\tPROCESSES\tSHARED\tSTARTED\tHOST COMMAND")
+			fmt.Fprintln(tw, "ID\tHOST PID\tSTATE\tPROCESSES\tSHARED\tMEM\tCPU\tPROCS\tSTARTED\tHOST COMMAND")
 			now := time.Now()
 			for _, s := range resp.Sessions {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.ID, pidOrDash(s.HostPID), s.State, s.Processes, s.Shared,
-					ago(s.StartedAt, now), shortCommand([]string{s.HostCommand}, wide))
+				mem, cpu, procs := usageCells(s.Usage)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", s.ID, pidOrDash(s.HostPID), s.State, s.Processes, s.Shared,
+					mem, cpu, procs, ago(s.StartedAt, now), shortCommand([]string{s.HostCommand}, wide))
 			}
 			return tw.Flush()
 		},

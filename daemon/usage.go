@@ -1,0 +1,99 @@
+package daemon
+
+import (
+	"sync"
+	"time"
+
+	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/usage"
+)
+
+// usageFresh is how long a sample serves every ps and sessions call:
+// listing 4,000 servers twice a second measures them once.
+const usageFresh = time.Second
+
+// usageKeep is how long a sample stays the base of a CPU percentage; an
+// older one (nobody asked for a while) gives way to the average since the
+// process started.
+const usageKeep = time.Minute
+
+// usageCache keeps each running server's latest sample and the one before
+// it, by record ID.
+type usageCache struct {
+	mu   sync.Mutex
+	last map[string]usageSamples
+}
+
+type usageSamples struct {
+	pid        int
+	prev, last usage.Sample
+}
+
+// fillUsage sets Usage on every running process of procs: from a sample
+// younger than usageFresh, else from a new one.
+func (d *Daemon) fillUsage(procs []registry.Process) {
+	c := &d.usage
+	now := time.Now()
+	var tree map[int][]int // children by parent, for servers with no cgroup
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil {
+		c.last = map[string]usageSamples{}
+	}
+	for id, e := range c.last {
+		if now.Sub(e.last.At) > usageKeep {
+			delete(c.last, id)
+		}
+	}
+	for i := range procs {
+		p := &procs[i]
+		if p.State != registry.StateRunning || p.PID <= 0 {
+			continue
+		}
+		e, ok := c.last[p.ID]
+		if !ok || e.pid != p.PID || now.Sub(e.last.At) >= usageFresh {
+			t := usage.Target{Cgroup: p.Cgroup, PIDs: []int{p.PID}}
+			if p.Cgroup == "" {
+				if tree == nil {
+					tree = childrenOf()
+				}
+				t.PIDs = descendantsIn(tree, p.PID)
+			}
+			s := usage.Of(t)
+			if ok && e.pid == p.PID && now.Sub(e.last.At) <= usageKeep {
+				e.prev = e.last
+			} else {
+				e.prev = usage.Sample{}
+			}
+			e.pid, e.last = p.PID, s
+			c.last[p.ID] = e
+		}
+		p.Usage = &registry.Usage{
+			MemoryBytes:  e.last.Memory,
+			MemorySource: e.last.MemorySource,
+			CPUPercent:   usage.Percent(e.prev, e.last, p.StartedAt),
+			CPUSeconds:   e.last.CPU.Seconds(),
+			Procs:        e.last.Procs,
+		}
+	}
+}
+
+// childrenOf maps each process to its children, from one scan.
+func childrenOf() map[int][]int {
+	infos, _ := proc.Scan()
+	out := make(map[int][]int, len(infos))
+	for _, in := range infos {
+		out[in.PPID] = append(out[in.PPID], in.PID)
+	}
+	return out
+}
+
+// descendantsIn is pid and every process below it in tree.
+func descendantsIn(tree map[int][]int, pid int) []int {
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		out = append(out, tree[out[i]]...)
+	}
+	return out
+}
