@@ -128,6 +128,10 @@ type RunRequest struct {
 	// NoFlatten (run --flatten=false) runs a package runner's command
 	// (npx, npm exec) as given instead of as the program it would run.
 	NoFlatten bool `json:"no_flatten,omitempty"`
+	// Limits bound the server's tree (run --memory-max, --cpu-max,
+	// --pids-max), enforced in its cgroup; a run whose limits cannot be
+	// enforced is refused.
+	Limits *registry.Limits `json:"limits,omitempty"`
 }
 
 // Exec tells the shim to become its server: it sets the marker
@@ -345,10 +349,13 @@ type Status struct {
 	Features  map[string]bool `json:"features"`
 	// Limits says, for each facility this daemon runs without, why (no
 	// subreaper or cgroups on macOS, say) and what stands in for it.
-	Limits    []string `json:"limits,omitempty"`
-	Sessions  int      `json:"sessions"`
-	Processes int      `json:"processes"`
-	Records   int      `json:"records"`
+	Limits []string `json:"limits,omitempty"`
+	// ResourceLimits says, for memory_max, cpu_max and pids_max, how this
+	// daemon enforces them ("cgroup v2", "cgroup v1") or why it cannot.
+	ResourceLimits map[string]string `json:"resource_limits,omitempty"`
+	Sessions       int               `json:"sessions"`
+	Processes      int               `json:"processes"`
+	Records        int               `json:"records"`
 	// Recovery is the summary of the reconcile this daemon ran at start.
 	Recovery *Recovery `json:"recovery,omitempty"`
 	// LogHubs are the processes copying servers' output into their logs,

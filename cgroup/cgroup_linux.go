@@ -14,7 +14,9 @@ import (
 
 // Manager creates and removes cgroups below one root directory.
 type Manager struct {
-	root string
+	root   string
+	top    string    // the daemon's subtree's top (supervisor-UID)
+	limits limitDirs // where memory_max, cpu_max and pids_max go
 }
 
 // Detect finds a writable cgroup2 hierarchy and prepares root/name below the
@@ -38,7 +40,9 @@ func Detect(name string) (*Manager, error) {
 		return nil, fmt.Errorf("cgroup2 at %s is not writable: %w", root, err)
 	}
 	os.Remove(probe)
-	return &Manager{root: root}, nil
+	m := &Manager{root: root}
+	m.probeLimits(name)
+	return m, nil
 }
 
 // Root is the directory every session cgroup lives in.
@@ -56,6 +60,11 @@ func (m *Manager) NewServer(session, proc string) (Server, error) {
 	dir := filepath.Join(m.root, "s-"+session, proc)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Server{}, fmt.Errorf("create cgroup %s: %w", dir, err)
+	}
+	if m.limits.v2["memory"] {
+		// Memory accounting for ps, where the tree delegates it: best
+		// effort, a server runs without it.
+		m.delegate(session, "memory")
 	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -209,6 +218,10 @@ func ownCgroup() (string, error) {
 func (m *Manager) RemoveRoot() {
 	removeEmpty(m.root)
 	os.Remove(filepath.Dir(m.root)) // the per-uid parent, when this was the last instance
+	for _, base := range m.limits.v1 {
+		removeEmpty(base)
+		os.Remove(filepath.Dir(base))
+	}
 }
 
 // removeEmpty removes dir's empty cgroups depth first, then dir; a cgroup

@@ -56,3 +56,29 @@ func Remove(path string) error { return nil }
 
 // Keep fails: there are no cgroups here.
 func Keep(serverCgroup string, pid int) error { return errNoCgroups }
+
+// LimitSupport: no limit can be enforced off Linux.
+func (m *Manager) LimitSupport() map[string]string {
+	why := "unavailable: " + errNoCgroups.Error()
+	return map[string]string{"memory_max": why, "cpu_max": why, "pids_max": why}
+}
+
+// SetLimits fails: there are no cgroups here.
+func (m *Manager) SetLimits(s Server, session, proc string, l Limits) (Limited, error) {
+	return Limited{}, errNoCgroups
+}
+
+// EnterV1 fails: there are no cgroups here.
+func EnterV1(dirs []string, pid int) error { return errNoCgroups }
+
+// RemoveV1 has nothing to remove.
+func RemoveV1(dirs []string) {}
+
+// Hits finds nothing: there are no cgroups here.
+func Hits(v2 string, v1 []string) []string { return nil }
+
+// AccountsMemory is false: there are no cgroups here.
+func (m *Manager) AccountsMemory() bool { return false }
+
+// V1Memory is "": there are no cgroups here.
+func (m *Manager) V1Memory(dirs []string) string { return "" }

@@ -27,7 +27,9 @@ import (
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
 
+	"github.com/seed-86a41135/supervisor/cgroup"
 	"github.com/seed-86a41135/supervisor/daemon"
+	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
@@ -179,6 +181,7 @@ func (e *Effective) Entries() []Entry {
 		{"breaker.max_cooldown", s.Breaker.Ceiling.String()},
 		{"breaker.start_period", s.Breaker.StartPeriod.String()},
 	}
+	kv = append(kv, limitEntries("", s.Limits)...)
 	names := make([]string, 0, len(s.Servers))
 	for n := range s.Servers {
 		names = append(names, n)
@@ -211,12 +214,28 @@ func (e *Effective) Entries() []Entry {
 		if o.NoFlatten {
 			kv = append(kv, [2]string{p + "flatten", "false"})
 		}
+		kv = append(kv, limitEntries(p, o.Limits)...)
 	}
 	out := make([]Entry, 0, len(kv))
 	for _, x := range kv {
 		out = append(out, Entry{Key: x[0], Value: x[1], Source: e.Source(x[0])})
 	}
 	return out
+}
+
+// limitEntries lists the limits l sets, under prefix p.
+func limitEntries(p string, l registry.Limits) [][2]string {
+	var kv [][2]string
+	if l.MemoryMax > 0 {
+		kv = append(kv, [2]string{p + "memory_max", cgroup.FormatMemory(l.MemoryMax)})
+	}
+	if l.CPUMax > 0 {
+		kv = append(kv, [2]string{p + "cpu_max", strconv.FormatFloat(l.CPUMax, 'g', -1, 64)})
+	}
+	if l.PidsMax > 0 {
+		kv = append(kv, [2]string{p + "pids_max", strconv.FormatInt(l.PidsMax, 10)})
+	}
+	return kv
 }
 
 func quoteKey(k string) string {
@@ -250,6 +269,15 @@ type file struct {
 		StartPeriod *string `toml:"start_period"`
 	} `toml:"breaker"`
 	Servers map[string]server `toml:"servers"`
+	limitKeys
+}
+
+// limitKeys are memory_max, cpu_max and pids_max, at the top (every
+// direct server) or under [servers.NAME]: a string ("512M") or a number.
+type limitKeys struct {
+	MemoryMax any `toml:"memory_max"`
+	CPUMax    any `toml:"cpu_max"`
+	PidsMax   any `toml:"pids_max"`
 }
 
 type server struct {
@@ -260,6 +288,39 @@ type server struct {
 	Lazy         *bool   `toml:"lazy"`
 	Idle         *string `toml:"idle"`
 	Flatten      *bool   `toml:"flatten"`
+	limitKeys
+}
+
+// limits parses k into l, each key under prefix p ("" or "servers.NAME.").
+func (e *Effective) limits(k limitKeys, p string, l *registry.Limits, fail func(key, why string) error, at func(string) string) error {
+	for _, x := range []struct {
+		key   string
+		v     any
+		parse func(string) error
+	}{
+		{"memory_max", k.MemoryMax, func(s string) (err error) { l.MemoryMax, err = cgroup.ParseMemoryMax(s); return }},
+		{"cpu_max", k.CPUMax, func(s string) (err error) { l.CPUMax, err = cgroup.ParseCPUMax(s); return }},
+		{"pids_max", k.PidsMax, func(s string) (err error) { l.PidsMax, err = cgroup.ParsePidsMax(s); return }},
+	} {
+		var s string
+		switch v := x.v.(type) {
+		case nil:
+			continue
+		case string:
+			s = v
+		case int64:
+			s = strconv.FormatInt(v, 10)
+		case float64:
+			s = strconv.FormatFloat(v, 'g', -1, 64)
+		default:
+			return fail(p+x.key, fmt.Sprintf("%v: want a string such as \"512M\" or a number", v))
+		}
+		if err := x.parse(s); err != nil {
+			return fail(p+x.key, err.Error())
+		}
+		e.sources[p+x.key] = at(p + x.key)
+	}
+	return nil
 }
 
 // apply decodes src strictly and merges it over e.
@@ -294,6 +355,9 @@ func (e *Effective) apply(path string, src []byte) error {
 		return nil
 	}
 	s := &e.Settings
+	if err := e.limits(f.limitKeys, "", &s.Limits, fail, at); err != nil {
+		return err
+	}
 	for _, d := range []struct {
 		key string
 		v   *string
@@ -391,6 +455,9 @@ func (e *Effective) apply(path string, src []byte) error {
 		if sv.Flatten != nil {
 			o.NoFlatten = !*sv.Flatten
 			e.sources[p+".flatten"] = at(p + ".flatten")
+		}
+		if err := e.limits(sv.limitKeys, p+".", &o.Limits, fail, at); err != nil {
+			return err
 		}
 		if s.Servers == nil {
 			s.Servers = map[string]daemon.ServerOverride{}

@@ -123,6 +123,7 @@ shared = { share = true }
 direct = { share = false }
 kept = { flatten = false }
 flat = { flatten = true }
+capped = { memory_max = "512M", cpu_max = 1.5, pids_max = 64 }
 `)
 	e, err := Load(env(map[string]string{EnvConfig: path}))
 	if err != nil {
@@ -143,6 +144,9 @@ flat = { flatten = true }
 	// sharing (a server speaking the stateless revision).
 	if sh, d, sl := s.Servers["shared"], s.Servers["direct"], s.Servers["slow"]; !sh.Share || sh.NoShare || d.Share || !d.NoShare || sl.Share || sl.NoShare {
 		t.Errorf("share: shared %+v, direct %+v, unset %+v", sh, d, sl)
+	}
+	if l := s.Servers["capped"].Limits; l.MemoryMax != 512<<20 || l.CPUMax != 1.5 || l.PidsMax != 64 {
+		t.Errorf("capped's limits = %+v, want 512M, 1.5 CPUs and 64 processes", l)
 	}
 	if !s.Servers["kept"].NoFlatten || s.Servers["flat"].NoFlatten || s.Servers["slow"].NoFlatten {
 		t.Errorf("flatten: kept %+v, flat %+v, unset %+v", s.Servers["kept"], s.Servers["flat"], s.Servers["slow"])
@@ -204,6 +208,11 @@ func TestConfigBadFile(t *testing.T) {
 		{"grace above the cap", "grace = \"1000000h\"\n", 1, `grace: "1000000h" is above the maximum grace of 5m0s`},
 		{"eof grace above the cap", "\neof_grace = \"301s\"\n", 2, `eof_grace: "301s" is above the maximum grace of 5m0s`},
 		{"server grace above the cap", "[servers.a]\ngrace = \"6m\"\n", 2, `servers.a.grace: "6m" is above the maximum grace`},
+		{"bad memory_max", "memory_max = \"lots\"\n", 1, `memory_max: memory_max "lots": want bytes or a size such as 512M`},
+		{"tiny memory_max", "[servers.a]\nmemory_max = 1000\n", 2, `servers.a.memory_max: memory_max "1000" is below 1M`},
+		{"zero cpu_max", "\ncpu_max = 0\n", 2, `cpu_max: cpu_max "0" is below 0.01 CPU`},
+		{"fractional pids_max", "[servers.a]\npids_max = 1.5\n", 2, `servers.a.pids_max: pids_max "1.5": want a whole number`},
+		{"wrong limit type", "pids_max = true\n", 1, `pids_max: true: want a string`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := write(t, tc.text)

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/cgroup"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
@@ -61,6 +62,9 @@ func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 		err := enterFault()
 		if err == nil {
 			err = r.cg.Enter(pid)
+		}
+		if err == nil && len(r.limitV1) > 0 {
+			err = cgroup.EnterV1(r.limitV1, pid)
 		}
 		if err != nil {
 			r.log.Info("shim cannot enter the server's cgroup: spawning the server instead", "id", r.id, "err", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/cgroup"
 	"github.com/seed-86a41135/supervisor/promtext"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
@@ -44,6 +45,7 @@ type metrics struct {
 	cascade *promtext.HistogramVec
 	health  *promtext.CounterVec
 	lazy    *promtext.CounterVec
+	limits  *promtext.CounterVec
 }
 
 func newMetrics(d *Daemon) *metrics {
@@ -69,6 +71,9 @@ func newMetrics(d *Daemon) *metrics {
 		lazy: promtext.NewCounterVec("supervisor_lazy_total",
 			"Lazy and idle servers (design §11): upstreams started on demand (start), stopped for idleness (idle_stop), "+
 				"requests answered from the cache (cache_hit) and not (cache_miss).", "event", "start", "idle_stop", "cache_hit", "cache_miss"),
+		limits: promtext.NewCounterVec("supervisor_limit_hits_total",
+			"Servers on which the kernel enforced a limit: memory_max (the OOM killer killed a process of it), "+
+				"pids_max (a fork failed at the cap); once per server and limit.", "limit", cgroup.HitMemory, cgroup.HitPids),
 	}
 }
 
@@ -91,6 +96,14 @@ func (m *metrics) spawn(err error) {
 		return
 	}
 	m.spawns.Inc("ok")
+}
+
+// limitHit counts a limit the kernel enforced on a server.
+func (m *metrics) limitHit(limit string) {
+	if m == nil {
+		return
+	}
+	m.limits.Inc(limit)
 }
 
 // lazyEvents adds what a broker's lazy counters grew by.
@@ -141,7 +154,7 @@ func (m *metrics) gather() (string, error) {
 	if m == nil {
 		return "", errors.New("this daemon keeps no metrics")
 	}
-	return promtext.Write(append([]promtext.Family{m.spawns, m.stops, m.cascade, m.health, m.lazy}, m.d.gauges()...)...), nil
+	return promtext.Write(append([]promtext.Family{m.spawns, m.stops, m.cascade, m.health, m.lazy, m.limits}, m.d.gauges()...)...), nil
 }
 
 // serveMetrics answers `supervisor metrics` on the socket: the same

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -193,6 +194,11 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 			shim.Close()
 			shim = nil
 		}
+		if req.Limits != nil {
+			closeFiles()
+			conn.SendError(125, "run: %s cannot be enforced on a shared, lazy or idle server (its broker's upstream serves several sessions): run it direct (--share=false, no --lazy or --idle) or drop the limits", describeLimits(req.Limits))
+			return
+		}
 		d.serveShare(conn, req, files, name, mode)
 		return
 	}
@@ -214,10 +220,25 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 			log.Warn("no cgroup for this server; process group and markers only", "err", err)
 		}
 	}
+	// Its limits are set before it exists, or it does not start.
+	req.Limits = mergeLimits(req.Limits, d.settings().Limits)
+	limited, err := d.setLimits(req.Session, id, req.Limits, cg)
+	if err != nil {
+		closeFiles()
+		d.breakers.release(bkey)
+		if cg.Fd > 0 {
+			cg.CloseFd()
+			cgroup.Remove(cg.Path)
+		}
+		d.reg.Event("limits.refused", req.Session, "", err.Error())
+		conn.SendError(125, "run: %v", err)
+		return
+	}
 	// The intent record, committed before the fork (design §7).
 	if _, err := d.reg.AddProcess(registry.Process{
 		ID: id, Session: req.Session, Name: name, Argv: req.Argv, Cwd: string(req.Cwd),
 		ShimPID: req.ShimPID, ShimToken: req.ShimToken, Stdio: stdio, GraceMS: req.GraceMS, Cgroup: cg.Path,
+		Limits: req.Limits, LimitCgroups: limited.V1,
 	}); err != nil {
 		closeFiles()
 		d.breakers.release(bkey)
@@ -225,6 +246,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 			cg.CloseFd()
 			cgroup.Remove(cg.Path)
 		}
+		cgroup.RemoveV1(limited.V1)
 		conn.SendError(125, "run: %v", err)
 		return
 	}
@@ -252,7 +274,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		launch.note = " (not flattened: " + why + ")"
 	}
 	if shim != nil {
-		r := inPlaceRun{req: req, launch: launch, id: id, name: name, bkey: bkey, cg: cg, host: host, shim: shim, tok: shimTok, log: log}
+		r := inPlaceRun{req: req, launch: launch, id: id, name: name, bkey: bkey, cg: cg, limitV1: limited.V1, host: host, shim: shim, tok: shimTok, log: log}
 		if logged {
 			r.stderr = files[2]
 		}
@@ -294,6 +316,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		if cg.Path != "" {
 			cgroup.Remove(cg.Path)
 		}
+		cgroup.RemoveV1(limited.V1)
 		d.reg.Transition(id, registry.StateFailed, func(p *registry.Process) {
 			p.Error = err.Error()
 			t := d.reg.Now().UTC()
@@ -313,6 +336,18 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	// not take them along (design §2) while the host still runs.
 	if _, err := d.reaper.ShareJob(req.Session, req.ShimPID); err != nil {
 		log.Warn("session job not shared with the shim: the server dies if the daemon does", "id", id, "err", err)
+	}
+	if len(limited.V1) > 0 {
+		// cgroup v1 has no clone-into: the server joins its limits' right
+		// after its exec, with whatever it forked in that instant. One
+		// that cannot join them is not left running unbounded.
+		if err := cgroup.EnterV1(limited.V1, started.PID); err != nil {
+			log.Error("limits not enforced: killing the server", "id", id, "err", err)
+			d.reg.Event("limits.failed", req.Session, id, err.Error())
+			if err := cgroup.Kill(cg.Path); err != nil { // limits exist only with a cgroup
+				log.Error("server left running without its limits", "id", id, "err", err)
+			}
+		}
 	}
 	fault("run.forked")
 	// PID and token are recorded whatever a concurrent stop did to the
@@ -374,11 +409,14 @@ type inPlaceRun struct {
 	name   string
 	bkey   string
 	cg     cgroup.Server
-	host   string // the EnvHost marker
-	shim   *proc.Handle
-	tok    proc.Token // the shim's full token
-	stderr *os.File   // the log writer's pipe, or nil: the shim keeps its own
-	log    hclog.Logger
+	// limitV1 are the cgroup v1 directories of its limits, which the shim
+	// enters beside cg before its exec.
+	limitV1 []string
+	host    string // the EnvHost marker
+	shim    *proc.Handle
+	tok     proc.Token // the shim's full token
+	stderr  *os.File   // the log writer's pipe, or nil: the shim keeps its own
+	log     hclog.Logger
 }
 
 // stopIfSessionEnding stops server id, just started, when its session
@@ -620,6 +658,10 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 	if execErr != "" {
 		kind, detail = "process.failed", execErr
 	}
+	rec, _ := d.reg.Process(l.id)
+	if hits := d.noteLimitHits(rec); slices.Contains(hits, cgroup.HitMemory) && st.Signal == syscall.SIGKILL {
+		detail += " (out of memory: " + cgroup.HitMemory + " " + cgroup.FormatMemory(rec.Limits.MemoryMax) + ")"
+	}
 	_, err := d.reg.UpdateLogged(l.id, registry.Logged{Kind: kind, Detail: detail}, func(p *registry.Process) error {
 		if p.State.Final() {
 			return nil
@@ -730,6 +772,7 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 			d.log.Warn("remove cgroup", "err", err)
 		}
 	}
+	cgroup.RemoveV1(rec.LimitCgroups)
 	d.mu.Lock()
 	delete(d.live, l.id)
 	d.mu.Unlock()

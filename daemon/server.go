@@ -254,20 +254,21 @@ func (d *Daemon) sessionInfos(all bool) []api.SessionInfo {
 func (d *Daemon) status() *api.Status {
 	all := d.reg.Processes(registry.Filter{All: true})
 	return &api.Status{
-		PID:       os.Getpid(),
-		Version:   api.Version,
-		Protocol:  api.Protocol,
-		StartedAt: d.started.UTC().Format(time.RFC3339),
-		Uptime:    time.Since(d.started).Round(time.Second).String(),
-		StateDir:  d.cfg.Paths.StateDir,
-		Socket:    d.cfg.Paths.Socket,
-		Features:  d.features(),
-		Limits:    d.limits,
-		Sessions:  len(d.reg.Sessions(false)),
-		Processes: len(d.reg.Processes(registry.Filter{})),
-		Records:   len(all),
-		Recovery:  d.recovery,
-		LogHubs:   d.hubs.status(),
+		PID:            os.Getpid(),
+		Version:        api.Version,
+		Protocol:       api.Protocol,
+		StartedAt:      d.started.UTC().Format(time.RFC3339),
+		Uptime:         time.Since(d.started).Round(time.Second).String(),
+		StateDir:       d.cfg.Paths.StateDir,
+		Socket:         d.cfg.Paths.Socket,
+		Features:       d.features(),
+		Limits:         d.limits,
+		Sessions:       len(d.reg.Sessions(false)),
+		Processes:      len(d.reg.Processes(registry.Filter{})),
+		Records:        len(all),
+		Recovery:       d.recovery,
+		LogHubs:        d.hubs.status(),
+		ResourceLimits: d.resourceLimits(),
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
@@ -40,6 +41,9 @@ type Settings struct {
 	// request; 2 min. Idle connections would otherwise hold the daemon's
 	// file descriptors.
 	IdleTimeout time.Duration
+	// Limits are memory_max, cpu_max and pids_max for every direct server
+	// that sets none of its own (not shared, lazy or idle ones).
+	Limits registry.Limits
 }
 
 // ServerOverride is what a run or ensure of one --name gets where its
@@ -60,6 +64,8 @@ type ServerOverride struct {
 	// NoFlatten (flatten = false) runs an npx command as given, the runner
 	// resident, instead of as the program it would run (package launcher).
 	NoFlatten bool
+	// Limits (memory_max, cpu_max, pids_max) bound the server's tree.
+	Limits registry.Limits
 }
 
 // ApplyRun fills what a run request of server name left unset from the
@@ -78,6 +84,7 @@ func (s *Settings) ApplyRun(name string, req *api.RunRequest) {
 	if o.NoFlatten {
 		req.NoFlatten = true
 	}
+	req.Limits = mergeLimits(req.Limits, o.Limits)
 	if req.IdleMS <= 0 && o.Idle > 0 {
 		req.IdleMS = api.Millis(o.Idle)
 	}
@@ -165,4 +172,26 @@ func (s *Settings) ApplyEnv(getenv func(string) string) error {
 		s.IdleTimeout = d
 	}
 	return nil
+}
+
+// mergeLimits fills the limits l leaves unset from def; nil when neither
+// sets any.
+func mergeLimits(l *registry.Limits, def registry.Limits) *registry.Limits {
+	var out registry.Limits
+	if l != nil {
+		out = *l
+	}
+	if out.MemoryMax == 0 {
+		out.MemoryMax = def.MemoryMax
+	}
+	if out.CPUMax == 0 {
+		out.CPUMax = def.CPUMax
+	}
+	if out.PidsMax == 0 {
+		out.PidsMax = def.PidsMax
+	}
+	if out == (registry.Limits{}) {
+		return nil
+	}
+	return &out
 }

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -28,6 +29,10 @@ type usageCache struct {
 type usageSamples struct {
 	pid        int
 	prev, last usage.Sample
+	// gen is when the fill that took last began: a fill measures every
+	// server it lists that is older than usageFresh by this, so a listing
+	// of thousands is measured as one, not a slice of it per call.
+	gen time.Time
 }
 
 // fillUsage sets Usage on every running process of procs: from a sample
@@ -42,7 +47,7 @@ func (d *Daemon) fillUsage(procs []registry.Process) {
 		c.last = map[string]usageSamples{}
 	}
 	for id, e := range c.last {
-		if now.Sub(e.last.At) > usageKeep {
+		if now.Sub(e.gen) > usageKeep {
 			delete(c.last, id)
 		}
 	}
@@ -52,8 +57,12 @@ func (d *Daemon) fillUsage(procs []registry.Process) {
 			continue
 		}
 		e, ok := c.last[p.ID]
-		if !ok || e.pid != p.PID || now.Sub(e.last.At) >= usageFresh {
+		if !ok || e.pid != p.PID || now.Sub(e.gen) >= usageFresh {
 			t := usage.Target{Cgroup: p.Cgroup, PIDs: []int{p.PID}}
+			if d.cgroups != nil {
+				t.CgroupMemory = d.cgroups.AccountsMemory()
+				t.V1Memory = d.cgroups.V1Memory(p.LimitCgroups)
+			}
 			if p.Cgroup == "" {
 				if tree == nil {
 					tree = childrenOf()
@@ -66,14 +75,18 @@ func (d *Daemon) fillUsage(procs []registry.Process) {
 			} else {
 				e.prev = usage.Sample{}
 			}
-			e.pid, e.last = p.PID, s
+			e.pid, e.last, e.gen = p.PID, s, now
 			c.last[p.ID] = e
 		}
+		if p.Limits != nil {
+			p.LimitHit = d.noteLimitHits(*p)
+		}
+		// Rounded: a listing of thousands carries these for each.
 		p.Usage = &registry.Usage{
 			MemoryBytes:  e.last.Memory,
 			MemorySource: e.last.MemorySource,
-			CPUPercent:   usage.Percent(e.prev, e.last, p.StartedAt),
-			CPUSeconds:   e.last.CPU.Seconds(),
+			CPUPercent:   math.Round(usage.Percent(e.prev, e.last, p.StartedAt)*100) / 100,
+			CPUSeconds:   math.Round(e.last.CPU.Seconds()*1000) / 1000,
 			Procs:        e.last.Procs,
 		}
 	}

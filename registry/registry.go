@@ -545,6 +545,12 @@ func clip(s string, n int) string {
 
 func cloneProc(p Process) Process {
 	p.Argv = append([]string(nil), p.Argv...)
+	p.LimitCgroups = append([]string(nil), p.LimitCgroups...)
+	p.LimitHit = append([]string(nil), p.LimitHit...)
+	if p.Limits != nil {
+		l := *p.Limits
+		p.Limits = &l
+	}
 	p.Stdio = append([]StdioInode(nil), p.Stdio...)
 	if p.Clients != nil {
 		p.Clients = append([]Client(nil), p.Clients...)

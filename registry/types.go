@@ -147,6 +147,21 @@ type Process struct {
 	// Usage is what a running process costs now, filled in by ps; never
 	// stored.
 	Usage *Usage `json:"usage,omitempty"`
+	// Limits bound the process's tree (run --memory-max, ...), enforced
+	// in its cgroup; LimitCgroups are the cgroup v1 directories that
+	// hold them on a hybrid system, removed when it ends.
+	Limits       *Limits  `json:"limits,omitempty"`
+	LimitCgroups []string `json:"limit_cgroups,omitempty"`
+	// LimitHit lists the limits the kernel enforced on it: memory_max
+	// (the OOM killer killed a process of it), pids_max (a fork failed).
+	LimitHit []string `json:"limit_hit,omitempty"`
+}
+
+// Limits are a server's resource limits; zero leaves one unbounded.
+type Limits struct {
+	MemoryMax uint64  `json:"memory_max,omitempty"` // bytes
+	CPUMax    float64 `json:"cpu_max,omitempty"`    // CPUs
+	PidsMax   int64   `json:"pids_max,omitempty"`
 }
 
 // Usage is what a server (its whole tree) or a session costs at a moment

@@ -22,6 +22,7 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/daemon"
 	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/session"
 	"github.com/seed-86a41135/supervisor/shutdown"
 	"github.com/seed-86a41135/supervisor/spawn"
@@ -51,10 +52,12 @@ type Options struct {
 	Idle time.Duration
 	// NoFlatten: RunRequest.NoFlatten.
 	NoFlatten bool
-	Exe       string // this binary, to start the daemon
-	Paths     api.Paths
-	Env       []string
-	Stderr    io.Writer
+	// Limits: RunRequest.Limits (nil: none asked).
+	Limits *registry.Limits
+	Exe    string // this binary, to start the daemon
+	Paths  api.Paths
+	Env    []string
+	Stderr io.Writer
 	// StartTimeout bounds starting the server while the daemon asks to
 	// retry (it is stopping, or the session is being ended). Default 10 s.
 	StartTimeout time.Duration
@@ -141,6 +144,10 @@ func Run(ctx context.Context, o Options) (int, error) {
 	o.Share = o.Share || started.Shared
 	var local *localReason
 	if errors.As(err, &local) {
+		if o.Limits != nil {
+			// Only the daemon's cgroups enforce them: never unbounded.
+			return 125, fmt.Errorf("the server's limits need the daemon, and it cannot be used (%s): not running it without them", local.why)
+		}
 		return runLocal(ctx, o, req, local.why, sigs)
 	}
 	if err != nil {
@@ -244,7 +251,7 @@ func NewRequest(o Options) (api.RunRequest, error) {
 		HostPID: ident.HostPID, HostToken: ident.HostToken, HostCommand: ident.HostCommand,
 		GraceMS: api.Millis(o.Grace), ShimPID: os.Getpid(), ShimToken: selfTok,
 		MaxInstances: o.MaxInstances, Share: o.Share, NoShare: o.NoShare, Lazy: o.Lazy, IdleMS: api.Millis(o.Idle),
-		NoFlatten: o.NoFlatten,
+		NoFlatten: o.NoFlatten, Limits: o.Limits,
 	}, nil
 }
 

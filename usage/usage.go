@@ -37,7 +37,13 @@ type Sample struct {
 // (the cgroup's own processes are used when it has a cgroup).
 type Target struct {
 	Cgroup string
-	PIDs   []int
+	// CgroupMemory says the v2 cgroup accounts memory (memory.current):
+	// the memory controller is enabled for it.
+	CgroupMemory bool
+	// V1Memory is the server's cgroup v1 memory directory, where it has
+	// one (a memory_max on a hybrid system): memory.usage_in_bytes.
+	V1Memory string
+	PIDs     []int
 }
 
 // Percent is the CPU used between prev and s as a percentage of one CPU

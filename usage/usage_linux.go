@@ -6,29 +6,39 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
-
-	"github.com/seed-86a41135/supervisor/cgroup"
 )
 
 // userHZ is the unit of /proc/PID/stat's CPU times: fixed at 100 for
 // user space whatever the kernel's own tick.
 const userHZ = 100
 
-// Of measures t now.
+// Of measures t now: two or three reads for a server with a cgroup (its
+// processes, its CPU, its memory when the cgroup accounts it, else one per
+// process).
 func Of(t Target) Sample {
 	s := Sample{At: time.Now()}
 	pids := t.PIDs
 	cpuDone := false
 	if t.Cgroup != "" {
-		if procs, err := cgroup.Procs(t.Cgroup); err == nil {
+		// The server's own cgroup.procs: servers get no cgroups below
+		// theirs (a walk of the directory would cost a read of its ~20
+		// files' names per server).
+		if procs, ok := readPids(filepath.Join(t.Cgroup, "cgroup.procs")); ok {
 			pids = procs
 		}
-		if v, ok := readUint(filepath.Join(t.Cgroup, "memory.current")); ok {
-			s.Memory, s.MemorySource = v, SourceCgroup
+		if t.CgroupMemory {
+			if v, ok := readUint(filepath.Join(t.Cgroup, "memory.current")); ok {
+				s.Memory, s.MemorySource = v, SourceCgroup
+			}
 		}
 		// cpu.stat's usage_usec is there without the cpu controller.
 		if us, ok := cpuStat(filepath.Join(t.Cgroup, "cpu.stat")); ok {
 			s.CPU, cpuDone = us, true
+		}
+	}
+	if t.V1Memory != "" && s.MemorySource == "" {
+		if v, ok := readUint(filepath.Join(t.V1Memory, "memory.usage_in_bytes")); ok {
+			s.Memory, s.MemorySource = v, SourceCgroup
 		}
 	}
 	s.Procs = len(pids)
@@ -51,6 +61,21 @@ func Of(t Target) Sample {
 		s.MemorySource = SourceProcs
 	}
 	return s
+}
+
+// readPids reads a cgroup.procs file.
+func readPids(path string) ([]int, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false
+	}
+	var out []int
+	for _, f := range bytes.Fields(b) {
+		if pid, err := strconv.Atoi(string(f)); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out, true
 }
 
 func readUint(path string) (uint64, bool) {

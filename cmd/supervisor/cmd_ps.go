@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -67,7 +68,7 @@ func newPsCommand() *cobra.Command {
 				}
 				mem, cpu, procs := usageCells(p.Usage)
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p.ID, orDash(p.Session), nameCell(p.Name, o.wide),
-					pidOrDash(p.PID), p.State, mem, cpu, procs, ago(p.StartedAt, now), healthCell(p), p.Restarts, port, shortCommand(p.Argv, o.wide))
+					pidOrDash(p.PID), stateCell(p), mem, cpu, procs, ago(p.StartedAt, now), healthCell(p), p.Restarts, port, shortCommand(p.Argv, o.wide))
 				// A shared server's clients, under it: one per session.
 				for _, cl := range p.Clients {
 					fmt.Fprintf(tw, "  %s\t%s\t%s\t-\tattached\t-\t-\t-\t%s\t-\t-\t-\tclient of %s\n", cl.ID, orDash(clean(cl.Session)),
@@ -116,6 +117,15 @@ func bytesCell(n uint64) string {
 		return fmt.Sprintf("%.1f%c", v, units[i])
 	}
 	return fmt.Sprintf("%.2f%c", v, units[i])
+}
+
+// stateCell is the STATE column: the state, and the limits the kernel
+// enforced on the process ("exited, memory_max hit").
+func stateCell(p registry.Process) string {
+	if len(p.LimitHit) == 0 {
+		return string(p.State)
+	}
+	return string(p.State) + ", " + strings.Join(p.LimitHit, "+") + " hit"
 }
 
 // healthCell is the HEALTH column: a shared server that is not safely

@@ -8,6 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed-86a41135/supervisor/cgroup"
+	"github.com/seed-86a41135/supervisor/registry"
+
 	"github.com/seed-86a41135/supervisor/session"
 	"github.com/seed-86a41135/supervisor/shim"
 )
@@ -22,12 +25,13 @@ type runOptions struct {
 	lazy         bool
 	flatten      bool
 	idle         time.Duration
+	limits       limitFlags
 }
 
 func newRunCommand() *cobra.Command {
 	var o runOptions
 	cmd := &cobra.Command{
-		Use:   "run [--name N] [--cwd DIR] [--session ID] [--grace D] [--share] [--lazy] [--idle D] [--flatten=false] -- CMD [ARG...]",
+		Use:   "run [--name N] [--cwd DIR] [--session ID] [--grace D] [--share] [--lazy] [--idle D] [--flatten=false] [--memory-max SIZE] [--cpu-max CPUS] [--pids-max N] -- CMD [ARG...]",
 		Short: "Run an MCP server under the daemon on this process's stdio (the shim)",
 		Long: `run hands this process's stdin, stdout and stderr to the per-user daemon,
 which starts CMD on them directly, tracks it in the session of the host that
@@ -68,9 +72,13 @@ executable, 125 for a supervisor error.`,
 				}
 				maxInst = &o.maxInstances
 			}
+			limits, err := o.limits.parse()
+			if err != nil {
+				return err
+			}
 			code, err := shim.Run(context.Background(), shim.Options{
 				Argv: args, Name: o.name, Dir: o.cwd, Session: o.session, Grace: o.grace, MaxInstances: maxInst,
-				Share: o.share, NoShare: cmd.Flags().Changed("share") && !o.share, Lazy: o.lazy, Idle: o.idle, NoFlatten: !o.flatten, Exe: exe, Paths: p, Env: os.Environ(),
+				Share: o.share, NoShare: cmd.Flags().Changed("share") && !o.share, Lazy: o.lazy, Idle: o.idle, NoFlatten: !o.flatten, Limits: limits, Exe: exe, Paths: p, Env: os.Environ(),
 			})
 			if err != nil {
 				return &exitError{code: code, err: err}
@@ -89,6 +97,41 @@ executable, 125 for a supervisor error.`,
 	cmd.Flags().BoolVar(&o.lazy, "lazy", false, "answer the handshake and list calls from a cache and start the server on the first other request (design §11)")
 	cmd.Flags().BoolVar(&o.flatten, "flatten", true, "run an npx or npm exec command as the program it would run, found offline in the project or npx's cache, so npm does not stay resident (--flatten=false keeps it)")
 	cmd.Flags().DurationVar(&o.idle, "idle", 0, "stop the server after this long with nothing in flight, and start it again on the next request (0: never)")
+	o.limits.add(cmd)
 	cmd.Flags().IntVar(&o.maxInstances, "max-instances", 1, "live instances of --name per session; the newest wins, older ones are stopped (0: no cap)")
 	return cmd
+}
+
+// limitFlags are --memory-max, --cpu-max and --pids-max.
+type limitFlags struct{ memory, cpu, pids string }
+
+func (f *limitFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.memory, "memory-max", "", "bound the server's whole tree to this much memory (512M, 2G): past it the kernel's OOM killer ends it (needs cgroups)")
+	cmd.Flags().StringVar(&f.cpu, "cpu-max", "", "bound the server's whole tree to this many CPUs (1, 0.5) (needs cgroups)")
+	cmd.Flags().StringVar(&f.pids, "pids-max", "", "bound the server's whole tree to this many processes and threads: a fork past it fails (needs cgroups)")
+}
+
+// parse reads the flags; nil when none is set.
+func (f limitFlags) parse() (*registry.Limits, error) {
+	var l registry.Limits
+	var err error
+	if f.memory != "" {
+		if l.MemoryMax, err = cgroup.ParseMemoryMax(f.memory); err != nil {
+			return nil, fmt.Errorf("--memory-max: %w", err)
+		}
+	}
+	if f.cpu != "" {
+		if l.CPUMax, err = cgroup.ParseCPUMax(f.cpu); err != nil {
+			return nil, fmt.Errorf("--cpu-max: %w", err)
+		}
+	}
+	if f.pids != "" {
+		if l.PidsMax, err = cgroup.ParsePidsMax(f.pids); err != nil {
+			return nil, fmt.Errorf("--pids-max: %w", err)
+		}
+	}
+	if l == (registry.Limits{}) {
+		return nil, nil
+	}
+	return &l, nil
 }

@@ -61,6 +61,11 @@ func newStatusCommand() *cobra.Command {
 			for _, l := range st.Limits {
 				fmt.Fprintf(w, "limits:    %s\n", clean(l))
 			}
+			for _, k := range []string{"memory_max", "cpu_max", "pids_max"} {
+				if v, ok := st.ResourceLimits[k]; ok {
+					fmt.Fprintf(w, "%-10s %s\n", k+":", clean(v))
+				}
+			}
 			fmt.Fprintf(w, "sessions:  %d active; processes: %d live, %d records\n", st.Sessions, st.Processes, st.Records)
 			for _, h := range st.LogHubs {
 				role := "re-joined from an earlier daemon"

@@ -85,11 +85,12 @@ func TestHostSeesEOFWhenServerExits(t *testing.T) {
 			if f, ok := cmd.Stdin.(*os.File); ok {
 				f.Close() // only the child's copies remain
 			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
+			// Wait closes the stdout pipe it made: only once it is read.
 			if _, err := readAllWithin(r, wait); err != nil {
 				t.Fatalf("stdout did not reach EOF after the server exited: %v", err)
 			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
 			select {
 			case <-done:
 			case <-time.After(wait):

@@ -1,0 +1,175 @@
+//go:build linux
+
+package main
+
+import (
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/registry"
+)
+
+// limitsOrSkip skips a test that needs memory_max, cpu_max and pids_max
+// enforced, naming why the daemon cannot (status says).
+func limitsOrSkip(t *testing.T, in *instance) {
+	t.Helper()
+	status := in.mustRun("status")
+	for _, k := range []string{"memory_max:", "cpu_max:", "pids_max:"} {
+		for _, line := range strings.Split(status, "\n") {
+			if v, ok := strings.CutPrefix(line, k); ok && !strings.Contains(v, "cgroup v") {
+				t.Skipf("limits cannot be enforced here (needs writable cgroups, usually root): %s%s", k, v)
+			}
+		}
+	}
+}
+
+// waitNamed polls ps --all until ok accepts the record named name.
+func waitNamed(t *testing.T, in *instance, name string, ok func(registry.Process) bool) registry.Process {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	var last registry.Process
+	for time.Now().Before(deadline) {
+		for _, p := range in.mustProcesses(true) {
+			if p.Name == name {
+				last = p
+			}
+		}
+		if last.ID != "" && ok(last) {
+			return last
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s never got there: %+v", name, last)
+	return last
+}
+
+// A server that allocates past its memory_max is OOM-killed by the kernel:
+// the host sees it die of SIGKILL, its record says memory_max was hit, an
+// event and a metric say so, and its session's other server runs on;
+// whether it was exec'd in its shim's place or spawned by the daemon
+// (which moves it into cgroup v1 limits after its exec).
+func TestMemoryMaxOOMKills(t *testing.T) {
+	for _, inPlace := range []string{"auto", "off"} {
+		t.Run("in place "+inPlace, func(t *testing.T) { testMemoryMaxOOMKills(t, inPlace) })
+	}
+}
+
+func testMemoryMaxOOMKills(t *testing.T, inPlace string) {
+	in := newInstance(t)
+	in.env = append(in.env, "SUPERVISOR_IN_PLACE="+inPlace)
+	calm := in.startShim("--session", "lim", "--name", "calm", "--", "sh", "-c", "echo ready $$; exec sleep 600")
+	calmPID := calm.readyPID(t)
+	limitsOrSkip(t, in)
+	calmTok, err := proc.TokenOf(calmPID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 200 MB through a shell variable, against 64M.
+	hog := in.startShim("--session", "lim", "--name", "hog", "--memory-max", "64M", "--", "sh", "-c",
+		`echo ready $$; x=$(head -c 200000000 /dev/zero | tr '\0' a); echo survived`)
+	hog.readyPID(t)
+	if killed, how := hog.endedBy(t, syscall.SIGKILL); !killed {
+		t.Fatalf("hog ended %s, want killed by the OOM killer's SIGKILL", how)
+	}
+	rec := waitNamed(t, in, "hog", func(p registry.Process) bool { return p.State.Final() && len(p.LimitHit) > 0 })
+	if rec.LimitHit[0] != "memory_max" || rec.Limits == nil || rec.Limits.MemoryMax != 64<<20 || rec.Signal != "SIGKILL" {
+		t.Errorf("hog's record %+v: want it killed with memory_max 64M hit", rec)
+	}
+	if out := in.mustRun("ps", "--all"); !strings.Contains(out, "exited, memory_max hit") {
+		t.Errorf("ps --all:\n%s\nwant hog's state to say memory_max was hit", out)
+	}
+	in.waitEvents(func(evs []registry.Event) bool {
+		for _, e := range evs {
+			if e.Kind == "process.limit" && e.Process == rec.ID && strings.Contains(e.Detail, "OOM killer") {
+				return true
+			}
+		}
+		return false
+	})
+	if m := in.mustRun("metrics"); !strings.Contains(m, `supervisor_limit_hits_total{limit="memory_max"} 1`) {
+		t.Errorf("metrics: want one memory_max hit:\n%s", m)
+	}
+	if !alive(calmPID, calmTok) {
+		t.Errorf("calm (%d), of the same session, died with hog", calmPID)
+	}
+}
+
+// pids_max stops a fork bomb at its cap: the server never has more
+// processes than that, its record says the limit was hit, and when it ends
+// every process it forked is gone.
+func TestPidsMaxStopsForkBomb(t *testing.T) {
+	in := newInstance(t)
+	bomb := in.startShim("--session", "lim", "--name", "bomb", "--pids-max", "20", "--", "sh", "-c",
+		`echo ready $$; while :; do sleep 600 & done`)
+	bomb.readyPID(t)
+	limitsOrSkip(t, in)
+	bomb.exitCode(t) // the shell gives up at its first failed fork
+	rec := waitNamed(t, in, "bomb", func(p registry.Process) bool { return p.State.Final() && len(p.LimitHit) > 0 && p.Stop != nil })
+	if rec.LimitHit[0] != "pids_max" {
+		t.Errorf("bomb's record %+v: want pids_max hit", rec)
+	}
+	// Everything it forked is swept: no process with its marker is left.
+	infos, _ := proc.Scan()
+	var left []int
+	for _, info := range infos {
+		env, err := proc.Environ(info.PID)
+		if err == nil && slices.Contains(env, "SUPERVISOR_PROC_ID="+rec.ID) {
+			left = append(left, info.PID)
+		}
+	}
+	if len(left) > 0 {
+		for _, pid := range left {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		t.Errorf("processes of the bomb left after it ended: %v", left)
+	}
+}
+
+// cpu_max holds a spinning server near its share of a CPU.
+func TestCPUMaxThrottles(t *testing.T) {
+	in := newInstance(t)
+	spin := in.startShim("--session", "lim", "--name", "spin", "--cpu-max", "0.2", "--", "sh", "-c", `echo ready $$; while :; do :; done`)
+	spin.readyPID(t)
+	limitsOrSkip(t, in)
+	first := waitNamed(t, in, "spin", func(p registry.Process) bool { return p.Usage != nil })
+	time.Sleep(3 * time.Second)
+	last := waitNamed(t, in, "spin", func(p registry.Process) bool { return p.Usage != nil })
+	used := last.Usage.CPUSeconds - first.Usage.CPUSeconds
+	el := 3.0 // at least: the sleep
+	// 0.2 CPU for 3 s is 0.6 s; unthrottled it would be ~3 s. Generous:
+	// the machine is shared, and the first sample may be late.
+	if used > 1.5 {
+		t.Errorf("spin used %.2f s of CPU in %.0f s under cpu_max 0.2, want about %.1f", used, el, 0.2*el)
+	}
+}
+
+// A run whose limits cannot be enforced is refused, never run unbounded:
+// here a daemon without cgroups (as any user), and a shared server.
+func TestLimitsRefusedWhenUnenforceable(t *testing.T) {
+	in := newInstance(t)
+	in.env = append(in.env, "SUPERVISOR_CGROUPS=off")
+	_, stderr, code := in.run("run", "--session", "lim", "--memory-max", "64M", "--", "sh", "-c", "echo ran")
+	if code != 125 || !strings.Contains(stderr, "memory_max 64M cannot be enforced") || !strings.Contains(stderr, "cgroups") {
+		t.Errorf("run --memory-max without cgroups: code %d, stderr %q; want 125 naming the limit and cgroups", code, stderr)
+	}
+	if strings.Contains(in.mustRun("ps", "--all"), "echo ran") {
+		t.Errorf("the refused server ran")
+	}
+	_, stderr, code = in.run("run", "--session", "lim", "--share", "--pids-max", "10", "--", "sh", "-c", "echo ran")
+	if code != 125 || !strings.Contains(stderr, "shared, lazy or idle") {
+		t.Errorf("run --share --pids-max: code %d, stderr %q; want 125 saying shared servers take no limits", code, stderr)
+	}
+	for _, tc := range [][]string{{"--memory-max", "lots"}, {"--cpu-max", "0"}, {"--pids-max", "-3"}} {
+		_, stderr, code := in.run(append(append([]string{"run", "--session", "lim"}, tc...), "--", "true")...)
+		if code == 0 || !strings.Contains(stderr, tc[0]) {
+			t.Errorf("run %v: code %d, stderr %q; want an error naming %s", tc, code, stderr, tc[0])
+		}
+	}
+	if st := in.mustRun("status"); !strings.Contains(st, "memory_max: unavailable") {
+		t.Errorf("status:\n%s\nwant it to say memory_max is unavailable", st)
+	}
+}
