@@ -8,7 +8,10 @@
 // caller that refreshes keeps the previous one.
 package usage
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Source says where a sample's figures come from.
 const (
@@ -57,4 +60,25 @@ func Percent(prev, s Sample, started time.Time) float64 {
 		return 100 * float64(s.CPU) / float64(el)
 	}
 	return 0
+}
+
+// Bytes is a size in binary units, three significant digits at most
+// ("812K", "61.4M", "2.10G").
+func Bytes(n uint64) string {
+	const units = "KMGTPE"
+	if n < 1024 {
+		return fmt.Sprintf("%dB", n)
+	}
+	v, i := float64(n)/1024, 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f%c", v, units[i])
+	case v >= 10:
+		return fmt.Sprintf("%.1f%c", v, units[i])
+	}
+	return fmt.Sprintf("%.2f%c", v, units[i])
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/session"
+	"github.com/seed-86a41135/supervisor/usage"
 )
 
 type psOptions struct {
@@ -93,30 +94,9 @@ func usageCells(u *registry.Usage) (mem, cpu, procs string) {
 	}
 	mem = "-"
 	if u.MemorySource != "" {
-		mem = bytesCell(u.MemoryBytes)
+		mem = usage.Bytes(u.MemoryBytes)
 	}
 	return mem, fmt.Sprintf("%.1f%%", u.CPUPercent), fmt.Sprint(u.Procs)
-}
-
-// bytesCell is a size in binary units, three significant digits at most
-// ("812K", "61.4M", "2.10G").
-func bytesCell(n uint64) string {
-	const units = "KMGTPE"
-	if n < 1024 {
-		return fmt.Sprintf("%dB", n)
-	}
-	v, i := float64(n)/1024, 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	switch {
-	case v >= 100:
-		return fmt.Sprintf("%.0f%c", v, units[i])
-	case v >= 10:
-		return fmt.Sprintf("%.1f%c", v, units[i])
-	}
-	return fmt.Sprintf("%.2f%c", v, units[i])
 }
 
 // stateCell is the STATE column: the state, and the limits the kernel

@@ -87,6 +87,7 @@ func newRootCommand(inherited []int) *cobra.Command {
 	root.AddCommand(
 		newRunCommand(),
 		newPsCommand(),
+		newTopCommand(),
 		newSessionsCommand(),
 		newSessionCommand(),
 		newStopCommand(),

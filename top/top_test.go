@@ -1,0 +1,99 @@
+package top
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/registry"
+)
+
+func snapshot() Snapshot {
+	now := time.Unix(1_800_000_000, 0)
+	procs := []registry.Process{
+		{ID: "p-1", Session: "s1", Name: "fs", State: registry.StateRunning, StartedAt: now.Add(-time.Hour), Restarts: 2,
+			Usage: &registry.Usage{MemoryBytes: 64 << 20, MemorySource: "procs", CPUPercent: 1, Procs: 1}},
+		{ID: "p-2", Session: "s1", Name: "spin", State: registry.StateRunning, StartedAt: now.Add(-time.Minute),
+			Usage: &registry.Usage{MemoryBytes: 2 << 20, MemorySource: "procs", CPUPercent: 99, Procs: 3}},
+		{ID: "p-3", Session: "s2", Name: "gone", State: registry.StateExited},
+		{ID: "p-4", Name: "shared-one", State: registry.StateRunning, Broker: true, StartedAt: now.Add(-2 * time.Hour),
+			Clients: []registry.Client{{ID: "c1"}, {ID: "c2"}}, LimitHit: []string{"pids_max"}},
+	}
+	sessions := []api.SessionInfo{{Session: registry.Session{ID: "s1", HostCommand: "/usr/bin/node /opt/claude/cli.js --resume"}},
+		{Session: registry.Session{ID: "s2", HostCommand: "codex"}}}
+	return Build(procs, sessions, now)
+}
+
+func TestBuildAndSort(t *testing.T) {
+	snap := snapshot()
+	if len(snap.Rows) != 3 || snap.Sessions != 2 {
+		t.Fatalf("rows %+v: want the 3 running ones, 2 sessions", snap.Rows)
+	}
+	for _, tc := range []struct {
+		by   string
+		want string // the names in order
+	}{
+		{"mem", "fs spin shared-one"}, {"cpu", "spin fs shared-one"}, {"name", "fs shared-one spin"},
+		{"age", "shared-one fs spin"}, {"restarts", "fs shared-one spin"}, {"host", "shared-one fs spin"},
+	} {
+		rows := append([]Row(nil), snap.Rows...)
+		Sort(rows, tc.by)
+		var got []string
+		for _, r := range rows {
+			got = append(got, r.Name)
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("sort by %s: %v, want %s", tc.by, got, tc.want)
+		}
+	}
+	for _, r := range snap.Rows {
+		switch r.Name {
+		case "fs":
+			if r.Host != "cli.js" {
+				t.Errorf("fs's host %q, want the node script's name", r.Host)
+			}
+		case "shared-one":
+			if r.Session != "shared" || r.Host != "2 clients" || !strings.Contains(r.State, "pids_max hit") {
+				t.Errorf("broker row %+v: want shared, its clients and its limit hit", r)
+			}
+		}
+	}
+}
+
+func TestRender(t *testing.T) {
+	if out := Render(snapshot(), "cpu", 0, 0); !strings.Contains(out, "3 servers, 66.0M memory, 100.0% CPU - sorted by cpu") {
+		t.Errorf("header of:\n%s\nwant the servers summed and the sort named", out)
+	}
+	if out := Render(snapshot(), "cpu", 0, 7); strings.Count(out, "\n") != 7 || strings.Contains(out, "more") {
+		t.Errorf("in 7 lines:\n%s\nwant every row", out)
+	}
+	out := Render(snapshot(), "cpu", 80, 6)
+	for _, l := range strings.Split(out, "\n") {
+		if len([]rune(l)) > 80 {
+			t.Errorf("line wider than 80: %q", l)
+		}
+	}
+	if strings.Count(out, "\n") != 6 || !strings.Contains(out, "spin") || !strings.Contains(out, "... 2 more") {
+		t.Errorf("in 6 lines:\n%s\nwant the first row and a count of the rest", out)
+	}
+}
+
+func TestModelKeys(t *testing.T) {
+	m := NewModel(func() (Snapshot, error) { return snapshot(), nil }, time.Second, "mem")
+	next, _ := m.Update(m.Init()())
+	m = next.(Model)
+	next, _ = m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("c")})
+	if v := next.(Model).View(); !strings.Contains(v, "sorted by cpu") {
+		t.Errorf("after c: %s", v)
+	}
+	_, cmd := next.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")})
+	if cmd == nil {
+		t.Fatal("q: no command, want tea.Quit")
+	}
+	if _, ok := cmd().(tea.QuitMsg); !ok {
+		t.Errorf("q: want tea.Quit")
+	}
+}
