@@ -110,6 +110,7 @@ func (s *Settings) ApplyEnsure(name string, req *api.EnsureRequest) {
 			req.Health = "tcp"
 		}
 	}
+	req.Limits = mergeLimits(req.Limits, o.Limits)
 }
 
 // DefaultSettings returns the defaults of design §5.

@@ -31,6 +31,7 @@ type shared struct {
 	env      []string
 	cwd      string
 	health   spawn.Health
+	limits   *registry.Limits // each incarnation's, set by the ensure that started it
 	linger   time.Duration
 	interval time.Duration
 	bkey     string
@@ -245,7 +246,7 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 		return nil, err
 	}
 	s := &shared{
-		port: req.Port, name: name, argv: req.Argv, env: req.Env, cwd: string(req.Cwd), health: health,
+		port: req.Port, name: name, argv: req.Argv, env: req.Env, cwd: string(req.Cwd), health: health, limits: req.Limits,
 		linger:   orDefault(time.Duration(req.LingerMS)*time.Millisecond, st.Linger),
 		interval: orDefault(time.Duration(req.IntervalMS)*time.Millisecond, st.Interval),
 		sessions: map[string]bool{}, quit: make(chan struct{}), stopped: make(chan struct{}),
@@ -297,9 +298,23 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 		return err
 	}
 	var cg cgroup.Server
+	cgName := fmt.Sprintf("%s-%d", s.id, time.Now().UnixNano())
 	if d.cgroups != nil {
 		// Fresh per incarnation: a killed cgroup kills what is cloned in.
-		cg, _ = d.cgroups.NewServer(sharedSession(s.port), fmt.Sprintf("%s-%d", s.id, time.Now().UnixNano()))
+		cg, _ = d.cgroups.NewServer(sharedSession(s.port), cgName)
+	}
+	// Its limits are set before it exists, or it does not start.
+	limited, err := d.setLimits(sharedSession(s.port), cgName, s.limits, cg)
+	if err != nil {
+		null.Close()
+		logf.Close()
+		errf.Close()
+		cg.CloseFd()
+		if cg.Path != "" {
+			cgroup.Remove(cg.Path)
+		}
+		d.reg.Event("limits.refused", sharedSession(s.port), s.id, err.Error())
+		return err
 	}
 	started, err := spawn.Start(d.reaper, spawn.Request{
 		Argv: s.argv, Env: s.env, Dir: s.cwd,
@@ -312,12 +327,23 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 		if cg.Path != "" {
 			cgroup.Remove(cg.Path)
 		}
+		cgroup.RemoveV1(limited.V1)
 		d.reg.Event("process.failed", sharedSession(s.port), s.id, err.Error())
 		return err
+	}
+	if len(limited.V1) > 0 {
+		// As a direct server the daemon spawns (procs.go): never left
+		// running without its limits.
+		if err := cgroup.EnterV1(limited.V1, started.PID); err != nil {
+			d.log.Error("limits not enforced: killing the shared server", "id", s.id, "err", err)
+			d.reg.Event("limits.failed", sharedSession(s.port), s.id, err.Error())
+			cgroup.Kill(cg.Path)
+		}
 	}
 	fault("ensure.forked")
 	rec, err := d.reg.Restart(s.id, func(p *registry.Process) {
 		p.PID, p.PGID, p.Token, p.Path, p.Cgroup = started.PID, started.PGID, started.Token, started.Path, cg.Path
+		p.Limits, p.LimitCgroups, p.LimitHit = s.limits, limited.V1, nil
 		p.Health, p.ExitCode, p.Signal, p.ExitedAt = "starting", nil, "", nil
 	})
 	if err != nil {
@@ -827,7 +853,7 @@ func (d *Daemon) readoptShared(p registry.Process, l *live) {
 		health = spawn.Health{Kind: "tcp"}
 	}
 	s := &shared{
-		port: p.Port, id: p.ID, name: p.Name, argv: p.Argv, cwd: p.Cwd, health: health,
+		port: p.Port, id: p.ID, name: p.Name, argv: p.Argv, cwd: p.Cwd, health: health, limits: p.Limits,
 		linger: d.settings().Linger, interval: d.settings().Interval, adopted: true,
 		sessions: map[string]bool{}, quit: make(chan struct{}), stopped: make(chan struct{}), cur: l,
 		logPath: LogPath(d.cfg.Paths, p.Name, p.Port),

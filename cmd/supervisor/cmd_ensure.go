@@ -28,12 +28,13 @@ type ensureOptions struct {
 	grace        time.Duration
 	adoptForeign bool
 	json         bool
+	limits       limitFlags
 }
 
 func newEnsureCommand() *cobra.Command {
 	var o ensureOptions
 	cmd := &cobra.Command{
-		Use:   "ensure --port P [--health none|tcp|http://...] [--name N] [--cwd DIR] [--timeout D] [--linger D] -- CMD [ARG...]",
+		Use:   "ensure --port P [--health none|tcp|http://...] [--name N] [--cwd DIR] [--timeout D] [--linger D] [--memory-max SIZE] [--cpu-max CPUS] [--pids-max N] -- CMD [ARG...]",
 		Short: "Start a shared port-bound server unless a healthy one runs; return once it is healthy",
 		Long: `ensure returns 0 once a healthy server owns the port, starting CMD only if none
 does. Concurrent calls for one port start one server and all wait for its
@@ -79,7 +80,11 @@ reported, never fought over (unless --adopt-foreign and it is healthy).`,
 			if err != nil {
 				return fmt.Errorf("find this binary: %w", err)
 			}
-			rr, err := shim.NewRequest(shim.Options{Argv: args, Name: o.name, Dir: o.cwd, Session: o.session, Grace: o.grace, Env: os.Environ()})
+			limits, err := o.limits.parse()
+			if err != nil {
+				return err
+			}
+			rr, err := shim.NewRequest(shim.Options{Argv: args, Name: o.name, Dir: o.cwd, Session: o.session, Grace: o.grace, Env: os.Environ(), Limits: limits})
 			if err != nil {
 				return err
 			}
@@ -126,5 +131,6 @@ reported, never fought over (unless --adopt-foreign and it is healthy).`,
 	f.DurationVar(&o.grace, "grace", 0, "SIGTERM grace before SIGKILL when the server is stopped (default 5s)")
 	f.BoolVar(&o.adoptForeign, "adopt-foreign", false, "take over a process already listening on the port if its health check passes")
 	f.BoolVar(&o.json, "json", false, "print JSON")
+	o.limits.add(cmd)
 	return cmd
 }

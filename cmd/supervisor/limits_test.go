@@ -3,7 +3,10 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -172,4 +175,58 @@ func TestLimitsRefusedWhenUnenforceable(t *testing.T) {
 	if st := in.mustRun("status"); !strings.Contains(st, "memory_max: unavailable") {
 		t.Errorf("status:\n%s\nwant it to say memory_max is unavailable", st)
 	}
+}
+
+// ensure starts a shared server within its limits: the record carries
+// them and its cgroup holds them; without cgroups ensure is refused.
+func TestEnsureLimits(t *testing.T) {
+	in := newInstance(t)
+	in.mustRun("daemon")
+	limitsOrSkip(t, in)
+	ps := strconv.Itoa(freePort(t))
+	res, errOut, code := in.ensure(t, "--session", "lim", "--port", ps, "--memory-max", "256M", "--pids-max", "50", "--", bin, "_fixture", "listen", ps)
+	if code != 0 {
+		t.Fatalf("ensure: exit %d: %s", code, errOut)
+	}
+	rec := waitNamed(t, in, res.Name, func(p registry.Process) bool { return p.PID == res.PID })
+	if rec.Limits == nil || rec.Limits.MemoryMax != 256<<20 || rec.Limits.PidsMax != 50 {
+		t.Fatalf("record's limits %+v, want 256M and 50 processes", rec.Limits)
+	}
+	// Where the kernel holds them: v1 directories beside its cgroup, or
+	// its v2 cgroup itself.
+	found := map[string]string{}
+	for _, dir := range append([]string{rec.Cgroup}, rec.LimitCgroups...) {
+		for _, f := range []string{"memory.limit_in_bytes", "memory.max", "pids.max"} {
+			if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
+				found[f] = strings.TrimSpace(string(b))
+			}
+		}
+	}
+	if mem := found["memory.limit_in_bytes"] + found["memory.max"]; mem != strconv.Itoa(256<<20) || found["pids.max"] != "50" {
+		t.Errorf("the cgroups hold %v, want memory 268435456 and pids.max 50", found)
+	}
+	if pids := cgroupProcs(rec.LimitCgroups); len(rec.LimitCgroups) > 0 && !slices.Contains(pids, rec.PID) {
+		t.Errorf("the server %d is not in its limits' cgroups (they hold %v)", rec.PID, pids)
+	}
+
+	off := newInstance(t)
+	off.env = append(off.env, "SUPERVISOR_CGROUPS=off")
+	ps2 := strconv.Itoa(freePort(t))
+	if _, errOut, code := off.ensure(t, "--session", "lim", "--port", ps2, "--pids-max", "50", "--", bin, "_fixture", "listen", ps2); code == 0 || !strings.Contains(errOut, "pids_max 50 cannot be enforced") {
+		t.Errorf("ensure --pids-max without cgroups: exit %d, %q; want it refused naming the limit", code, errOut)
+	}
+}
+
+// cgroupProcs lists the processes of cgroup directories.
+func cgroupProcs(dirs []string) []int {
+	var out []int
+	for _, d := range dirs {
+		b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
 }
