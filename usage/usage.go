@@ -26,8 +26,9 @@ type Sample struct {
 	// summed resident memory of the processes, which counts pages they
 	// share once per process.
 	Memory uint64
-	// CPU is the CPU time used: the cgroup's (exited processes included),
-	// or the live processes' own.
+	// CPU is the CPU time used: the cgroup's (exited processes included)
+	// where its memory comes from the cgroup too, else the live processes'
+	// own and that of the children they reaped.
 	CPU   time.Duration
 	Procs int
 	// MemorySource is SourceCgroup or SourceProcs; "" when nothing could

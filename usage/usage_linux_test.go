@@ -31,3 +31,16 @@ func TestOfProcs(t *testing.T) {
 		t.Errorf("sample of no process %+v: want nothing measured", gone)
 	}
 }
+
+func TestParseStat(t *testing.T) {
+	// A command name with spaces and a ')' of its own; utime 150, stime 50,
+	// cutime 30, cstime 20 ticks; rss 2048 pages.
+	line := "4242 (we ird) name) S 1 4242 4242 0 -1 4194560 500 0 0 0 150 50 30 20 20 0 1 0 100 10485760 2048 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n"
+	cpu, rss, ok := parseStat([]byte(line))
+	if !ok || cpu != 2500*time.Millisecond || rss != 2048 {
+		t.Errorf("parseStat = %v, %d, %v; want 2.5s and 2048 pages", cpu, rss, ok)
+	}
+	if _, _, ok := parseStat([]byte("4242 (short) S 1 2")); ok {
+		t.Error("a truncated line parsed")
+	}
+}
