@@ -82,3 +82,6 @@ func (m *Manager) AccountsMemory() bool { return false }
 
 // V1Memory is "": there are no cgroups here.
 func (m *Manager) V1Memory(dirs []string) string { return "" }
+
+// V1Home is empty: there are no cgroups here.
+func (m *Manager) V1Home(dirs []string) []string { return nil }

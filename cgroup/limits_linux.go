@@ -24,14 +24,15 @@ var v1Controllers = []string{"memory", "pids", "cpu"}
 // chain from the daemon's own cgroup down to root delegates it, else a
 // v1 base directory (the daemon's own v1 cgroup), else why not.
 type limitDirs struct {
-	v2  map[string]bool
-	v1  map[string]string // controller → mountpoint/own-path/name
-	why map[string]string
+	v2    map[string]bool
+	v1    map[string]string // controller → mountpoint/own-path/name
+	v1own map[string]string // controller → mountpoint/own-path: the daemon's own
+	why   map[string]string
 }
 
 // probeLimits looks at both trees once, at Detect.
 func (m *Manager) probeLimits(name string) {
-	ld := limitDirs{v2: map[string]bool{}, v1: map[string]string{}, why: map[string]string{}}
+	ld := limitDirs{v2: map[string]bool{}, v1: map[string]string{}, v1own: map[string]string{}, why: map[string]string{}}
 	// The top of the daemon's subtree (supervisor-UID) gets its controllers
 	// from the daemon's own cgroup, which we do not touch.
 	top := m.root
@@ -51,10 +52,10 @@ func (m *Manager) probeLimits(name string) {
 				ld.why[c] = fmt.Sprintf("the cgroup v1 %s hierarchy is not writable (%v)", c, err)
 				continue
 			}
-			ld.v1[c] = base
+			ld.v1[c], ld.v1own[c] = base, v1[c]
 		default:
-			ld.why[c] = fmt.Sprintf("the cgroup v2 tree does not delegate the %s controller to %s (enable it in %s/cgroup.subtree_control, e.g. systemd's Delegate=yes) and there is no cgroup v1 %s hierarchy",
-				c, top, filepath.Dir(top), c)
+			ld.why[c] = fmt.Sprintf("the cgroup v2 tree gives the daemon's subtree %s no %s controller (the daemon's cgroup %s would need it in its cgroup.subtree_control, which the kernel allows only to a cgroup holding no process itself, and the daemon is in it) and there is no cgroup v1 %s hierarchy",
+				top, c, filepath.Dir(top), c)
 		}
 	}
 	m.limits = ld
@@ -174,33 +175,28 @@ func (m *Manager) delegate(session, c string) error {
 	return nil
 }
 
-// EnterV1 moves pid, and the children it already forked, into each of the
-// v1 directories of its limits. A server the daemon spawned is moved
-// right after its exec: what it forked in that instant is moved too.
+// EnterV1 moves pid into each of the v1 directories of its limits: a
+// shim about to exec its server in its own place, which has forked
+// nothing. (A server the daemon spawns starts in them: spawn's
+// ThreadCgroups.)
 func EnterV1(dirs []string, pid int) error {
-	pids := []int{pid}
-	for i := 0; i < len(pids); i++ {
-		pids = append(pids, childrenOf(pids[i])...)
-	}
 	for _, d := range dirs {
-		for _, p := range pids {
-			if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(p)), 0); err != nil && p == pid {
-				return fmt.Errorf("move pid %d into cgroup %s: %w", p, d, err)
-			}
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			return fmt.Errorf("move pid %d into cgroup %s: %w", pid, d, err)
 		}
 	}
 	return nil
 }
 
-// childrenOf lists pid's children from /proc/PID/task/*/children.
-func childrenOf(pid int) []int {
-	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
-	var out []int
-	for _, t := range tasks {
-		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", t.Name(), "children"))
-		for _, f := range strings.Fields(string(b)) {
-			if c, err := strconv.Atoi(f); err == nil {
-				out = append(out, c)
+// V1Home is, for each of a server's v1 directories, the daemon's own
+// directory in that hierarchy: where a thread that forked into them goes
+// back to.
+func (m *Manager) V1Home(dirs []string) []string {
+	var out []string
+	for _, d := range dirs {
+		for c, base := range m.limits.v1 {
+			if strings.HasPrefix(d, base+"/") {
+				out = append(out, m.limits.v1own[c])
 			}
 		}
 	}

@@ -189,6 +189,11 @@ func (d *Daemon) autoShare(req api.RunRequest, name string) bool {
 	if req.Share || req.NoShare || d.settings().Servers[name].NoShare || len(req.Argv) == 0 {
 		return false
 	}
+	// Limits bound one server's tree: a server with any (its own or the
+	// config's for all) is never shared on its own.
+	if req.Limits != nil || d.settings().Limits != (registry.Limits{}) {
+		return false
+	}
 	// The spawn path's common case: nothing learned, no broker to ask.
 	d.mu.Lock()
 	brokers := len(d.brokers)

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -25,12 +26,12 @@ func limitsOf(l *registry.Limits) cgroup.Limits {
 
 // setLimits enforces the run's limits on its fresh cgroup cg. The error
 // says what cannot be enforced and why.
-func (d *Daemon) setLimits(session, id string, l *registry.Limits, cg cgroup.Server) (cgroup.Limited, error) {
+func (d *Daemon) setLimits(session, id string, l *registry.Limits, cg cgroup.Server, cgErr error) (cgroup.Limited, error) {
 	cl := limitsOf(l)
 	if cl.IsZero() {
 		return cgroup.Limited{}, nil
 	}
-	if d.cgroups == nil || cg.Path == "" {
+	if d.cgroups == nil {
 		why := "this daemon runs without cgroups"
 		for _, w := range d.limits {
 			if strings.HasPrefix(w, "no cgroups") {
@@ -38,6 +39,9 @@ func (d *Daemon) setLimits(session, id string, l *registry.Limits, cg cgroup.Ser
 			}
 		}
 		return cgroup.Limited{}, fmt.Errorf("%s cannot be enforced: %s", describeLimits(l), why)
+	}
+	if cg.Path == "" {
+		return cgroup.Limited{}, fmt.Errorf("%s cannot be enforced: no cgroup for this server: %v", describeLimits(l), cgErr)
 	}
 	return d.cgroups.SetLimits(cg, session, id, cl)
 }
@@ -60,36 +64,41 @@ func describeLimits(l *registry.Limits) string {
 	return strings.Join(parts, ", ")
 }
 
+// errHitNoted says a limit hit is in the record already.
+var errHitNoted = errors.New("limit hit already recorded")
+
 // noteLimitHits records the limits the kernel enforced on p since they
 // were last noted: each new one is a process.limit event, a metric and a
-// mark in the record (ps shows it). It returns p's hits.
+// mark in the record (ps shows it), once however many callers look at
+// once. It returns p's hits. Only the limits p has are looked at: a
+// cgroup's OOM count also counts kills the machine's own memory pressure
+// caused.
 func (d *Daemon) noteLimitHits(p registry.Process) []string {
 	if p.Limits == nil || p.Cgroup == "" && len(p.LimitCgroups) == 0 {
 		return p.LimitHit
 	}
-	hits := cgroup.Hits(p.Cgroup, p.LimitCgroups)
-	var fresh []string
-	for _, h := range hits {
-		if !slices.Contains(p.LimitHit, h) {
-			fresh = append(fresh, h)
+	all := slices.Clone(p.LimitHit)
+	for _, h := range cgroup.Hits(p.Cgroup, p.LimitCgroups) {
+		if h == cgroup.HitMemory && p.Limits.MemoryMax == 0 || h == cgroup.HitPids && p.Limits.PidsMax == 0 || slices.Contains(all, h) {
+			continue
 		}
-	}
-	if len(fresh) == 0 {
-		return p.LimitHit
-	}
-	all := append(slices.Clone(p.LimitHit), fresh...)
-	for _, h := range fresh {
+		all = append(all, h)
 		detail := fmt.Sprintf("%s hit: %s", h, limitHitWhy(h, p.Limits))
-		if _, err := d.reg.UpdateLogged(p.ID, registry.Logged{Kind: "process.limit", Detail: detail}, func(r *registry.Process) error {
-			if !slices.Contains(r.LimitHit, h) {
-				r.LimitHit = append(r.LimitHit, h)
+		_, err := d.reg.UpdateLogged(p.ID, registry.Logged{Kind: "process.limit", Detail: detail}, func(r *registry.Process) error {
+			if slices.Contains(r.LimitHit, h) {
+				return errHitNoted
 			}
+			r.LimitHit = append(r.LimitHit, h)
 			return nil
-		}); err != nil {
+		})
+		switch {
+		case errors.Is(err, errHitNoted):
+		case err != nil:
 			d.log.Warn("record a limit hit", "id", p.ID, "limit", h, "err", err)
+		default:
+			d.metrics.limitHit(h)
+			d.log.Info("limit hit", "id", p.ID, "limit", h, "detail", detail)
 		}
-		d.metrics.limitHit(h)
-		d.log.Info("limit hit", "id", p.ID, "limit", h, "detail", detail)
 	}
 	return all
 }
@@ -111,4 +120,12 @@ func (d *Daemon) resourceLimits() map[string]string {
 		return map[string]string{"memory_max": why, "cpu_max": why, "pids_max": why}
 	}
 	return d.cgroups.LimitSupport()
+}
+
+// v1Home is where a thread that forked into dirs goes back to.
+func (d *Daemon) v1Home(dirs []string) []string {
+	if d.cgroups == nil || len(dirs) == 0 {
+		return nil
+	}
+	return d.cgroups.V1Home(dirs)
 }

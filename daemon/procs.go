@@ -214,15 +214,15 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	// A fresh cgroup per server: this kernel kills a child cloned into a
 	// cgroup that cgroup.kill was ever written to, so none is reused.
 	var cg cgroup.Server
+	var cgErr error
 	if d.cgroups != nil {
-		var err error
-		if cg, err = d.cgroups.NewServer(req.Session, id); err != nil {
-			log.Warn("no cgroup for this server; process group and markers only", "err", err)
+		if cg, cgErr = d.cgroups.NewServer(req.Session, id); cgErr != nil {
+			log.Warn("no cgroup for this server; process group and markers only", "err", cgErr)
 		}
 	}
 	// Its limits are set before it exists, or it does not start.
 	req.Limits = mergeLimits(req.Limits, d.settings().Limits)
-	limited, err := d.setLimits(req.Session, id, req.Limits, cg)
+	limited, err := d.setLimits(req.Session, id, req.Limits, cg, cgErr)
 	if err != nil {
 		closeFiles()
 		d.breakers.release(bkey)
@@ -304,6 +304,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	started, err := spawn.Start(d.reaper, spawn.Request{
 		Argv: launch.argv, Env: launch.env, Dir: string(req.Cwd), Stdio: files,
 		SessionID: req.Session, ProcID: id, CgroupFD: cg.Fd, Instance: d.instance, Host: host,
+		ThreadCgroups: limited.V1, ThreadHome: d.v1Home(limited.V1),
 	})
 	d.metrics.spawn(err)
 	cg.CloseFd()
@@ -336,18 +337,6 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	// not take them along (design §2) while the host still runs.
 	if _, err := d.reaper.ShareJob(req.Session, req.ShimPID); err != nil {
 		log.Warn("session job not shared with the shim: the server dies if the daemon does", "id", id, "err", err)
-	}
-	if len(limited.V1) > 0 {
-		// cgroup v1 has no clone-into: the server joins its limits' right
-		// after its exec, with whatever it forked in that instant. One
-		// that cannot join them is not left running unbounded.
-		if err := cgroup.EnterV1(limited.V1, started.PID); err != nil {
-			log.Error("limits not enforced: killing the server", "id", id, "err", err)
-			d.reg.Event("limits.failed", req.Session, id, err.Error())
-			if err := cgroup.Kill(cg.Path); err != nil { // limits exist only with a cgroup
-				log.Error("server left running without its limits", "id", id, "err", err)
-			}
-		}
 	}
 	fault("run.forked")
 	// PID and token are recorded whatever a concurrent stop did to the

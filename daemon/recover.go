@@ -408,5 +408,8 @@ func (d *Daemon) stopLeftovers(ts ...shutdown.Target) {
 				d.log.Warn("remove cgroup", "err", err)
 			}
 		}
+		if p, err := d.reg.Process(t.ID); err == nil {
+			cgroup.RemoveV1(p.LimitCgroups)
+		}
 	}
 }

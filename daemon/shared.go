@@ -298,13 +298,14 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 		return err
 	}
 	var cg cgroup.Server
+	var cgErr error
 	cgName := fmt.Sprintf("%s-%d", s.id, time.Now().UnixNano())
 	if d.cgroups != nil {
 		// Fresh per incarnation: a killed cgroup kills what is cloned in.
-		cg, _ = d.cgroups.NewServer(sharedSession(s.port), cgName)
+		cg, cgErr = d.cgroups.NewServer(sharedSession(s.port), cgName)
 	}
 	// Its limits are set before it exists, or it does not start.
-	limited, err := d.setLimits(sharedSession(s.port), cgName, s.limits, cg)
+	limited, err := d.setLimits(sharedSession(s.port), cgName, s.limits, cg, cgErr)
 	if err != nil {
 		null.Close()
 		logf.Close()
@@ -320,6 +321,7 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 		Argv: s.argv, Env: s.env, Dir: s.cwd,
 		Stdio:     [3]*os.File{null, logf, errf},
 		SessionID: sharedSession(s.port), ProcID: s.id, CgroupFD: cg.Fd, Instance: d.instance,
+		ThreadCgroups: limited.V1, ThreadHome: d.v1Home(limited.V1),
 	})
 	d.metrics.spawn(err)
 	cg.CloseFd()
@@ -330,15 +332,6 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 		cgroup.RemoveV1(limited.V1)
 		d.reg.Event("process.failed", sharedSession(s.port), s.id, err.Error())
 		return err
-	}
-	if len(limited.V1) > 0 {
-		// As a direct server the daemon spawns (procs.go): never left
-		// running without its limits.
-		if err := cgroup.EnterV1(limited.V1, started.PID); err != nil {
-			d.log.Error("limits not enforced: killing the shared server", "id", s.id, "err", err)
-			d.reg.Event("limits.failed", sharedSession(s.port), s.id, err.Error())
-			cgroup.Kill(cg.Path)
-		}
 	}
 	fault("ensure.forked")
 	rec, err := d.reg.Restart(s.id, func(p *registry.Process) {

@@ -36,8 +36,18 @@ type usageSamples struct {
 }
 
 // fillUsage sets Usage on every running process of procs: from a sample
-// younger than usageFresh, else from a new one.
+// younger than usageFresh, else from a new one. A limited server freshly
+// sampled is also checked for the limits the kernel enforced on it
+// (noteLimitHits), after the samples, outside their lock: it commits.
 func (d *Daemon) fillUsage(procs []registry.Process) {
+	var limited []int // of procs, the limited ones sampled now
+	d.sampleUsage(procs, &limited)
+	for _, i := range limited {
+		procs[i].LimitHit = d.noteLimitHits(procs[i])
+	}
+}
+
+func (d *Daemon) sampleUsage(procs []registry.Process, limited *[]int) {
 	c := &d.usage
 	now := time.Now()
 	var tree map[int][]int // children by parent, for servers with no cgroup
@@ -77,9 +87,12 @@ func (d *Daemon) fillUsage(procs []registry.Process) {
 			}
 			e.pid, e.last, e.gen = p.PID, s, now
 			c.last[p.ID] = e
+			if p.Limits != nil {
+				*limited = append(*limited, i)
+			}
 		}
-		if p.Limits != nil {
-			p.LimitHit = d.noteLimitHits(*p)
+		if e.last.MemorySource == "" {
+			continue // gone, or not measured on this OS: ps shows dashes
 		}
 		// Rounded: a listing of thousands carries these for each.
 		p.Usage = &registry.Usage{

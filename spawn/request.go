@@ -41,6 +41,12 @@ type Request struct {
 	// instruction, so nothing it forks can be missed. (fd 0 is stdin,
 	// never a cgroup, so 0 can mean none.)
 	CgroupFD int
+	// ThreadCgroups are cgroup v1 directories the child must start in (its
+	// limits on a hybrid system: v1 has no clone-into). The forking thread
+	// enters them for the fork, so the child is in them from its first
+	// instruction, and goes back to ThreadHome (the daemon's own) after.
+	// Linux only.
+	ThreadCgroups, ThreadHome []string
 }
 
 // Started is a process that was started.

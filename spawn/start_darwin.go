@@ -16,3 +16,11 @@ func platformAttr(sys *syscall.SysProcAttr, req Request) error {
 	}
 	return nil
 }
+
+// forkIn refuses cgroup directories: there are none on macOS.
+func forkIn(dirs, home []string, fork func() (int, error)) (int, error) {
+	if len(dirs) > 0 {
+		return 0, fmt.Errorf("start inside cgroups: %w", errors.ErrUnsupported)
+	}
+	return fork()
+}

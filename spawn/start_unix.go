@@ -61,7 +61,7 @@ func Start(r *Reaper, req Request) (Started, error) {
 	var tok proc.Token
 	var tokErr error
 	pid, exit, err := r.Fork(func() (int, error) {
-		return syscall.ForkExec(path, req.Argv, attr)
+		return forkIn(req.ThreadCgroups, req.ThreadHome, func() (int, error) { return syscall.ForkExec(path, req.Argv, attr) })
 	}, func(pid int) {
 		tok, tokErr = proc.TokenOf(pid)
 		if tokErr != nil {
@@ -71,6 +71,11 @@ func Start(r *Reaper, req Request) (Started, error) {
 		}
 	})
 	if err != nil {
+		var se *StartError
+		if errors.As(err, &se) { // the fork's own, not the exec's errno
+			se.Name = req.Argv[0]
+			return Started{}, se
+		}
 		return Started{}, execError(req.Argv[0], req.Dir, err)
 	}
 	if tokErr != nil {

@@ -80,7 +80,7 @@ func Build(procs []registry.Process, sessions []api.SessionInfo, at time.Time) S
 			r.Session, r.Host = "shared", fmt.Sprintf("%d clients", len(p.Clients))
 		}
 		if len(p.LimitHit) > 0 {
-			r.State += ", " + strings.Join(p.LimitHit, "+") + " hit"
+			r.State += "(" + strings.Join(p.LimitHit, ",") + ")"
 		}
 		if u := p.Usage; u != nil {
 			r.Memory, r.MemoryKnown, r.CPU, r.Procs = u.MemoryBytes, u.MemorySource != "", u.CPUPercent, u.Procs

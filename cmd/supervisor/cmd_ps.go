@@ -100,12 +100,12 @@ func usageCells(u *registry.Usage) (mem, cpu, procs string) {
 }
 
 // stateCell is the STATE column: the state, and the limits the kernel
-// enforced on the process ("exited, memory_max hit").
+// enforced on the process ("exited(memory_max)"), in one word.
 func stateCell(p registry.Process) string {
 	if len(p.LimitHit) == 0 {
 		return string(p.State)
 	}
-	return string(p.State) + ", " + strings.Join(p.LimitHit, "+") + " hit"
+	return string(p.State) + "(" + strings.Join(p.LimitHit, ",") + ")"
 }
 
 // healthCell is the HEALTH column: a shared server that is not safely

@@ -24,7 +24,7 @@ func newSessionsCommand() *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), resp.Sessions)
 			}
 			tw := newTable(cmd.OutOrStdout())
-			fmt.Fprintln(tw, "ID\tHOST PID\tSTATE\tPROCESSES\tSHARED\tMEM\tCPU\tPROCS\tSTARTED\tHOST COMMAND")
+			fmt.Fprintln(tw, "ID\tHOST PID\tSTATE\tPROCESSES\tSHARED\tMEM\tCPU\tPIDS\tSTARTED\tHOST COMMAND")
 			now := time.Now()
 			for _, s := range resp.Sessions {
 				mem, cpu, procs := usageCells(s.Usage)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -9,9 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/top"
@@ -52,10 +52,11 @@ memory, CPU, name, age, state, restarts, host; q quits. Not in a terminal
 			}
 			out := cmd.OutOrStdout()
 			f, isFile := out.(*os.File)
-			if !plain && isFile && term.IsTerminal(f.Fd()) && term.IsTerminal(os.Stdin.Fd()) {
-				p := tea.NewProgram(top.NewModel(topSnapshot, interval, by), tea.WithAltScreen(), tea.WithOutput(out))
-				_, err := p.Run()
-				return err
+			if !plain && isFile && term.IsTerminal(int(f.Fd())) && term.IsTerminal(int(os.Stdin.Fd())) {
+				err := top.Interactive(os.Stdin, f, topSnapshot, interval, by)
+				if !errors.Is(err, top.ErrNoInteractive) {
+					return err
+				}
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

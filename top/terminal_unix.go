@@ -1,0 +1,114 @@
+//go:build unix
+
+package top
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
+)
+
+// Fetch takes one snapshot from the daemon.
+type Fetch func() (Snapshot, error)
+
+// ErrNoInteractive says the interactive view is not built for this OS
+// (never, here).
+var ErrNoInteractive = errors.New("the interactive view needs a unix terminal")
+
+// Interactive shows the live view on the terminal in/out until q, Esc or
+// Ctrl-C: the terminal in raw mode and on its alternate screen (both
+// restored on the way out), refreshed every interval, re-sorted on a sort
+// key. One loop waits on the keyboard with the refresh as its timeout: no
+// reader is left behind.
+func Interactive(in, out *os.File, fetch Fetch, interval time.Duration, by string) error {
+	fd := int(in.Fd())
+	old, err := term.MakeRaw(fd)
+	if err != nil {
+		return fmt.Errorf("put the terminal in raw mode: %w", err)
+	}
+	defer term.Restore(fd, old)
+	fmt.Fprint(out, "\x1b[?1049h\x1b[?25l") // alternate screen, no cursor
+	defer fmt.Fprint(out, "\x1b[?25h\x1b[?1049l")
+	var snap Snapshot
+	var fetchErr error
+	next := time.Now()
+	buf := make([]byte, 64)
+	for {
+		if !time.Now().Before(next) {
+			snap, fetchErr = fetch()
+			next = time.Now().Add(interval)
+		}
+		draw(out, snap, fetchErr, by)
+		wait := time.Until(next)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(wait.Milliseconds())+1)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("wait for a key: %w", err)
+		}
+		if n == 0 || fds[0].Revents == 0 {
+			continue
+		}
+		if fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+			return nil // the terminal went away
+		}
+		k, err := in.Read(buf)
+		if err != nil {
+			return nil
+		}
+		quit, sort := key(buf[:k])
+		if quit {
+			return nil
+		}
+		if sort != "" {
+			by = sort
+		}
+	}
+}
+
+// key reads what one read from the keyboard says: quit (q, Ctrl-C, a lone
+// Esc), or a sort key's name. An escape sequence (an arrow key) is
+// neither.
+func key(b []byte) (quit bool, sort string) {
+	switch {
+	case len(b) == 0:
+		return false, ""
+	case b[0] == 'q' || b[0] == 3 || len(b) == 1 && b[0] == 0x1b:
+		return true, ""
+	case b[0] == 0x1b:
+		return false, ""
+	}
+	for _, k := range sortKeys {
+		if string(b[:1]) == k.key {
+			return false, k.name
+		}
+	}
+	return false, ""
+}
+
+// draw renders the view from the top left of the screen, clearing what
+// the last one left, in raw mode's line endings.
+func draw(out *os.File, snap Snapshot, fetchErr error, by string) {
+	w, h, err := term.GetSize(int(out.Fd()))
+	if err != nil {
+		w, h = 0, 0
+	}
+	var text string
+	switch {
+	case fetchErr != nil:
+		text = "supervisor top: " + fetchErr.Error() + "\n(retrying; q quits)\n"
+	case snap.At.IsZero():
+		text = "supervisor top: asking the daemon...\n"
+	default:
+		text = Render(snap, by, w, h)
+	}
+	var b bytes.Buffer
+	b.WriteString("\x1b[H\x1b[2J")
+	b.WriteString(strings.ReplaceAll(strings.TrimRight(text, "\n"), "\n", "\r\n"))
+	out.Write(b.Bytes())
+}
