@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -1058,4 +1059,17 @@ func truncate(bs []byte, n int) string {
 		return string(bs)
 	}
 	return string(bs[:n]) + "…"
+}
+
+// npmVersion is the installed version of @modelcontextprotocol/pkg.
+func npmVersion(npm, pkg string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(npm, "node_modules", "@modelcontextprotocol", pkg, "package.json"))
+	if err != nil {
+		return "", err
+	}
+	var m struct{ Version string }
+	if err := json.Unmarshal(b, &m); err != nil || m.Version == "" {
+		return "", fmt.Errorf("%s's package.json has no version", pkg)
+	}
+	return m.Version, nil
 }
