@@ -14,13 +14,6 @@ import (
 	"golang.org/x/term"
 )
 
-// Fetch takes one snapshot from the daemon.
-type Fetch func() (Snapshot, error)
-
-// ErrNoInteractive says the interactive view is not built for this OS
-// (never, here).
-var ErrNoInteractive = errors.New("the interactive view needs a unix terminal")
-
 // Interactive shows the live view on the terminal in/out until q, Esc or
 // Ctrl-C: the terminal in raw mode and on its alternate screen (both
 // restored on the way out), refreshed every interval, re-sorted on a sort

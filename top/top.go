@@ -6,6 +6,7 @@
 package top
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -18,6 +19,13 @@ import (
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/usage"
 )
+
+// Fetch takes one snapshot from the daemon.
+type Fetch func() (Snapshot, error)
+
+// ErrNoInteractive says the interactive view is not built for this OS
+// (only for unix terminals): callers print the plain table instead.
+var ErrNoInteractive = errors.New("the interactive view needs a unix terminal")
 
 // Row is one server.
 type Row struct {
