@@ -85,6 +85,10 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 	}
 	clientID := clientPrefix + newID()[2:]
 	serverKey := key
+	if req.Limits != nil {
+		// Clients asking other limits get a broker of their own.
+		key = limitedKey(key, req.Limits)
+	}
 	if !req.Share {
 		// Lazy or idle but not shared: a broker of this client's own, which
 		// shares only the cache (kept by server key).
@@ -454,8 +458,24 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 		return err
 	}
 	var cg cgroup.Server
+	var cgErr error
 	if d.cgroups != nil {
-		cg, _ = d.cgroups.NewServer(sess, br.id)
+		cg, cgErr = d.cgroups.NewServer(sess, br.id)
+	}
+	// Its limits are set before it exists, or it does not start.
+	limited, err := d.setLimits(sess, br.id, req.Limits, cg, cgErr)
+	if err != nil {
+		pw.Close()
+		cg.CloseFd()
+		if cg.Path != "" {
+			cgroup.Remove(cg.Path)
+		}
+		d.reg.Transition(br.id, registry.StateFailed, func(p *registry.Process) {
+			p.Error = err.Error()
+			t := d.reg.Now().UTC()
+			p.ExitedAt = &t
+		})
+		return err
 	}
 	// The upstream runs as the program an npx command would run, as a
 	// direct server does (package launcher).
@@ -480,6 +500,7 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	started, err := spawn.Start(d.reaper, spawn.Request{
 		Argv: argv, Env: env, Dir: string(req.Cwd), Stdio: [3]*os.File{stdin, pw, logf},
 		SessionID: sess, ProcID: br.id, CgroupFD: cg.Fd, Instance: d.instance,
+		ThreadCgroups: limited.V1, ThreadHome: d.v1Home(limited.V1),
 	})
 	pw.Close()
 	d.metrics.spawn(err)
@@ -488,6 +509,7 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 		if cg.Path != "" {
 			cgroup.Remove(cg.Path)
 		}
+		cgroup.RemoveV1(limited.V1)
 		d.reg.Transition(br.id, registry.StateFailed, func(p *registry.Process) {
 			p.Error = err.Error()
 			t := d.reg.Now().UTC()
@@ -498,6 +520,7 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d broker of %q%s", started.PID, req.Argv, up.note)}
 	rec, err := d.reg.UpdateLogged(br.id, startEvent, func(p *registry.Process) error {
 		p.PID, p.PGID, p.Token, p.Path, p.Cgroup = started.PID, started.PGID, started.Token, started.Path, cg.Path
+		p.Limits, p.LimitCgroups = req.Limits, limited.V1
 		if p.State == registry.StateStarting {
 			p.State = registry.StateRunning
 		}
@@ -631,6 +654,12 @@ func askBroker(socket, msgType string, limit time.Duration, out any) error {
 
 // soloKey is the broker key of a lazy or idle client that is not shared:
 // its own, derived from the server key so it cannot collide with one.
+// limitedKey is the broker key of a server run within limits l.
+func limitedKey(key string, l *registry.Limits) string {
+	sum := sha256.Sum256([]byte(key + "\x00limits\x00" + describeLimits(l)))
+	return hex.EncodeToString(sum[:])
+}
+
 func soloKey(serverKey, clientID string) string {
 	sum := sha256.Sum256([]byte(serverKey + "\x00solo\x00" + clientID))
 	return hex.EncodeToString(sum[:])

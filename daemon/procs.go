@@ -194,11 +194,9 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 			shim.Close()
 			shim = nil
 		}
-		if req.Limits != nil {
-			closeFiles()
-			conn.SendError(125, "run: %s cannot be enforced on a shared, lazy or idle server (its broker's upstream serves several sessions): run it direct (--share=false, no --lazy or --idle) or drop the limits", describeLimits(req.Limits))
-			return
-		}
+		// A broker and its upstream are one tree in one cgroup: the limits
+		// bound both.
+		req.Limits = mergeLimits(req.Limits, d.settings().Limits)
 		d.serveShare(conn, req, files, name, mode)
 		return
 	}

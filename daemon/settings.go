@@ -41,8 +41,8 @@ type Settings struct {
 	// request; 2 min. Idle connections would otherwise hold the daemon's
 	// file descriptors.
 	IdleTimeout time.Duration
-	// Limits are memory_max, cpu_max and pids_max for every direct server
-	// that sets none of its own (not shared, lazy or idle ones).
+	// Limits are memory_max, cpu_max and pids_max for every server that
+	// sets none of its own (a shared one's broker and upstream together).
 	Limits registry.Limits
 }
 

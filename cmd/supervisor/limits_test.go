@@ -3,7 +3,9 @@
 package main
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -12,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
@@ -235,8 +239,8 @@ func TestLimitsRefusedWhenUnenforceable(t *testing.T) {
 		t.Errorf("the refused server ran")
 	}
 	_, stderr, code = in.run("run", "--session", "lim", "--share", "--pids-max", "10", "--", "sh", "-c", "echo ran")
-	if code != 125 || !strings.Contains(stderr, "shared, lazy or idle") {
-		t.Errorf("run --share --pids-max: code %d, stderr %q; want 125 saying shared servers take no limits", code, stderr)
+	if code != 125 || !strings.Contains(stderr, "pids_max 10 cannot be enforced") {
+		t.Errorf("run --share --pids-max without cgroups: code %d, stderr %q; want 125 naming the limit", code, stderr)
 	}
 	for _, tc := range [][]string{{"--memory-max", "lots"}, {"--cpu-max", "0"}, {"--pids-max", "-3"}} {
 		_, stderr, code := in.run(append(append([]string{"run", "--session", "lim"}, tc...), "--", "true")...)
@@ -330,6 +334,61 @@ func TestLimitedServerAcrossDaemonCrash(t *testing.T) {
 				break
 			}
 			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// A shared server's broker and upstream run within the limits its clients
+// asked for, in one cgroup; clients asking other limits get a broker of
+// their own.
+func TestSharedServerLimits(t *testing.T) {
+	in := newInstance(t)
+	limitsOrSkip(t, in)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+	defer cancel()
+	dir := t.TempDir() // one directory: one server, but for the limits
+	connect := func(limit string) *mcp.ClientSession {
+		cmd := exec.Command(bin, "run", "--share", "--name", "fixture", "--memory-max", limit, "--", bin, "_fixture", "mcp")
+		cmd.Dir, cmd.Env = dir, in.env
+		cmd.Stderr = &prefixWriter{t: t, prefix: "client: "}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "limited", Version: "0.0.0"}, nil).
+			Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+		if err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		if _, err := cs.ListTools(ctx, nil); err != nil {
+			t.Fatalf("tools/list: %v", err)
+		}
+		return cs
+	}
+	connect("256M")
+	connect("256M")
+	connect("512M")
+	var brokers []registry.Process
+	for _, p := range in.mustProcesses(false) {
+		if p.Broker {
+			brokers = append(brokers, p)
+		}
+	}
+	if len(brokers) != 2 {
+		t.Fatalf("brokers %+v: want one per set of limits", brokers)
+	}
+	for _, br := range brokers {
+		if br.Limits == nil || br.Limits.MemoryMax != 256<<20 && br.Limits.MemoryMax != 512<<20 {
+			t.Errorf("broker %s's limits %+v, want its clients'", br.ID, br.Limits)
+		}
+		tree := withMarker(br.ID)
+		if len(tree) < 2 {
+			t.Errorf("broker %s's tree %v: want the broker and its upstream", br.ID, tree)
+		}
+		for _, dir := range br.LimitCgroups {
+			in := cgroupProcs([]string{dir})
+			for _, pid := range tree {
+				if !slices.Contains(in, pid) {
+					t.Errorf("process %d of broker %s is outside its limits' cgroup %s", pid, br.ID, dir)
+				}
+			}
 		}
 	}
 }
