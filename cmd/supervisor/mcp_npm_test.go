@@ -354,7 +354,19 @@ func (in *instance) assertNothingLeft(t *testing.T, tr *mcpTree) []registry.Proc
 			killByPID(p.pid)
 		}
 	}
+	// The records follow the kernel: a process gone a moment ago may
+	// still be stopping in its record while the daemon commits its end.
 	ps := in.mustProcesses(true)
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); ps = in.mustProcesses(true) {
+		settled := true
+		for _, p := range ps {
+			settled = settled && p.State.Final()
+		}
+		if settled {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	for _, pid := range tr.marked(ps) {
 		argv, _ := proc.Cmdline(pid)
 		t.Errorf("pid %d %q still carries the instance's markers", pid, argv)
