@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,23 +30,39 @@ func Interactive(in, out *os.File, fetch Fetch, interval time.Duration, by strin
 	defer term.Restore(fd, old)
 	fmt.Fprint(out, "\x1b[?1049h\x1b[?25l") // alternate screen, no cursor
 	defer fmt.Fprint(out, "\x1b[?25h\x1b[?1049l")
+	// A signal to end (kill, the terminal hanging up) ends the loop, so
+	// the terminal is restored: raw mode sends no SIGINT of its own.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	defer signal.Stop(sigs)
 	var snap Snapshot
 	var fetchErr error
 	next := time.Now()
 	buf := make([]byte, 64)
+	dirty := true
 	for {
 		if !time.Now().Before(next) {
 			snap, fetchErr = fetch()
 			next = time.Now().Add(interval)
+			dirty = true
 		}
-		draw(out, snap, fetchErr, by)
-		wait := time.Until(next)
+		if dirty {
+			draw(out, snap, fetchErr, by)
+			dirty = false
+		}
+		// Short waits, so a signal is seen within a fifth of a second.
+		wait := min(time.Until(next), 200*time.Millisecond)
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		n, err := unix.Poll(fds, int(wait.Milliseconds())+1)
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			return fmt.Errorf("wait for a key: %w", err)
 		}
-		if n == 0 || fds[0].Revents == 0 {
+		select {
+		case <-sigs:
+			return nil
+		default:
+		}
+		if n <= 0 || fds[0].Revents == 0 {
 			continue
 		}
 		if fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
@@ -58,8 +76,8 @@ func Interactive(in, out *os.File, fetch Fetch, interval time.Duration, by strin
 		if quit {
 			return nil
 		}
-		if sort != "" {
-			by = sort
+		if sort != "" && sort != by {
+			by, dirty = sort, true
 		}
 	}
 }
