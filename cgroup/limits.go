@@ -95,6 +95,10 @@ const (
 
 // Limited is where a server's limits live besides its own cgroup: the v1
 // directories its processes must also enter, which RemoveV1 removes.
+// Later are the v1 pids and cpu limits, written by Apply once the server
+// is in its directories: the daemon thread that forks it there would
+// otherwise count against its pids.max and be throttled by its cpu_max.
 type Limited struct {
-	V1 []string
+	V1    []string
+	Later [][2]string // file, value
 }

@@ -137,6 +137,10 @@ func (m *Manager) SetLimits(s Server, session, proc string, l Limits) (Limited, 
 			return fail(fmt.Errorf("%s cannot be enforced: %s", limitKey(c), m.limits.why[c]))
 		}
 		for _, f := range files {
+			if m.limits.v1[c] != "" && c != "memory" {
+				out.Later = append(out.Later, [2]string{filepath.Join(dir, f[0]), f[1]})
+				continue
+			}
 			err := os.WriteFile(filepath.Join(dir, f[0]), []byte(f[1]), 0)
 			if err != nil && !(errors.Is(err, os.ErrNotExist) && (f[0] == "memory.memsw.limit_in_bytes" || f[0] == "memory.swap.max")) {
 				return fail(fmt.Errorf("set %s %s in %s: %w", limitKey(c), f[1], dir, err))
@@ -170,6 +174,17 @@ func (m *Manager) delegate(session, c string) error {
 	for i := len(dirs) - 1; i >= 0; i-- {
 		if err := os.WriteFile(filepath.Join(dirs[i], "cgroup.subtree_control"), []byte("+"+c), 0); err != nil {
 			return fmt.Errorf("enable the %s controller in %s: %w", c, dirs[i], err)
+		}
+	}
+	return nil
+}
+
+// Apply writes l's deferred limits (Limited.Later): after the server is in
+// its v1 directories, before the caller reports it started.
+func Apply(l Limited) error {
+	for _, f := range l.Later {
+		if err := os.WriteFile(f[0], []byte(f[1]), 0); err != nil {
+			return fmt.Errorf("set %s to %s: %w", f[0], f[1], err)
 		}
 	}
 	return nil

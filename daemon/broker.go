@@ -86,6 +86,10 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 	clientID := clientPrefix + newID()[2:]
 	serverKey := key
 	if req.Limits != nil {
+		if why := brokerRoom(req.Limits); why != "" {
+			conn.SendError(125, "%s: %s", mode, why)
+			return
+		}
 		// Clients asking other limits get a broker of their own.
 		key = limitedKey(key, req.Limits)
 	}
@@ -517,6 +521,7 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 		})
 		return err
 	}
+	d.applyLimits(sess, br.id, limited, cg)
 	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d broker of %q%s", started.PID, req.Argv, up.note)}
 	rec, err := d.reg.UpdateLogged(br.id, startEvent, func(p *registry.Process) error {
 		p.PID, p.PGID, p.Token, p.Path, p.Cgroup = started.PID, started.PGID, started.Token, started.Path, cg.Path
@@ -528,6 +533,7 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	})
 	if err != nil {
 		rec.PID, rec.PGID, rec.Token, rec.Cgroup = started.PID, started.PGID, started.Token, cg.Path
+		rec.Limits, rec.LimitCgroups = req.Limits, limited.V1
 		d.reg.Event(startEvent.Kind, sess, br.id, startEvent.Detail)
 	}
 	l := &live{id: br.id, done: make(chan struct{}), grace: time.Duration(req.GraceMS) * time.Millisecond,
@@ -652,14 +658,14 @@ func askBroker(socket, msgType string, limit time.Duration, out any) error {
 	return api.Decode(m, out)
 }
 
-// soloKey is the broker key of a lazy or idle client that is not shared:
-// its own, derived from the server key so it cannot collide with one.
 // limitedKey is the broker key of a server run within limits l.
 func limitedKey(key string, l *registry.Limits) string {
 	sum := sha256.Sum256([]byte(key + "\x00limits\x00" + describeLimits(l)))
 	return hex.EncodeToString(sum[:])
 }
 
+// soloKey is the broker key of a lazy or idle client that is not shared:
+// its own, derived from the server key so it cannot collide with one.
 func soloKey(serverKey, clientID string) string {
 	sum := sha256.Sum256([]byte(serverKey + "\x00solo\x00" + clientID))
 	return hex.EncodeToString(sum[:])
@@ -708,4 +714,23 @@ func brokerEnv(env []string) (out, drop []string) {
 	}
 	out = append(append(make([]string, 0, len(env)+1), env...), "GOMAXPROCS="+brokerGOMAXPROCS)
 	return out, []string{"GOMAXPROCS"}
+}
+
+// A shared server's broker runs in its upstream's cgroup, within the same
+// limits (one tree, as the design's §11 broker is the server's parent):
+// its own threads and memory count. Limits below these leave it no room.
+const (
+	brokerMinPids   = 32
+	brokerMinMemory = 64 << 20
+)
+
+// brokerRoom says why limits l are too small for a shared server, or "".
+func brokerRoom(l *registry.Limits) string {
+	switch {
+	case l.PidsMax > 0 && l.PidsMax < brokerMinPids:
+		return fmt.Sprintf("pids_max %d is too small for a shared server: its broker's own threads count against it; give it %d or more, or run it unshared (--share=false)", l.PidsMax, brokerMinPids)
+	case l.MemoryMax > 0 && l.MemoryMax < brokerMinMemory:
+		return fmt.Sprintf("memory_max %s is too small for a shared server: its broker's own memory counts against it; give it %s or more, or run it unshared (--share=false)", cgroup.FormatMemory(l.MemoryMax), cgroup.FormatMemory(brokerMinMemory))
+	}
+	return ""
 }

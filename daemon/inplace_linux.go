@@ -63,8 +63,10 @@ func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 		if err == nil {
 			err = r.cg.Enter(pid)
 		}
-		if err == nil && len(r.limitV1) > 0 {
-			err = cgroup.EnterV1(r.limitV1, pid)
+		if err == nil && len(r.limited.V1) > 0 {
+			if err = cgroup.EnterV1(r.limited.V1, pid); err == nil {
+				err = cgroup.Apply(r.limited)
+			}
 		}
 		if err != nil {
 			r.log.Info("shim cannot enter the server's cgroup: spawning the server instead", "id", r.id, "err", err)

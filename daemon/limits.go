@@ -129,3 +129,22 @@ func (d *Daemon) v1Home(dirs []string) []string {
 	}
 	return d.cgroups.V1Home(dirs)
 }
+
+// applyLimits writes a server's deferred limits (cgroup.Apply) once it is
+// in its cgroups. One that cannot be bounded is not left running: it is
+// killed, and its record and an event say why.
+func (d *Daemon) applyLimits(session, id string, limited cgroup.Limited, cg cgroup.Server) {
+	err := cgroup.Apply(limited)
+	if err == nil {
+		return
+	}
+	d.log.Error("limits not enforced: killing the server", "id", id, "err", err)
+	d.reg.Event("limits.failed", session, id, err.Error())
+	d.reg.Update(id, func(p *registry.Process) error {
+		p.Error = "its limits could not be set: " + err.Error()
+		return nil
+	})
+	if err := cgroup.Kill(cg.Path); err != nil {
+		d.log.Error("server left running without its limits", "id", id, "err", err)
+	}
+}

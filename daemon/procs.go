@@ -272,7 +272,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		launch.note = " (not flattened: " + why + ")"
 	}
 	if shim != nil {
-		r := inPlaceRun{req: req, launch: launch, id: id, name: name, bkey: bkey, cg: cg, limitV1: limited.V1, host: host, shim: shim, tok: shimTok, log: log}
+		r := inPlaceRun{req: req, launch: launch, id: id, name: name, bkey: bkey, cg: cg, limited: limited, host: host, shim: shim, tok: shimTok, log: log}
 		if logged {
 			r.stderr = files[2]
 		}
@@ -336,6 +336,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	if _, err := d.reaper.ShareJob(req.Session, req.ShimPID); err != nil {
 		log.Warn("session job not shared with the shim: the server dies if the daemon does", "id", id, "err", err)
 	}
+	d.applyLimits(req.Session, id, limited, cg)
 	fault("run.forked")
 	// PID and token are recorded whatever a concurrent stop did to the
 	// state meanwhile: a stopping record without them could not be found
@@ -396,9 +397,9 @@ type inPlaceRun struct {
 	name   string
 	bkey   string
 	cg     cgroup.Server
-	// limitV1 are the cgroup v1 directories of its limits, which the shim
-	// enters beside cg before its exec.
-	limitV1 []string
+	// limited are the cgroup v1 directories of its limits, which the shim
+	// enters beside cg before its exec, and the limits written then.
+	limited cgroup.Limited
 	host    string // the EnvHost marker
 	shim    *proc.Handle
 	tok     proc.Token // the shim's full token

@@ -333,6 +333,7 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 		d.reg.Event("process.failed", sharedSession(s.port), s.id, err.Error())
 		return err
 	}
+	d.applyLimits(sharedSession(s.port), s.id, limited, cg)
 	fault("ensure.forked")
 	rec, err := d.reg.Restart(s.id, func(p *registry.Process) {
 		p.PID, p.PGID, p.Token, p.Path, p.Cgroup = started.PID, started.PGID, started.Token, started.Path, cg.Path

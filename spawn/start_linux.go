@@ -24,32 +24,41 @@ func platformAttr(sys *syscall.SysProcAttr, req Request) error {
 
 // forkIn runs fork on a thread moved into the cgroup v1 directories dirs
 // (their tasks files take one thread), so the child it forks starts in
-// them, and moves the thread back to home after. A thread that cannot go
-// back stays locked to its goroutine, and Go ends it with the goroutine:
-// no daemon thread lives on inside a server's limits.
+// them, and moves the thread back to home after. The thread is a fresh
+// goroutine's, locked to it: one that cannot go back stays locked, and Go
+// ends it with the goroutine at once, so no daemon thread lives on inside
+// a server's cgroups.
 func forkIn(dirs, home []string, fork func() (int, error)) (int, error) {
 	if len(dirs) == 0 {
 		return fork()
 	}
-	runtime.LockOSThread()
-	tid := []byte(strconv.Itoa(unix.Gettid()))
-	moveAll := func(to []string) error {
-		for _, d := range to {
-			if err := os.WriteFile(filepath.Join(d, "tasks"), tid, 0); err != nil {
-				return fmt.Errorf("move the forking thread into cgroup %s: %w", d, err)
-			}
-		}
-		return nil
+	type result struct {
+		pid int
+		err error
 	}
-	if err := moveAll(dirs); err != nil {
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		tid := []byte(strconv.Itoa(unix.Gettid()))
+		moveAll := func(to []string) error {
+			for _, d := range to {
+				if err := os.WriteFile(filepath.Join(d, "tasks"), tid, 0); err != nil {
+					return fmt.Errorf("move the forking thread into cgroup %s: %w", d, err)
+				}
+			}
+			return nil
+		}
+		var r result
+		if err := moveAll(dirs); err != nil {
+			r.err = &StartError{Code: 125, Err: fmt.Errorf("start inside the limits' cgroups: %w", err)}
+		} else {
+			r.pid, r.err = fork()
+		}
 		if moveAll(home) == nil {
 			runtime.UnlockOSThread()
 		}
-		return 0, &StartError{Code: 125, Err: fmt.Errorf("start inside the limits' cgroups: %w", err)}
-	}
-	pid, err := fork()
-	if moveAll(home) == nil {
-		runtime.UnlockOSThread()
-	}
-	return pid, err
+		done <- r
+	}()
+	r := <-done
+	return r.pid, r.err
 }

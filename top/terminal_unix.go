@@ -40,18 +40,39 @@ func Interactive(in, out *os.File, fetch Fetch, interval time.Duration, by strin
 	next := time.Now()
 	buf := make([]byte, 64)
 	dirty := true
+	// A snapshot is taken beside the loop, which stays on the keys: a
+	// daemon slow to answer never holds the view (fetch has a deadline,
+	// and the goroutine ends with it).
+	type fetched struct {
+		snap Snapshot
+		err  error
+	}
+	results := make(chan fetched, 1)
+	inFlight := false
 	for {
-		if !time.Now().Before(next) {
-			snap, fetchErr = fetch()
+		if !inFlight && !time.Now().Before(next) {
+			inFlight = true
+			go func() {
+				s, err := fetch()
+				results <- fetched{s, err}
+			}()
+		}
+		select {
+		case f := <-results:
+			snap, fetchErr, inFlight, dirty = f.snap, f.err, false, true
 			next = time.Now().Add(interval)
-			dirty = true
+		default:
 		}
 		if dirty {
 			draw(out, snap, fetchErr, by)
 			dirty = false
 		}
-		// Short waits, so a signal is seen within a fifth of a second.
-		wait := min(time.Until(next), 200*time.Millisecond)
+		// Short waits, so a signal or a snapshot is seen within a fifth
+		// of a second.
+		wait := min(max(time.Until(next), 0), 200*time.Millisecond)
+		if inFlight {
+			wait = 50 * time.Millisecond
+		}
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		n, err := unix.Poll(fds, int(wait.Milliseconds())+1)
 		if err != nil && !errors.Is(err, unix.EINTR) {

@@ -2,7 +2,7 @@
 // every running server (its session's host, its name, what it costs now,
 // its age, state and restarts) built from the daemon's process and session
 // lists, sorted by a key the user picks, rendered as plain text, and the
-// terminal program (bubbletea) that refreshes it.
+// interactive terminal view that refreshes it.
 package top
 
 import (

@@ -92,6 +92,8 @@ func topSnapshot() (top.Snapshot, error) {
 		return top.Snapshot{}, err
 	}
 	defer c.Close()
+	// A daemon that does not answer is an error to show, not a hang.
+	c.SetDeadline(time.Now().Add(10 * time.Second))
 	procs, err := c.Processes(api.PsRequest{})
 	if err != nil {
 		return top.Snapshot{}, err

@@ -238,8 +238,8 @@ func TestLimitsRefusedWhenUnenforceable(t *testing.T) {
 	if strings.Contains(in.mustRun("ps", "--all"), "echo ran") {
 		t.Errorf("the refused server ran")
 	}
-	_, stderr, code = in.run("run", "--session", "lim", "--share", "--pids-max", "10", "--", "sh", "-c", "echo ran")
-	if code != 125 || !strings.Contains(stderr, "pids_max 10 cannot be enforced") {
+	_, stderr, code = in.run("run", "--session", "lim", "--share", "--pids-max", "100", "--", "sh", "-c", "echo ran")
+	if code != 125 || !strings.Contains(stderr, "pids_max 100 cannot be enforced") {
 		t.Errorf("run --share --pids-max without cgroups: code %d, stderr %q; want 125 naming the limit", code, stderr)
 	}
 	for _, tc := range [][]string{{"--memory-max", "lots"}, {"--cpu-max", "0"}, {"--pids-max", "-3"}} {
@@ -374,10 +374,21 @@ func TestSharedServerLimits(t *testing.T) {
 	if len(brokers) != 2 {
 		t.Fatalf("brokers %+v: want one per set of limits", brokers)
 	}
+	var got []uint64
 	for _, br := range brokers {
-		if br.Limits == nil || br.Limits.MemoryMax != 256<<20 && br.Limits.MemoryMax != 512<<20 {
-			t.Errorf("broker %s's limits %+v, want its clients'", br.ID, br.Limits)
+		if br.Limits != nil {
+			got = append(got, br.Limits.MemoryMax)
 		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []uint64{256 << 20, 512 << 20}) {
+		t.Errorf("the brokers' memory_max %v, want 256M and 512M", got)
+	}
+	// Limits too small to hold the broker as well are refused, saying so.
+	if _, stderr, code := in.run("run", "--share", "--name", "fixture", "--pids-max", "10", "--", bin, "_fixture", "mcp"); code != 125 || !strings.Contains(stderr, "too small for a shared server") {
+		t.Errorf("run --share --pids-max 10: code %d, %q; want it refused as too small for the broker too", code, stderr)
+	}
+	for _, br := range brokers {
 		tree := withMarker(br.ID)
 		if len(tree) < 2 {
 			t.Errorf("broker %s's tree %v: want the broker and its upstream", br.ID, tree)
@@ -390,5 +401,26 @@ func TestSharedServerLimits(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// The daemon thread that forks a server into its cgroup v1 limits does not
+// count against them: pids_max 1 runs a server that forks nothing, and a
+// server of three processes under pids_max 3 starts every time.
+func TestPidsMaxCountsOnlyTheServer(t *testing.T) {
+	for _, inPlace := range []string{"auto", "off"} {
+		t.Run("in place "+inPlace, func(t *testing.T) {
+			in := newInstance(t)
+			in.env = append(in.env, "SUPERVISOR_IN_PLACE="+inPlace)
+			limitsOrSkip(t, in)
+			if _, stderr, code := in.run("run", "--session", "lim", "--pids-max", "1", "--", "sh", "-c", "exec true"); code != 0 {
+				t.Errorf("run --pids-max 1 -- exec true: exit %d, %s", code, stderr)
+			}
+			for i := range 8 {
+				if _, stderr, code := in.run("run", "--session", "lim", "--pids-max", "3", "--", "sh", "-c", "sleep 0.1 & sleep 0.1 & wait"); code != 0 {
+					t.Fatalf("run %d under pids_max 3: exit %d, %s", i, code, stderr)
+				}
+			}
+		})
 	}
 }
