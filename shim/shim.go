@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/config"
 	"github.com/seed-86a41135/supervisor/daemon"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
@@ -144,8 +145,14 @@ func Run(ctx context.Context, o Options) (int, error) {
 	o.Share = o.Share || started.Shared
 	var local *localReason
 	if errors.As(err, &local) {
-		if o.Limits != nil {
-			// Only the daemon's cgroups enforce them: never unbounded.
+		// Only the daemon's cgroups enforce limits: a server that has any,
+		// on the command line or in the config file, is never run here
+		// without them.
+		l := o.Limits
+		if l == nil {
+			l = configLimits(o)
+		}
+		if l != nil {
 			return 125, fmt.Errorf("the server's limits need the daemon, and it cannot be used (%s): not running it without them", local.why)
 		}
 		return runLocal(ctx, o, req, local.why, sigs)
@@ -566,3 +573,30 @@ type execOrder struct {
 }
 
 func (e *execOrder) Error() string { return "exec " + e.ID + " in place" }
+
+// configLimits are the limits the config file sets for this run's server
+// (its [servers.NAME] ones, else those for all), nil when none: what the
+// daemon would have applied. A config that cannot be read sets none here;
+// the daemon would not have started with it either.
+func configLimits(o Options) *registry.Limits {
+	getenv := func(k string) string {
+		v, _ := proc.EnvValue(o.Env, k)
+		return v
+	}
+	e, err := config.Load(getenv)
+	if err != nil || len(o.Argv) == 0 {
+		return nil
+	}
+	name := o.Name
+	if name == "" {
+		name = filepath.Base(o.Argv[0])
+	}
+	l := e.Settings.Servers[name].Limits
+	if l == (registry.Limits{}) {
+		l = e.Settings.Limits
+	}
+	if l == (registry.Limits{}) {
+		return nil
+	}
+	return &l
+}

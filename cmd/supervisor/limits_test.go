@@ -424,3 +424,22 @@ func TestPidsMaxCountsOnlyTheServer(t *testing.T) {
 		})
 	}
 }
+
+// A shim in local mode (no daemon can be used) does not run a server the
+// config file gives limits: only the daemon could enforce them.
+func TestLocalModeRefusesConfigLimits(t *testing.T) {
+	in := newInstance(t)
+	conf := filepath.Join(in.state, "config.toml")
+	if err := os.WriteFile(conf, []byte("[servers.capped]\npids_max = 100\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in.env = append(in.env, "SUPERVISOR_STATE_DIR=/dev/null/x", "SUPERVISOR_SOCKET=/dev/null/x.sock", "SUPERVISOR_CONFIG="+conf)
+	_, stderr, code := in.run("run", "--session", "local", "--name", "capped", "--", "sh", "-c", "echo ran")
+	if code != 125 || !strings.Contains(stderr, "limits need the daemon") {
+		t.Errorf("local mode with config limits: exit %d, %q; want 125 saying the limits need the daemon", code, stderr)
+	}
+	out, stderr, code := in.run("run", "--session", "local", "--name", "free", "--", "sh", "-c", "echo ran")
+	if code != 0 || !strings.Contains(out, "ran") {
+		t.Errorf("local mode without limits: exit %d, %q %q; want it run", code, out, stderr)
+	}
+}
