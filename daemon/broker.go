@@ -466,20 +466,25 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	if d.cgroups != nil {
 		cg, cgErr = d.cgroups.NewServer(sess, br.id)
 	}
-	// Its limits are set before it exists, or it does not start.
-	limited, err := d.setLimits(sess, br.id, req.Limits, cg, cgErr)
-	if err != nil {
-		pw.Close()
-		cg.CloseFd()
+	// A broker that does not start leaves no cgroup and a failed record.
+	failed := func(err error, limited cgroup.Limited) error {
 		if cg.Path != "" {
 			cgroup.Remove(cg.Path)
 		}
+		cgroup.RemoveV1(limited.V1)
 		d.reg.Transition(br.id, registry.StateFailed, func(p *registry.Process) {
 			p.Error = err.Error()
 			t := d.reg.Now().UTC()
 			p.ExitedAt = &t
 		})
 		return err
+	}
+	// Its limits are set before it exists, or it does not start.
+	limited, err := d.setLimits(sess, br.id, req.Limits, cg, cgErr)
+	if err != nil {
+		pw.Close()
+		cg.CloseFd()
+		return failed(err, limited)
 	}
 	// The upstream runs as the program an npx command would run, as a
 	// direct server does (package launcher).
@@ -510,16 +515,7 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	d.metrics.spawn(err)
 	cg.CloseFd()
 	if err != nil {
-		if cg.Path != "" {
-			cgroup.Remove(cg.Path)
-		}
-		cgroup.RemoveV1(limited.V1)
-		d.reg.Transition(br.id, registry.StateFailed, func(p *registry.Process) {
-			p.Error = err.Error()
-			t := d.reg.Now().UTC()
-			p.ExitedAt = &t
-		})
-		return err
+		return failed(err, limited)
 	}
 	d.applyLimits(sess, br.id, limited, cg)
 	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d broker of %q%s", started.PID, req.Argv, up.note)}
