@@ -20,6 +20,21 @@ type Limits struct {
 // IsZero says no limit is set.
 func (l Limits) IsZero() bool { return l == Limits{} }
 
+// None values: "none" for a limit lifts one set for all servers (the
+// config's top level) for this server. They are never enforced: the
+// daemon turns them into unbounded before it sets anything.
+const (
+	MemoryNone uint64  = math.MaxUint64
+	CPUNone    float64 = -1
+	PidsNone   int64   = -1
+)
+
+// isNone says a limit's text lifts it.
+func isNone(s string) bool {
+	s = strings.TrimSpace(s)
+	return strings.EqualFold(s, "none") || strings.EqualFold(s, "max")
+}
+
 // Minimums below which a server cannot do anything useful: a limit under
 // them is refused as a mistake, not enforced.
 const (
@@ -28,8 +43,11 @@ const (
 )
 
 // ParseMemoryMax reads a memory limit: bytes, or a number with a binary
-// unit (K, M, G, T; KiB, MiB, GiB, TiB; 1.5G is 1.5 GiB).
+// unit (K, M, G, T; KiB, MiB, GiB, TiB; 1.5G is 1.5 GiB), or none.
 func ParseMemoryMax(s string) (uint64, error) {
+	if isNone(s) {
+		return MemoryNone, nil
+	}
 	t := strings.TrimSpace(s)
 	mult := 1.0
 	for _, u := range []struct {
@@ -43,7 +61,7 @@ func ParseMemoryMax(s string) (uint64, error) {
 	}
 	f, err := strconv.ParseFloat(t, 64)
 	if err != nil || math.IsNaN(f) || f < 0 || f*mult >= math.MaxInt64 {
-		return 0, fmt.Errorf("memory_max %q: want bytes or a size such as 512M or 2G", s)
+		return 0, fmt.Errorf("memory_max %q: want bytes, a size such as 512M or 2G, or none", s)
 	}
 	n := uint64(f * mult)
 	if n < MinMemoryMax {
@@ -54,9 +72,12 @@ func ParseMemoryMax(s string) (uint64, error) {
 
 // ParseCPUMax reads a CPU limit in CPUs ("1", "0.5", "2.5").
 func ParseCPUMax(s string) (float64, error) {
+	if isNone(s) {
+		return CPUNone, nil
+	}
 	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f > 1<<20 {
-		return 0, fmt.Errorf("cpu_max %q: want a number of CPUs such as 1 or 0.5", s)
+		return 0, fmt.Errorf("cpu_max %q: want a number of CPUs such as 1 or 0.5, or none", s)
 	}
 	if f < MinCPUMax {
 		return 0, fmt.Errorf("cpu_max %q is below 0.01 CPU: no server runs in that", s)
@@ -66,15 +87,21 @@ func ParseCPUMax(s string) (float64, error) {
 
 // ParsePidsMax reads a limit on processes and threads.
 func ParsePidsMax(s string) (int64, error) {
+	if isNone(s) {
+		return PidsNone, nil
+	}
 	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 	if err != nil || n < 1 {
-		return 0, fmt.Errorf("pids_max %q: want a whole number of processes, 1 or more", s)
+		return 0, fmt.Errorf("pids_max %q: want a whole number of processes, 1 or more, or none", s)
 	}
 	return n, nil
 }
 
 // FormatMemory writes a memory limit back the way ParseMemoryMax reads it.
 func FormatMemory(n uint64) string {
+	if n == MemoryNone {
+		return "none"
+	}
 	for _, u := range []struct {
 		suffix string
 		mult   uint64

@@ -229,10 +229,16 @@ func limitEntries(p string, l registry.Limits) [][2]string {
 	if l.MemoryMax > 0 {
 		kv = append(kv, [2]string{p + "memory_max", cgroup.FormatMemory(l.MemoryMax)})
 	}
-	if l.CPUMax > 0 {
+	switch {
+	case l.CPUMax == cgroup.CPUNone:
+		kv = append(kv, [2]string{p + "cpu_max", "none"})
+	case l.CPUMax > 0:
 		kv = append(kv, [2]string{p + "cpu_max", strconv.FormatFloat(l.CPUMax, 'g', -1, 64)})
 	}
-	if l.PidsMax > 0 {
+	switch {
+	case l.PidsMax == cgroup.PidsNone:
+		kv = append(kv, [2]string{p + "pids_max", "none"})
+	case l.PidsMax > 0:
 		kv = append(kv, [2]string{p + "pids_max", strconv.FormatInt(l.PidsMax, 10)})
 	}
 	return kv

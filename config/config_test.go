@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/daemon"
+	"github.com/seed-86a41135/supervisor/registry"
 )
 
 func env(m map[string]string) func(string) string {
@@ -124,6 +125,7 @@ direct = { share = false }
 kept = { flatten = false }
 flat = { flatten = true }
 capped = { memory_max = "512M", cpu_max = 1.5, pids_max = 64 }
+lifted = { memory_max = "none", cpu_max = "none", pids_max = "max" }
 `)
 	e, err := Load(env(map[string]string{EnvConfig: path}))
 	if err != nil {
@@ -147,6 +149,19 @@ capped = { memory_max = "512M", cpu_max = 1.5, pids_max = 64 }
 	}
 	if l := s.Servers["capped"].Limits; l.MemoryMax != 512<<20 || l.CPUMax != 1.5 || l.PidsMax != 64 {
 		t.Errorf("capped's limits = %+v, want 512M, 1.5 CPUs and 64 processes", l)
+	}
+	// none lifts a limit the config sets for all servers.
+	all := registry.Limits{MemoryMax: 1 << 30, CPUMax: 2, PidsMax: 100}
+	lifted := s.Servers["lifted"].Limits
+	if got := daemon.EffectiveLimits(&lifted, all); got != nil {
+		t.Errorf("lifted's effective limits %+v, want none", got)
+	}
+	capped := s.Servers["capped"].Limits
+	if got := daemon.EffectiveLimits(&capped, all); got == nil || *got != capped {
+		t.Errorf("capped's effective limits %+v, want its own %+v", got, capped)
+	}
+	if got := daemon.EffectiveLimits(nil, all); got == nil || *got != all {
+		t.Errorf("an unnamed server's effective limits %+v, want those for all %+v", got, all)
 	}
 	if !s.Servers["kept"].NoFlatten || s.Servers["flat"].NoFlatten || s.Servers["slow"].NoFlatten {
 		t.Errorf("flatten: kept %+v, flat %+v, unset %+v", s.Servers["kept"], s.Servers["flat"], s.Servers["slow"])
@@ -208,7 +223,7 @@ func TestConfigBadFile(t *testing.T) {
 		{"grace above the cap", "grace = \"1000000h\"\n", 1, `grace: "1000000h" is above the maximum grace of 5m0s`},
 		{"eof grace above the cap", "\neof_grace = \"301s\"\n", 2, `eof_grace: "301s" is above the maximum grace of 5m0s`},
 		{"server grace above the cap", "[servers.a]\ngrace = \"6m\"\n", 2, `servers.a.grace: "6m" is above the maximum grace`},
-		{"bad memory_max", "memory_max = \"lots\"\n", 1, `memory_max: memory_max "lots": want bytes or a size such as 512M`},
+		{"bad memory_max", "memory_max = \"lots\"\n", 1, `memory_max: memory_max "lots": want bytes, a size such as 512M`},
 		{"tiny memory_max", "[servers.a]\nmemory_max = 1000\n", 2, `servers.a.memory_max: memory_max "1000" is below 1M`},
 		{"zero cpu_max", "\ncpu_max = 0\n", 2, `cpu_max: cpu_max "0" is below 0.01 CPU`},
 		{"fractional pids_max", "[servers.a]\npids_max = 1.5\n", 2, `servers.a.pids_max: pids_max "1.5": want a whole number`},

@@ -191,7 +191,7 @@ func (d *Daemon) autoShare(req api.RunRequest, name string) bool {
 	}
 	// Limits bound one server's tree: a server with any (its own or the
 	// config's for all) is never shared on its own.
-	if req.Limits != nil || d.settings().Limits != (registry.Limits{}) {
+	if EffectiveLimits(req.Limits, d.settings().Limits) != nil {
 		return false
 	}
 	// The spawn path's common case: nothing learned, no broker to ask.

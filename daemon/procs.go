@@ -196,7 +196,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		}
 		// A broker and its upstream are one tree in one cgroup: the limits
 		// bound both.
-		req.Limits = mergeLimits(req.Limits, d.settings().Limits)
+		req.Limits = EffectiveLimits(req.Limits, d.settings().Limits)
 		d.serveShare(conn, req, files, name, mode)
 		return
 	}
@@ -219,7 +219,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		}
 	}
 	// Its limits are set before it exists, or it does not start.
-	req.Limits = mergeLimits(req.Limits, d.settings().Limits)
+	req.Limits = EffectiveLimits(req.Limits, d.settings().Limits)
 	limited, err := d.setLimits(req.Session, id, req.Limits, cg, cgErr)
 	if err != nil {
 		closeFiles()

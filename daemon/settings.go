@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/cgroup"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
@@ -84,7 +85,7 @@ func (s *Settings) ApplyRun(name string, req *api.RunRequest) {
 	if o.NoFlatten {
 		req.NoFlatten = true
 	}
-	req.Limits = mergeLimits(req.Limits, o.Limits)
+	req.Limits = MergeLimits(req.Limits, o.Limits)
 	if req.IdleMS <= 0 && o.Idle > 0 {
 		req.IdleMS = api.Millis(o.Idle)
 	}
@@ -110,7 +111,7 @@ func (s *Settings) ApplyEnsure(name string, req *api.EnsureRequest) {
 			req.Health = "tcp"
 		}
 	}
-	req.Limits = mergeLimits(req.Limits, o.Limits)
+	req.Limits = MergeLimits(req.Limits, o.Limits)
 }
 
 // DefaultSettings returns the defaults of design §5.
@@ -175,9 +176,10 @@ func (s *Settings) ApplyEnv(getenv func(string) string) error {
 	return nil
 }
 
-// mergeLimits fills the limits l leaves unset from def; nil when neither
-// sets any.
-func mergeLimits(l *registry.Limits, def registry.Limits) *registry.Limits {
+// MergeLimits fills the limits l leaves unset from def; nil when neither
+// sets any. A limit set to none (cgroup.MemoryNone, ...) stays set: it
+// lifts def's.
+func MergeLimits(l *registry.Limits, def registry.Limits) *registry.Limits {
 	var out registry.Limits
 	if l != nil {
 		out = *l
@@ -195,4 +197,27 @@ func mergeLimits(l *registry.Limits, def registry.Limits) *registry.Limits {
 		return nil
 	}
 	return &out
+}
+
+// EffectiveLimits are the limits a server runs with: its own (l, from its
+// run flags and [servers.NAME]) over def (the config's for all), a none
+// lifting def's; nil when nothing is bounded.
+func EffectiveLimits(l *registry.Limits, def registry.Limits) *registry.Limits {
+	m := MergeLimits(l, def)
+	if m == nil {
+		return nil
+	}
+	if m.MemoryMax == cgroup.MemoryNone {
+		m.MemoryMax = 0
+	}
+	if m.CPUMax == cgroup.CPUNone {
+		m.CPUMax = 0
+	}
+	if m.PidsMax == cgroup.PidsNone {
+		m.PidsMax = 0
+	}
+	if *m == (registry.Limits{}) {
+		return nil
+	}
+	return m
 }

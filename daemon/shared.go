@@ -246,7 +246,7 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 		return nil, err
 	}
 	s := &shared{
-		port: req.Port, name: name, argv: req.Argv, env: req.Env, cwd: string(req.Cwd), health: health, limits: req.Limits,
+		port: req.Port, name: name, argv: req.Argv, env: req.Env, cwd: string(req.Cwd), health: health, limits: EffectiveLimits(req.Limits, st.Limits),
 		linger:   orDefault(time.Duration(req.LingerMS)*time.Millisecond, st.Linger),
 		interval: orDefault(time.Duration(req.IntervalMS)*time.Millisecond, st.Interval),
 		sessions: map[string]bool{}, quit: make(chan struct{}), stopped: make(chan struct{}),

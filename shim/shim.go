@@ -148,11 +148,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 		// Only the daemon's cgroups enforce limits: a server that has any,
 		// on the command line or in the config file, is never run here
 		// without them.
-		l := o.Limits
-		if l == nil {
-			l = configLimits(o)
-		}
-		if l != nil {
+		if l := effectiveLimits(o); l != nil {
 			return 125, fmt.Errorf("the server's limits need the daemon, and it cannot be used (%s): not running it without them", local.why)
 		}
 		return runLocal(ctx, o, req, local.why, sigs)
@@ -574,29 +570,23 @@ type execOrder struct {
 
 func (e *execOrder) Error() string { return "exec " + e.ID + " in place" }
 
-// configLimits are the limits the config file sets for this run's server
-// (its [servers.NAME] ones, else those for all), nil when none: what the
-// daemon would have applied. A config that cannot be read sets none here;
-// the daemon would not have started with it either.
-func configLimits(o Options) *registry.Limits {
+// effectiveLimits are the limits the daemon would give this run's
+// server: its flags, over the config file's [servers.NAME], over the
+// config's for all servers (a none lifting those below); nil when none.
+// A config that cannot be read adds none: the daemon would not have
+// started with it either.
+func effectiveLimits(o Options) *registry.Limits {
+	var own, all registry.Limits
 	getenv := func(k string) string {
 		v, _ := proc.EnvValue(o.Env, k)
 		return v
 	}
-	e, err := config.Load(getenv)
-	if err != nil || len(o.Argv) == 0 {
-		return nil
+	if e, err := config.Load(getenv); err == nil && len(o.Argv) > 0 {
+		name := o.Name
+		if name == "" {
+			name = filepath.Base(o.Argv[0])
+		}
+		own, all = e.Settings.Servers[name].Limits, e.Settings.Limits
 	}
-	name := o.Name
-	if name == "" {
-		name = filepath.Base(o.Argv[0])
-	}
-	l := e.Settings.Servers[name].Limits
-	if l == (registry.Limits{}) {
-		l = e.Settings.Limits
-	}
-	if l == (registry.Limits{}) {
-		return nil
-	}
-	return &l
+	return daemon.EffectiveLimits(daemon.MergeLimits(o.Limits, own), all)
 }

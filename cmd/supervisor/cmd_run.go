@@ -106,9 +106,9 @@ executable, 125 for a supervisor error.`,
 type limitFlags struct{ memory, cpu, pids string }
 
 func (f *limitFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.memory, "memory-max", "", "bound the server's whole tree to this much memory (512M, 2G): past it the kernel's OOM killer ends it (needs cgroups)")
-	cmd.Flags().StringVar(&f.cpu, "cpu-max", "", "bound the server's whole tree to this many CPUs (1, 0.5) (needs cgroups)")
-	cmd.Flags().StringVar(&f.pids, "pids-max", "", "bound the server's whole tree to this many processes and threads: a fork past it fails (needs cgroups)")
+	cmd.Flags().StringVar(&f.memory, "memory-max", "", "bound the server's whole tree to this much memory (512M, 2G): past it the kernel's OOM killer ends it (needs cgroups; none lifts the config's)")
+	cmd.Flags().StringVar(&f.cpu, "cpu-max", "", "bound the server's whole tree to this many CPUs (1, 0.5) (needs cgroups; none lifts the config's)")
+	cmd.Flags().StringVar(&f.pids, "pids-max", "", "bound the server's whole tree to this many processes and threads: a fork past it fails (needs cgroups; none lifts the config's)")
 }
 
 // parse reads the flags; nil when none is set.

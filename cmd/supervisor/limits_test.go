@@ -443,3 +443,28 @@ func TestLocalModeRefusesConfigLimits(t *testing.T) {
 		t.Errorf("local mode without limits: exit %d, %q %q; want it run", code, out, stderr)
 	}
 }
+
+// A limit the config sets for all servers applies to each, unless the
+// server lifts it: none in its [servers.NAME], or on its command line.
+func TestLimitNoneLiftsTheConfigs(t *testing.T) {
+	in := newInstance(t)
+	conf := filepath.Join(in.state, "config.toml")
+	if err := os.WriteFile(conf, []byte("pids_max = 40\n\n[servers.free]\npids_max = \"none\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	limitsOrSkip(t, in)
+	forks := []string{"--", "sh", "-c", `i=0; while [ $i -lt 60 ]; do sleep 0.3 & i=$((i+1)); done; wait; echo forked 60`}
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{append([]string{"run", "--session", "lim", "--name", "bound"}, forks...), false},
+		{append([]string{"run", "--session", "lim", "--name", "free"}, forks...), true},
+		{append([]string{"run", "--session", "lim", "--name", "flagged", "--pids-max", "none"}, forks...), true},
+	} {
+		out, stderr, code := in.run(tc.args...)
+		if ran := code == 0 && strings.Contains(out, "forked 60"); ran != tc.ok {
+			t.Errorf("%v: exit %d, %q %q; want the 60 forks to succeed: %v", tc.args[4], code, out, stderr, tc.ok)
+		}
+	}
+}
