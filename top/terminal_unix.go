@@ -25,7 +25,8 @@ func Interactive(in, out *os.File, fetch Fetch, interval time.Duration, by strin
 	fd := int(in.Fd())
 	old, err := term.MakeRaw(fd)
 	if err != nil {
-		return fmt.Errorf("put the terminal in raw mode: %w", err)
+		// Not a terminal that takes raw mode: the plain table instead.
+		return fmt.Errorf("put the terminal in raw mode: %v: %w", err, ErrNoInteractive)
 	}
 	defer term.Restore(fd, old)
 	fmt.Fprint(out, "\x1b[?1049h\x1b[?25l") // alternate screen, no cursor
