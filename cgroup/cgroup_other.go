@@ -88,3 +88,6 @@ func (m *Manager) V1Home(dirs []string) []string { return nil }
 
 // Apply has nothing to write: there are no cgroups here.
 func Apply(l Limited) error { return nil }
+
+// KeepV1 has nothing to move: there are no cgroups here.
+func KeepV1(dirs []string, pid int) error { return nil }

@@ -203,6 +203,19 @@ func EnterV1(dirs []string, pid int) error {
 	return nil
 }
 
+// KeepV1 moves pid out of a server's v1 directories into their
+// instance's (two levels up: INSTANCE/s-SESSION/PROC), as Keep does for
+// its v2 cgroup: a kept process outlives the server and its limits.
+func KeepV1(dirs []string, pid int) error {
+	for _, d := range dirs {
+		base := filepath.Dir(filepath.Dir(d))
+		if err := os.WriteFile(filepath.Join(base, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			return fmt.Errorf("move %d to %s: %w", pid, base, err)
+		}
+	}
+	return nil
+}
+
 // V1Home is, for each of a server's v1 directories, the daemon's own
 // directory in that hierarchy: where a thread that forked into them goes
 // back to.

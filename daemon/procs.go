@@ -792,7 +792,7 @@ func (d *Daemon) recordStopLogged(kind, session string, o shutdown.Outcome) {
 // found by group, marker, cgroup and the inodes of the host channels it
 // was given; its shim and its host are never signalled.
 func (d *Daemon) targetOf(p registry.Process) shutdown.Target {
-	t := shutdown.Target{ID: p.ID, PID: p.PID, PGID: p.PGID, Token: p.Token, Session: p.Session, Cgroup: p.Cgroup,
+	t := shutdown.Target{ID: p.ID, PID: p.PID, PGID: p.PGID, Token: p.Token, Session: p.Session, Cgroup: p.Cgroup, LimitCgroups: p.LimitCgroups,
 		// A shared server restarts under its record: its earlier runs'
 		// leftovers carry its id and are older than this run.
 		RunsBefore: p.Port > 0 || p.Restarts > 0}

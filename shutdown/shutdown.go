@@ -47,8 +47,10 @@ type Target struct {
 	// Stdio are the host channels the server was given: their holders
 	// outside the tree are killed so the host sees EOF.
 	Stdio []Channel
-	// Cgroup is the server's own cgroup directory, if it has one.
-	Cgroup string
+	// Cgroup is the server's own cgroup directory, if it has one, and
+	// LimitCgroups the cgroup v1 directories of its limits.
+	Cgroup       string
+	LimitCgroups []string
 	// Spared are never signalled even when they hold a channel: the shim
 	// (which exits with the server) and the host.
 	Spared []Proc

@@ -418,6 +418,10 @@ func (r *run) keep(i, pid int, env []string) bool {
 				r.log.Warn("could not move a kept process out of its cgroup", "pid", pid, "err", err)
 			}
 		}
+		// And out of its server's limits, which end with the server.
+		if err := cgroup.KeepV1(r.targets[i].LimitCgroups, pid); err != nil {
+			r.log.Warn("could not move a kept process out of its limits' cgroups", "pid", pid, "err", err)
+		}
 	}
 	return true
 }

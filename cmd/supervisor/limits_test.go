@@ -468,3 +468,35 @@ func TestLimitNoneLiftsTheConfigs(t *testing.T) {
 		}
 	}
 }
+
+// A process that asked to be kept (SUPERVISOR_KEEP=1) leaves its server's
+// limits with it: it outlives them, and they are removed.
+func TestKeptProcessLeavesLimits(t *testing.T) {
+	in := newInstance(t)
+	limitsOrSkip(t, in)
+	k := in.startShim("--session", "keepl", "--name", "keeper", "--pids-max", "100", "--", bin, "_fixture", "daemonize", "--keep")
+	_, kept := readReady2(t, k.stdout)
+	ktok := mustToken(t, kept)
+	t.Cleanup(func() { syscall.Kill(kept, syscall.SIGKILL) })
+	rec := waitNamed(t, in, "keeper", func(p registry.Process) bool { return len(p.LimitCgroups) > 0 || p.PID > 0 })
+	in.mustRun("session", "end", "keepl", "--grace", "200ms")
+	if !alive(kept, ktok) {
+		t.Fatalf("the kept process %d was stopped", kept)
+	}
+	if b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(kept), "cgroup")); strings.Contains(string(b), rec.ID) {
+		t.Errorf("the kept process is still in its server's cgroups:\n%s", b)
+	}
+	deadline := time.Now().Add(wait)
+	for _, dir := range rec.LimitCgroups {
+		for {
+			if _, err := os.Stat(dir); os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("the limits' cgroup %s is left", dir)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
