@@ -207,13 +207,14 @@ func EnterV1(dirs []string, pid int) error {
 // instance's (two levels up: INSTANCE/s-SESSION/PROC), as Keep does for
 // its v2 cgroup: a kept process outlives the server and its limits.
 func KeepV1(dirs []string, pid int) error {
+	var errs []error
 	for _, d := range dirs {
 		base := filepath.Dir(filepath.Dir(d))
 		if err := os.WriteFile(filepath.Join(base, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
-			return fmt.Errorf("move %d to %s: %w", pid, base, err)
+			errs = append(errs, fmt.Errorf("move %d to %s: %w", pid, base, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // V1Home is, for each of a server's v1 directories, the daemon's own

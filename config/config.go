@@ -324,6 +324,9 @@ func (e *Effective) limits(k limitKeys, p string, l *registry.Limits, fail func(
 		if err := x.parse(s); err != nil {
 			return fail(p+x.key, err.Error())
 		}
+		if p == "" && (l.MemoryMax == cgroup.MemoryNone || l.CPUMax == cgroup.CPUNone || l.PidsMax == cgroup.PidsNone) {
+			return fail(x.key, fmt.Sprintf("%q lifts a limit for one server: it goes under [servers.NAME]; leave the key out for no limit", s))
+		}
 		e.sources[p+x.key] = at(p + x.key)
 	}
 	return nil

@@ -228,6 +228,7 @@ func TestConfigBadFile(t *testing.T) {
 		{"zero cpu_max", "\ncpu_max = 0\n", 2, `cpu_max: cpu_max "0" is below 0.01 CPU`},
 		{"fractional pids_max", "[servers.a]\npids_max = 1.5\n", 2, `servers.a.pids_max: pids_max "1.5": want a whole number`},
 		{"wrong limit type", "pids_max = true\n", 1, `pids_max: true: want a string`},
+		{"none for all", "\nmemory_max = \"none\"\n", 2, `memory_max: "none" lifts a limit for one server: it goes under [servers.NAME]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := write(t, tc.text)

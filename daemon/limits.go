@@ -16,9 +16,10 @@ import (
 // refuses a run whose limits it cannot set (never runs it unbounded), and
 // reads afterwards which ones the kernel enforced.
 
-// limitsOf converts a record's limits.
+// limitsOf converts a record's limits; a none (from a record or request
+// that predates its conversion) is unbounded, never a value to write.
 func limitsOf(l *registry.Limits) cgroup.Limits {
-	if l == nil {
+	if l = EffectiveLimits(l, registry.Limits{}); l == nil {
 		return cgroup.Limits{}
 	}
 	return cgroup.Limits{MemoryMax: l.MemoryMax, CPUMax: l.CPUMax, PidsMax: l.PidsMax}

@@ -177,7 +177,8 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	if name == "" {
 		name = baseName(req.Argv[0])
 	}
-	d.settings().ApplyRun(name, &req) // the config file's [servers.NAME]
+	st := d.settings()      // one snapshot: a reload meanwhile mixes no two configs
+	st.ApplyRun(name, &req) // the config file's [servers.NAME]
 	mode := "run --share"
 	switch {
 	case !req.Share && d.autoShare(req, name):
@@ -196,7 +197,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		}
 		// A broker and its upstream are one tree in one cgroup: the limits
 		// bound both.
-		req.Limits = EffectiveLimits(req.Limits, d.settings().Limits)
+		req.Limits = EffectiveLimits(req.Limits, st.Limits)
 		d.serveShare(conn, req, files, name, mode)
 		return
 	}
@@ -219,7 +220,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		}
 	}
 	// Its limits are set before it exists, or it does not start.
-	req.Limits = EffectiveLimits(req.Limits, d.settings().Limits)
+	req.Limits = EffectiveLimits(req.Limits, st.Limits)
 	limited, err := d.setLimits(req.Session, id, req.Limits, cg, cgErr)
 	if err != nil {
 		closeFiles()

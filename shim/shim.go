@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -148,7 +149,10 @@ func Run(ctx context.Context, o Options) (int, error) {
 		// Only the daemon's cgroups enforce limits: a server that has any,
 		// on the command line or in the config file, is never run here
 		// without them.
-		if l := effectiveLimits(o); l != nil {
+		if l, unread := effectiveLimits(o); l != nil || unread != "" {
+			if unread != "" {
+				return 125, fmt.Errorf("the config file may set this server's limits, which need the daemon, and it cannot be used (%s); %s: not running it without them", local.why, unread)
+			}
 			return 125, fmt.Errorf("the server's limits need the daemon, and it cannot be used (%s): not running it without them", local.why)
 		}
 		return runLocal(ctx, o, req, local.why, sigs)
@@ -573,20 +577,48 @@ func (e *execOrder) Error() string { return "exec " + e.ID + " in place" }
 // effectiveLimits are the limits the daemon would give this run's
 // server: its flags, over the config file's [servers.NAME], over the
 // config's for all servers (a none lifting those below); nil when none.
-// A config that cannot be read adds none: the daemon would not have
-// started with it either.
-func effectiveLimits(o Options) *registry.Limits {
+// unread says why the config could not be read when its text names a
+// limit anyway: a broken config is what keeps a daemon from starting, and
+// its limits must not be lost with it.
+func effectiveLimits(o Options) (l *registry.Limits, unread string) {
 	var own, all registry.Limits
 	getenv := func(k string) string {
 		v, _ := proc.EnvValue(o.Env, k)
 		return v
 	}
-	if e, err := config.Load(getenv); err == nil && len(o.Argv) > 0 {
+	e, err := config.Load(getenv)
+	switch {
+	case err == nil && len(o.Argv) > 0:
 		name := o.Name
 		if name == "" {
 			name = filepath.Base(o.Argv[0])
 		}
 		own, all = e.Settings.Servers[name].Limits, e.Settings.Limits
+	case err != nil:
+		if path, perr := config.Path(getenv); perr == nil && namesLimit(path) {
+			return nil, fmt.Sprintf("it cannot be read (%v)", err)
+		}
 	}
-	return daemon.EffectiveLimits(daemon.MergeLimits(o.Limits, own), all)
+	return daemon.EffectiveLimits(daemon.MergeLimits(o.Limits, own), all), ""
+}
+
+// namesLimit says whether the file at path sets memory_max, cpu_max or
+// pids_max anywhere, read as plain lines.
+func namesLimit(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		key, _, ok := strings.Cut(line, "=")
+		key = strings.TrimSpace(key)
+		if ok && (key == "memory_max" || key == "cpu_max" || key == "pids_max") {
+			return true
+		}
+		// An inline table: capped = { memory_max = "1G" }.
+		if ok && strings.Contains(line, "{") && (strings.Contains(line, "memory_max") || strings.Contains(line, "cpu_max") || strings.Contains(line, "pids_max")) {
+			return true
+		}
+	}
+	return false
 }

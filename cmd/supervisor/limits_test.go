@@ -442,6 +442,20 @@ func TestLocalModeRefusesConfigLimits(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "ran") {
 		t.Errorf("local mode without limits: exit %d, %q %q; want it run", code, out, stderr)
 	}
+	// A config that cannot be read (what keeps a daemon from starting)
+	// but names a limit: the limits may be this server's.
+	if err := os.WriteFile(conf, []byte("grace = \"bogus\"\npids_max = 40\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := in.run("run", "--session", "local", "--name", "free", "--", "sh", "-c", "echo ran"); code != 125 || !strings.Contains(stderr, "cannot be read") {
+		t.Errorf("local mode with a broken config naming a limit: exit %d, %q; want 125 saying it cannot be read", code, stderr)
+	}
+	if err := os.WriteFile(conf, []byte("grace = \"bogus\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code := in.run("run", "--session", "local", "--name", "free", "--", "sh", "-c", "echo ran"); code != 0 || !strings.Contains(out, "ran") {
+		t.Errorf("local mode with a broken config naming no limit: exit %d, %q %q; want it run", code, out, stderr)
+	}
 }
 
 // A limit the config sets for all servers applies to each, unless the
