@@ -57,14 +57,23 @@ type Server struct {
 // NewServer creates root/s-SESSION/PROC and opens it. The caller closes Fd
 // after the clone. Names are prefixed so no id can be "." or "..".
 func (m *Manager) NewServer(session, proc string) (Server, error) {
-	dir := filepath.Join(m.root, "s-"+session, proc)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return Server{}, fmt.Errorf("create cgroup %s: %w", dir, err)
+	sdir := filepath.Join(m.root, "s-"+session)
+	err := os.Mkdir(sdir, 0o755)
+	if errors.Is(err, os.ErrNotExist) { // the root went (removed from outside)
+		err = os.MkdirAll(sdir, 0o755)
 	}
-	if m.limits.v2["memory"] {
-		// Memory accounting for ps, where the tree delegates it: best
-		// effort, a server runs without it.
+	switch {
+	case err == nil && m.limits.v2["memory"]:
+		// Memory accounting for ps, where the tree delegates it, once per
+		// session (not three writes per spawn): best effort, a server
+		// runs without it.
 		m.delegate(session, "memory")
+	case err != nil && !errors.Is(err, os.ErrExist):
+		return Server{}, fmt.Errorf("create cgroup %s: %w", sdir, err)
+	}
+	dir := filepath.Join(sdir, proc)
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return Server{}, fmt.Errorf("create cgroup %s: %w", dir, err)
 	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {

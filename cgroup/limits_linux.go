@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -253,21 +254,12 @@ func Hits(v2 string, v1 []string) []string {
 			continue
 		}
 		for _, f := range [][3]string{{"memory.events", "oom_kill", HitMemory}, {"memory.oom_control", "oom_kill", HitMemory}, {"pids.events", "max", HitPids}} {
-			if n := counter(filepath.Join(d, f[0]), f[1]); n > 0 && !contains(out, f[2]) {
+			if n := counter(filepath.Join(d, f[0]), f[1]); n > 0 && !slices.Contains(out, f[2]) {
 				out = append(out, f[2])
 			}
 		}
 	}
 	return out
-}
-
-func contains(s []string, x string) bool {
-	for _, v := range s {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 // counter reads the value of key in a flat-keyed cgroup file ("key N").

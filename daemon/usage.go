@@ -40,14 +40,14 @@ type usageSamples struct {
 // sampled is also checked for the limits the kernel enforced on it
 // (noteLimitHits), after the samples, outside their lock: it commits.
 func (d *Daemon) fillUsage(procs []registry.Process) {
-	var limited []int // of procs, the limited ones sampled now
-	d.sampleUsage(procs, &limited)
-	for _, i := range limited {
+	for _, i := range d.sampleUsage(procs) {
 		procs[i].LimitHit = d.noteLimitHits(procs[i])
 	}
 }
 
-func (d *Daemon) sampleUsage(procs []registry.Process, limited *[]int) {
+// sampleUsage fills procs' Usage and returns which of them are limited
+// servers it sampled anew.
+func (d *Daemon) sampleUsage(procs []registry.Process) (limited []int) {
 	c := &d.usage
 	now := time.Now()
 	var tree map[int][]int // children by parent, for servers with no cgroup
@@ -88,7 +88,7 @@ func (d *Daemon) sampleUsage(procs []registry.Process, limited *[]int) {
 			e.pid, e.last, e.gen = p.PID, s, now
 			c.last[p.ID] = e
 			if p.Limits != nil {
-				*limited = append(*limited, i)
+				limited = append(limited, i)
 			}
 		}
 		if e.last.MemorySource == "" {
@@ -103,6 +103,7 @@ func (d *Daemon) sampleUsage(procs []registry.Process, limited *[]int) {
 			Procs:        e.last.Procs,
 		}
 	}
+	return limited
 }
 
 // childrenOf maps each process to its children, from one scan.

@@ -169,12 +169,7 @@ func npmConfigSet(env []string, dir string, n npm) string {
 			return "PREFIX is set in the environment (npm's global prefix)"
 		}
 	}
-	home := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "HOME="); ok {
-			home = v
-		}
-	}
+	home := getenv(env, "HOME")
 	files := []string{filepath.Join(n.root, "npmrc"), filepath.Join(n.prefix, "etc", "npmrc")}
 	if home != "" {
 		files = append(files, filepath.Join(home, ".npmrc"))

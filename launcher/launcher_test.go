@@ -19,6 +19,22 @@ func write(t *testing.T, path, content string) {
 	}
 }
 
+// writeSetting writes a settings file, {path, content}: a path starting
+// "~/" is in home, any other in proj; none when the path is "".
+func writeSetting(t *testing.T, home, proj string, file [2]string) {
+	t.Helper()
+	f := file[0]
+	if f == "" {
+		return
+	}
+	if rest, ok := strings.CutPrefix(f, "~/"); ok {
+		f = filepath.Join(home, rest)
+	} else {
+		f = filepath.Join(proj, f)
+	}
+	write(t, f, file[1])
+}
+
 // npxHash is npm's npx cache directory name for one package spec. Checked
 // against node: crypto.createHash('sha512').update(spec).digest('hex').slice(0, 16).
 func TestNpxCacheHash(t *testing.T) {
@@ -204,14 +220,7 @@ func TestFlattenLeavesNpmSettings(t *testing.T) {
 			proj := t.TempDir()
 			home := t.TempDir()
 			write(t, filepath.Join(proj, "node_modules", ".bin", "tool"), "#!/bin/sh\n")
-			if f := tc.npmrc[0]; f != "" {
-				if rest, ok := strings.CutPrefix(f, "~/"); ok {
-					f = filepath.Join(home, rest)
-				} else {
-					f = filepath.Join(proj, f)
-				}
-				write(t, f, tc.npmrc[1])
-			}
+			writeSetting(t, home, proj, tc.npmrc)
 			env := append([]string{"HOME=" + home, "PATH=" + filepath.Join(fakeNpm(t), "bin")}, tc.env...)
 			if r, ok, why := Flatten([]string{"npx", "tool"}, proj, env); ok || !strings.Contains(why, "npm setting") && !strings.Contains(why, "PREFIX") {
 				t.Errorf("Flatten = %+v, %v, %q; want it left to npm, naming the setting", r, ok, why)

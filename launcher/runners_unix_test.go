@@ -144,14 +144,7 @@ func TestFlattenLeavesPnpmSettings(t *testing.T) {
 			home := t.TempDir()
 			proj := t.TempDir()
 			pnpmInstall(t, home, "srv@1.2.3", `{"name":"srv","version":"1.2.3","bin":"cli.js"}`, []string{"srv"}, time.Minute)
-			if f := tc.file[0]; f != "" {
-				if rest, ok := strings.CutPrefix(f, "~/"); ok {
-					f = filepath.Join(home, rest)
-				} else {
-					f = filepath.Join(proj, f)
-				}
-				write(t, f, tc.file[1])
-			}
+			writeSetting(t, home, proj, tc.file)
 			env := append([]string{"HOME=" + home, runnerOn(t, true, "pnpm")}, tc.env...)
 			if r, ok, why := Flatten([]string{"pnpm", "dlx", "srv@1.2.3"}, proj, env); ok || !strings.Contains(why, "pnpm setting") {
 				t.Errorf("Flatten = %+v, %v, %q; want it left to pnpm, naming the setting", r, ok, why)

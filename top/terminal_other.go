@@ -8,6 +8,6 @@ import (
 )
 
 // Interactive is not built here: see ErrNoInteractive.
-func Interactive(in, out *os.File, fetch Fetch, interval time.Duration, by string) error {
+func Interactive(in, out *os.File, first Snapshot, fetch Fetch, interval time.Duration, by string) error {
 	return ErrNoInteractive
 }

@@ -16,12 +16,12 @@ import (
 	"golang.org/x/term"
 )
 
-// Interactive shows the live view on the terminal in/out until q, Esc or
-// Ctrl-C: the terminal in raw mode and on its alternate screen (both
-// restored on the way out), refreshed every interval, re-sorted on a sort
-// key. One loop waits on the keyboard with the refresh as its timeout: no
-// reader is left behind.
-func Interactive(in, out *os.File, fetch Fetch, interval time.Duration, by string) error {
+// Interactive shows the live view, from first on, on the terminal in/out
+// until q, Esc or Ctrl-C: the terminal in raw mode and on its alternate
+// screen (both restored on the way out), refreshed every interval,
+// re-sorted on a sort key. One loop waits on the keyboard, a snapshot
+// being taken beside it: no reader is left behind.
+func Interactive(in, out *os.File, first Snapshot, fetch Fetch, interval time.Duration, by string) error {
 	fd := int(in.Fd())
 	old, err := term.MakeRaw(fd)
 	if err != nil {
@@ -36,9 +36,9 @@ func Interactive(in, out *os.File, fetch Fetch, interval time.Duration, by strin
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	var snap Snapshot
+	snap := first // the caller's, taken to fail early without a daemon
 	var fetchErr error
-	next := time.Now()
+	next := time.Now().Add(interval)
 	buf := make([]byte, 64)
 	dirty := true
 	// A snapshot is taken beside the loop, which stays on the keys: a

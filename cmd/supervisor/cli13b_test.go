@@ -246,16 +246,7 @@ func TestCLI13JSON(t *testing.T) {
 			t.Fatalf("call %d: exit %d, want the server's 3: %s", i, code, errOut)
 		}
 	}
-	// A server exec'd in its shim's place is its host's child: the host
-	// may see its exit before the daemon has counted it.
-	waitCond(t, func() error {
-		var bs []spawn.Breaker
-		json.Unmarshal([]byte(in.mustRun("breaker", "list", "--json")), &bs)
-		if len(bs) != 1 || bs[0].State != spawn.BreakerOpen {
-			return fmt.Errorf("breakers %+v, want crashy's open", bs)
-		}
-		return nil
-	})
+	in.waitBreakerOpen(t)
 	_, errOut, code := in.run(failing...)
 	if code != 125 || !strings.Contains(errOut, "retry in ") || !strings.Contains(errOut, "supervisor breaker reset crashy") {
 		t.Fatalf("refused start: exit %d, stderr %q; want 125, the retry time and the reset command", code, errOut)

@@ -53,7 +53,7 @@ memory, CPU, name, age, state, restarts, host; q quits. Not in a terminal
 			out := cmd.OutOrStdout()
 			f, isFile := out.(*os.File)
 			if !plain && isFile && term.IsTerminal(int(f.Fd())) && term.IsTerminal(int(os.Stdin.Fd())) {
-				err := top.Interactive(os.Stdin, f, topSnapshot, interval, by)
+				err := top.Interactive(os.Stdin, f, first, topSnapshot, interval, by)
 				if !errors.Is(err, top.ErrNoInteractive) {
 					return err
 				}

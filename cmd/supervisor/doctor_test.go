@@ -327,16 +327,7 @@ func TestDoctorWithDaemon(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		in.run("run", "--name", "crashy", "--", "/bin/sh", "-c", "exit 3")
 	}
-	// A server exec'd in its shim's place is seen exiting by its host
-	// first: the breaker opens once the daemon has recorded the third.
-	in.waitEvents(func(evs []registry.Event) bool {
-		for _, e := range evs {
-			if e.Kind == "breaker.open" {
-				return true
-			}
-		}
-		return false
-	})
+	in.waitBreakerOpen(t)
 	scope := pidArgs(server.PID, shim.cmd.Process.Pid, lost)
 
 	fs, errOut, code := in.doctorJSON(t, append([]string{"--fix"}, scope...)...)

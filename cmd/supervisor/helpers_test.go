@@ -24,6 +24,7 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/spawn"
 )
 
 // bin is the real supervisor binary, built once by TestMain.
@@ -356,4 +357,19 @@ func daemonsOf(state string) []int {
 		}
 	}
 	return out
+}
+
+// waitBreakerOpen waits for the instance's one circuit breaker to be
+// open. A server exec'd in its shim's place is its host's child: the host
+// may see its exit before the daemon has counted it.
+func (in *instance) waitBreakerOpen(t *testing.T) {
+	t.Helper()
+	waitCond(t, func() error {
+		var bs []spawn.Breaker
+		json.Unmarshal([]byte(in.mustRun("breaker", "list", "--json")), &bs)
+		if len(bs) != 1 || bs[0].State != spawn.BreakerOpen {
+			return fmt.Errorf("breakers %+v, want one open", bs)
+		}
+		return nil
+	})
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/seed-86a41135/supervisor/cgroup"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 )
@@ -35,26 +36,6 @@ func limitsOrSkip(t *testing.T, in *instance) {
 			}
 		}
 	}
-}
-
-// waitNamed polls ps --all until ok accepts the record named name.
-func waitNamed(t *testing.T, in *instance, name string, ok func(registry.Process) bool) registry.Process {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	var last registry.Process
-	for time.Now().Before(deadline) {
-		for _, p := range in.mustProcesses(true) {
-			if p.Name == name {
-				last = p
-			}
-		}
-		if last.ID != "" && ok(last) {
-			return last
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s never got there: %+v", name, last)
-	return last
 }
 
 // A server that allocates past its memory_max is OOM-killed by the kernel:
@@ -85,7 +66,7 @@ func testMemoryMaxOOMKills(t *testing.T, inPlace string) {
 	if killed, how := hog.endedBy(t, syscall.SIGKILL); !killed {
 		t.Fatalf("hog ended %s, want killed by the OOM killer's SIGKILL", how)
 	}
-	rec := waitNamed(t, in, "hog", func(p registry.Process) bool { return p.State.Final() && len(p.LimitHit) > 0 })
+	rec := waitRecord(t, in, 0, named("hog", func(p registry.Process) bool { return p.State.Final() && len(p.LimitHit) > 0 }))
 	if rec.LimitHit[0] != "memory_max" || rec.Limits == nil || rec.Limits.MemoryMax != 64<<20 || rec.Signal != "SIGKILL" {
 		t.Errorf("hog's record %+v: want it killed with memory_max 64M hit", rec)
 	}
@@ -130,7 +111,7 @@ func TestPidsMaxStopsForkBomb(t *testing.T) {
 			}
 			wg.Wait()
 			bomb.exitCode(t) // the shell gives up at its first failed fork
-			rec := waitNamed(t, in, "bomb", func(p registry.Process) bool { return p.State.Final() && p.Stop != nil })
+			rec := waitRecord(t, in, 0, named("bomb", func(p registry.Process) bool { return p.State.Final() && p.Stop != nil }))
 			if !slices.Contains(rec.LimitHit, "pids_max") {
 				t.Errorf("bomb's record %+v: want pids_max hit", rec)
 			}
@@ -143,7 +124,7 @@ func TestPidsMaxStopsForkBomb(t *testing.T) {
 			if m := in.mustRun("metrics"); hits != 1 || !strings.Contains(m, `supervisor_limit_hits_total{limit="pids_max"} 1`) {
 				t.Errorf("%d process.limit events, metrics:\n%s\nwant the hit counted once", hits, m)
 			}
-			if left := withMarker(rec.ID); len(left) > 0 {
+			if left := markerHolders(t, rec.ID); len(left) > 0 {
 				for _, pid := range left {
 					syscall.Kill(pid, syscall.SIGKILL)
 				}
@@ -165,8 +146,8 @@ func TestLimitsHoldFromTheStart(t *testing.T) {
 			s := in.startShim("--session", "lim", "--name", "forker", "--pids-max", "50", "--memory-max", "512M", "--", "sh", "-c",
 				`for i in 1 2 3 4 5 6 7 8; do sleep 600 & done; echo ready $$; wait`)
 			s.readyPID(t)
-			rec := waitNamed(t, in, "forker", func(p registry.Process) bool { return p.PID > 0 })
-			mine := withMarker(rec.ID)
+			rec := waitRecord(t, in, 0, named("forker", func(p registry.Process) bool { return p.PID > 0 }))
+			mine := markerHolders(t, rec.ID)
 			if len(mine) < 9 {
 				t.Fatalf("the server's processes %v: want it and its 8 children", mine)
 			}
@@ -195,28 +176,15 @@ func TestLimitsHoldFromTheStart(t *testing.T) {
 	}
 }
 
-// withMarker lists the live processes carrying record id's marker.
-func withMarker(id string) []int {
-	infos, _ := proc.Scan()
-	var out []int
-	for _, info := range infos {
-		env, err := proc.Environ(info.PID)
-		if err == nil && info.State != 'Z' && slices.Contains(env, "SUPERVISOR_PROC_ID="+id) {
-			out = append(out, info.PID)
-		}
-	}
-	return out
-}
-
 // cpu_max holds a spinning server near its share of a CPU.
 func TestCPUMaxThrottles(t *testing.T) {
 	in := newInstance(t)
 	limitsOrSkip(t, in)
 	spin := in.startShim("--session", "lim", "--name", "spin", "--cpu-max", "0.2", "--", "sh", "-c", `echo ready $$; while :; do :; done`)
 	spin.readyPID(t)
-	first := waitNamed(t, in, "spin", func(p registry.Process) bool { return p.Usage != nil })
+	first := waitRecord(t, in, 0, named("spin", func(p registry.Process) bool { return p.Usage != nil }))
 	time.Sleep(3 * time.Second)
-	last := waitNamed(t, in, "spin", func(p registry.Process) bool { return p.Usage != nil })
+	last := waitRecord(t, in, 0, named("spin", func(p registry.Process) bool { return p.Usage != nil }))
 	used := last.Usage.CPUSeconds - first.Usage.CPUSeconds
 	// 0.2 CPU for 3 s or a little more is about 0.6 s; unthrottled it
 	// would be ~3 s. Generous: the machine is shared, and the first sample
@@ -263,7 +231,7 @@ func TestEnsureLimits(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("ensure: exit %d: %s", code, errOut)
 	}
-	rec := waitNamed(t, in, res.Name, func(p registry.Process) bool { return p.PID == res.PID })
+	rec := waitRecord(t, in, 0, named(res.Name, func(p registry.Process) bool { return p.PID == res.PID }))
 	if rec.Limits == nil || rec.Limits.MemoryMax != 256<<20 || rec.Limits.PidsMax != 50 {
 		t.Fatalf("record's limits %+v, want 256M and 50 processes", rec.Limits)
 	}
@@ -292,20 +260,6 @@ func TestEnsureLimits(t *testing.T) {
 	}
 }
 
-// cgroupProcs lists the processes of cgroup directories.
-func cgroupProcs(dirs []string) []int {
-	var out []int
-	for _, d := range dirs {
-		b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-		for _, f := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				out = append(out, pid)
-			}
-		}
-	}
-	return out
-}
-
 // A limited server outlives a daemon crash within its limits: the next
 // daemon adopts it with them, and removes its limits' cgroups once it
 // stops.
@@ -314,15 +268,15 @@ func TestLimitedServerAcrossDaemonCrash(t *testing.T) {
 	limitsOrSkip(t, in)
 	s := in.startShim("--session", "lim", "--name", "kept", "--memory-max", "128M", "--", "sh", "-c", "echo ready $$; exec sleep 600")
 	pid := s.readyPID(t)
-	before := waitNamed(t, in, "kept", func(p registry.Process) bool { return p.PID == pid })
+	before := waitRecord(t, in, 0, named("kept", func(p registry.Process) bool { return p.PID == pid }))
 	in.killDaemon(t)
 	in.mustRun("daemon")
-	after := waitNamed(t, in, "kept", func(p registry.Process) bool { return p.PID == pid && p.State == registry.StateRunning })
+	after := waitRecord(t, in, 0, named("kept", func(p registry.Process) bool { return p.PID == pid && p.State == registry.StateRunning }))
 	if after.Limits == nil || after.Limits.MemoryMax != 128<<20 || !slices.Equal(after.LimitCgroups, before.LimitCgroups) {
 		t.Fatalf("adopted record %+v, want its limits and cgroups kept (%v)", after, before.LimitCgroups)
 	}
 	in.mustRun("stop", "kept")
-	waitNamed(t, in, "kept", func(p registry.Process) bool { return p.State.Final() })
+	waitRecord(t, in, 0, named("kept", func(p registry.Process) bool { return p.State.Final() }))
 	deadline := time.Now().Add(wait)
 	for _, dir := range before.LimitCgroups {
 		for {
@@ -389,7 +343,7 @@ func TestSharedServerLimits(t *testing.T) {
 		t.Errorf("run --share --pids-max 10: code %d, %q; want it refused as too small for the broker too", code, stderr)
 	}
 	for _, br := range brokers {
-		tree := withMarker(br.ID)
+		tree := markerHolders(t, br.ID)
 		if len(tree) < 2 {
 			t.Errorf("broker %s's tree %v: want the broker and its upstream", br.ID, tree)
 		}
@@ -492,7 +446,7 @@ func TestKeptProcessLeavesLimits(t *testing.T) {
 	_, kept := readReady2(t, k.stdout)
 	ktok := mustToken(t, kept)
 	t.Cleanup(func() { syscall.Kill(kept, syscall.SIGKILL) })
-	rec := waitNamed(t, in, "keeper", func(p registry.Process) bool { return len(p.LimitCgroups) > 0 || p.PID > 0 })
+	rec := waitRecord(t, in, 0, named("keeper", func(p registry.Process) bool { return len(p.LimitCgroups) > 0 || p.PID > 0 }))
 	in.mustRun("session", "end", "keepl", "--grace", "200ms")
 	if !alive(kept, ktok) {
 		t.Fatalf("the kept process %d was stopped", kept)
@@ -513,4 +467,19 @@ func TestKeptProcessLeavesLimits(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+}
+
+// named accepts the record of the server called name that ok accepts.
+func named(name string, ok func(registry.Process) bool) func(registry.Process) bool {
+	return func(p registry.Process) bool { return p.Name == name && ok(p) }
+}
+
+// cgroupProcs lists the processes in cgroup directories.
+func cgroupProcs(dirs []string) []int {
+	var out []int
+	for _, d := range dirs {
+		pids, _ := cgroup.Procs(d)
+		out = append(out, pids...)
+	}
+	return out
 }
