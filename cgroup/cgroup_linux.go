@@ -58,22 +58,30 @@ type Server struct {
 // after the clone. Names are prefixed so no id can be "." or "..".
 func (m *Manager) NewServer(session, proc string) (Server, error) {
 	sdir := filepath.Join(m.root, "s-"+session)
-	err := os.Mkdir(sdir, 0o755)
-	if errors.Is(err, os.ErrNotExist) { // the root went (removed from outside)
-		err = os.MkdirAll(sdir, 0o755)
-	}
-	switch {
-	case err == nil && m.limits.v2["memory"]:
-		// Memory accounting for ps, where the tree delegates it, once per
-		// session (not three writes per spawn): best effort, a server
-		// runs without it.
-		m.delegate(session, "memory")
-	case err != nil && !errors.Is(err, os.ErrExist):
-		return Server{}, fmt.Errorf("create cgroup %s: %w", sdir, err)
-	}
 	dir := filepath.Join(sdir, proc)
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return Server{}, fmt.Errorf("create cgroup %s: %w", dir, err)
+	// The session's cgroup is removed when its last server's is (Remove):
+	// one emptied between the two mkdirs here is made again.
+	for attempt := 0; ; attempt++ {
+		err := os.Mkdir(sdir, 0o755)
+		if errors.Is(err, os.ErrNotExist) { // the root went (removed from outside)
+			err = os.MkdirAll(sdir, 0o755)
+		}
+		switch {
+		case err == nil && m.limits.v2["memory"]:
+			// Memory accounting for ps, where the tree delegates it, once
+			// per session (not three writes per spawn): best effort, a
+			// server runs without it.
+			m.delegate(session, "memory")
+		case err != nil && !errors.Is(err, os.ErrExist):
+			return Server{}, fmt.Errorf("create cgroup %s: %w", sdir, err)
+		}
+		err = os.Mkdir(dir, 0o755)
+		if err == nil || errors.Is(err, os.ErrExist) {
+			break
+		}
+		if !errors.Is(err, os.ErrNotExist) || attempt == 2 {
+			return Server{}, fmt.Errorf("create cgroup %s: %w", dir, err)
+		}
 	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
