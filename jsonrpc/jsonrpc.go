@@ -6,12 +6,22 @@
 // reaches the other side is the sender's bytes with only the spliced
 // values changed.
 //
-// # Caveats
+// # One meaning per message
 //
-// Keys are matched exactly (JSON-RPC is case-sensitive), unlike
-// encoding/json's struct decoding; a duplicated key resolves to its last
-// occurrence, as encoding/json does. Batches (a top-level array) are
-// refused: MCP removed them in 2025-06-18.
+// A relay that passes bytes on must never forward a message the other
+// side could read differently from the relay. JSON-RPC keys are
+// case-sensitive, but encoding/json matches struct fields case-insensitively
+// (with Unicode folding: "ID", "\u0069d", "requeſtId" all reach an id or
+// requestId field), and decoders differ on which of two equal keys wins.
+// So Parse refuses (ErrAmbiguous) a message whose envelope — the top-level
+// keys, params' routed keys and params._meta's — has a duplicate protocol
+// key, or a key that is not byte-equal to a protocol key but equal to one
+// after unescaping or case folding; a method with a control character or
+// an invalid code point; a message that is both request and response.
+// Refusal keeps the relay's promise that what it forwards is the sender's
+// bytes; a canonical re-encoding would have to rewrite them.
+//
+// Batches (a top-level array) are refused: MCP removed them in 2025-06-18.
 package jsonrpc
 
 import (
@@ -20,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -63,12 +74,43 @@ var (
 	ErrNotObject = errors.New("a JSON-RPC message must be an object")
 	// ErrEnvelope: "id" or "method" has a type JSON-RPC does not allow.
 	ErrEnvelope = errors.New("invalid JSON-RPC envelope")
+	// ErrAmbiguous: another decoder could read the envelope differently
+	// (a duplicate, case-variant or escaped protocol key; a method with a
+	// control character; a message both request and response). It is
+	// also ErrEnvelope.
+	ErrAmbiguous = fmt.Errorf("%w: ambiguous", ErrEnvelope)
 )
 
 // maxDepth is encoding/json's nesting limit, so both agree on what is valid.
 const maxDepth = 10000
 
-// Parse reads the envelope of one message (without its newline).
+// Keys a relay routes by, at each level of the envelope; the bit of a key
+// is its index. A message naming one of them in a way some decoder reads
+// differently is refused (ErrAmbiguous).
+var (
+	topKeys   = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+	paramKeys = []string{"_meta", "progressToken", "requestId", "uri", "cursor", "protocolVersion"}
+	metaKeys  = []string{"progressToken", "io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/subscriptionId"}
+)
+
+const (
+	topID = 1 + iota
+	topMethod
+	topParams
+	topResult
+	topError
+)
+
+const (
+	paramMeta = iota
+	paramProgressToken
+	paramRequestID
+	paramURI
+)
+
+// Parse reads the envelope of one message (without its newline). It
+// refuses (ErrAmbiguous) any message another decoder could read
+// differently: see the package doc.
 func Parse(msg []byte) (Envelope, error) {
 	var e Envelope
 	s := scanner{b: msg}
@@ -96,42 +138,54 @@ func Parse(msg []byte) (Envelope, error) {
 		return e, ErrNotObject
 	}
 	var method, uri Span
+	var top uint8
 	err := s.object(1, func(k []byte, kesc bool) error {
-		switch {
-		case keyIs(k, kesc, "id"):
+		i, err := s.key(k, kesc, topKeys, &top, "")
+		if err != nil {
+			return err
+		}
+		switch i {
+		case topID:
 			return s.capture(2, &e.ID)
-		case keyIs(k, kesc, "method"):
+		case topMethod:
 			return s.capture(2, &method)
-		case keyIs(k, kesc, "result"):
+		case topResult:
 			e.HasResult = true
 			return s.value(2)
-		case keyIs(k, kesc, "error"):
+		case topError:
 			e.HasError = true
 			return s.value(2)
-		case keyIs(k, kesc, "params"):
-			// A later "params" replaces an earlier one entirely.
-			e.ProgressToken, e.NotifToken, e.RequestID, uri = Span{}, Span{}, Span{}, Span{}
+		case topParams:
 			if s.peek() != '{' {
 				return s.value(2)
 			}
+			var params uint8
 			return s.object(2, func(k []byte, kesc bool) error {
-				switch {
-				case keyIs(k, kesc, "_meta"):
-					e.ProgressToken = Span{}
+				i, err := s.key(k, kesc, paramKeys, &params, "params.")
+				if err != nil {
+					return err
+				}
+				switch i {
+				case paramMeta:
 					if s.peek() != '{' {
 						return s.value(3)
 					}
+					var meta uint8
 					return s.object(3, func(k []byte, kesc bool) error {
-						if keyIs(k, kesc, "progressToken") {
+						i, err := s.key(k, kesc, metaKeys, &meta, "params._meta.")
+						if err != nil {
+							return err
+						}
+						if i == 0 {
 							return s.capture(4, &e.ProgressToken)
 						}
 						return s.value(4)
 					})
-				case keyIs(k, kesc, "progressToken"):
+				case paramProgressToken:
 					return s.capture(3, &e.NotifToken)
-				case keyIs(k, kesc, "requestId"):
+				case paramRequestID:
 					return s.capture(3, &e.RequestID)
-				case keyIs(k, kesc, "uri"):
+				case paramURI:
 					return s.capture(3, &uri)
 				}
 				return s.value(3)
@@ -157,11 +211,93 @@ func Parse(msg []byte) (Envelope, error) {
 			return Envelope{}, fmt.Errorf("%w: method must be a string", ErrEnvelope)
 		}
 		e.Method = decodeString(msg[method.Start:method.End])
+		if !plainText(e.Method) {
+			return Envelope{}, fmt.Errorf("%w: method %q holds a control character or an invalid code point, which decoders replace or cut differently", ErrAmbiguous, e.Method)
+		}
+		if e.HasResult || e.HasError {
+			return Envelope{}, fmt.Errorf("%w: a message with a method and a result or error is a request to some decoders and a response to others", ErrAmbiguous)
+		}
+	}
+	if e.HasResult && e.HasError {
+		return Envelope{}, fmt.Errorf("%w: a response with both a result and an error", ErrAmbiguous)
 	}
 	if uri.Present() && msg[uri.Start] == '"' {
 		e.URI = decodeString(msg[uri.Start:uri.End])
 	}
 	return e, nil
+}
+
+// key classifies an object key against the protocol keys names of its
+// level: the index of the one it is, or -1 for any other key. A key that
+// is not byte-equal to a protocol key but reads as one after unescaping
+// or Unicode case folding (encoding/json matches struct fields that way,
+// U+212A KELVIN SIGN and U+017F LONG S included), or a protocol key seen
+// before (decoders differ on which duplicate wins), is ErrAmbiguous.
+func (s *scanner) key(raw []byte, esc bool, names []string, seen *uint8, at string) (int, error) {
+	if !esc {
+		for i, n := range names {
+			if string(raw) == n {
+				if *seen&(1<<i) != 0 {
+					return 0, fmt.Errorf("%w: duplicate key %q (decoders differ on which one wins)", ErrAmbiguous, at+n)
+				}
+				*seen |= 1 << i
+				return i, nil
+			}
+		}
+		for _, n := range names {
+			if foldEqual(raw, n) {
+				return 0, fmt.Errorf("%w: key %q is %q to case-insensitive decoders; JSON-RPC keys are case-sensitive", ErrAmbiguous, at+string(raw), at+n)
+			}
+		}
+		return -1, nil
+	}
+	q := make([]byte, 0, len(raw)+2)
+	k := decodeString(append(append(append(q, '"'), raw...), '"'))
+	// A decoder that stops at NUL (C strings) reads only the first part.
+	cut, _, _ := strings.Cut(k, "\x00")
+	for _, n := range names {
+		if strings.EqualFold(k, n) || strings.EqualFold(cut, n) {
+			return 0, fmt.Errorf("%w: key %q is %q once unescaped; send protocol keys unescaped", ErrAmbiguous, at+string(raw), at+n)
+		}
+	}
+	return -1, nil
+}
+
+// foldEqual is strings.EqualFold without a copy for ASCII keys.
+func foldEqual(raw []byte, name string) bool {
+	for _, c := range raw {
+		if c >= utf8.RuneSelf {
+			return strings.EqualFold(string(raw), name)
+		}
+	}
+	if len(raw) != len(name) {
+		return false
+	}
+	for i, c := range raw {
+		if lower(c) != lower(name[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func lower(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// plainText reports a string with no control character and no U+FFFD
+// (what invalid UTF-8 and lone surrogates decode to here, but not in
+// every decoder).
+func plainText(v string) bool {
+	for _, r := range v {
+		if r < 0x20 || r == 0x7f || r == utf8.RuneError {
+			return false
+		}
+	}
+	return true
 }
 
 // Lookup returns the span of the value at path (object keys from the top

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -40,56 +42,17 @@ var seeds = []string{
 	``,
 	`{"method":"\ud800 lone \udc00 surrogates"}`,
 	"{\"method\":\"bad utf8 \xff\xfe\"}",
-}
-
-// reference is what encoding/json says the envelope is; ok false means
-// Parse must fail.
-func reference(msg []byte) (e Envelope, raws map[string][]byte, ok bool) {
-	raws = map[string][]byte{}
-	if !json.Valid(msg) {
-		return e, nil, false
-	}
-	var top map[string]json.RawMessage
-	if json.Unmarshal(msg, &top) != nil {
-		return e, nil, false // array, string, number...
-	}
-	if id, has := top["id"]; has {
-		switch c := id[0]; {
-		case c == '"', c == 'n', c == '-', c >= '0' && c <= '9':
-		default:
-			return e, nil, false
-		}
-		raws["id"] = id
-	}
-	if m, has := top["method"]; has {
-		if m[0] != '"' {
-			return e, nil, false
-		}
-		json.Unmarshal(m, &e.Method)
-	}
-	_, e.HasResult = top["result"]
-	_, e.HasError = top["error"]
-	var params map[string]json.RawMessage
-	if p := top["params"]; len(p) > 0 && p[0] == '{' {
-		json.Unmarshal(p, &params)
-	}
-	if m := params["_meta"]; len(m) > 0 && m[0] == '{' {
-		var meta map[string]json.RawMessage
-		json.Unmarshal(m, &meta)
-		if v, has := meta["progressToken"]; has {
-			raws["progressToken"] = v
-		}
-	}
-	if v, has := params["progressToken"]; has {
-		raws["notifToken"] = v
-	}
-	if v, has := params["requestId"]; has {
-		raws["requestId"] = v
-	}
-	if v := params["uri"]; len(v) > 0 && v[0] == '"' {
-		json.Unmarshal(v, &e.URI)
-	}
-	return e, raws, true
+	// The attacks of issue 26, and their cousins.
+	`{"jsonrpc":"2.0","ID":3,"method":"tools/call","params":{"name":"echo","arguments":{"message":"injected"}}}`,
+	`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a1","RequestId":3}}`,
+	`{"jsonrpc":"2.0","id":2,"method":"tools/list","Method":"tools/call","params":{"name":"echo","arguments":{"message":"POISON"}}}`,
+	"{\"id\":1,\"method\":\"tools/call\",\"params\":{\"_meta\":{\"progressTo\u212Aen\":5}}}",
+	"{\"method\":\"notifications/cancelled\",\"params\":{\"reque\u017FtId\":3}}",
+	`{"id":1,"method":"x\u0000y"}`,
+	`{"id\u0000":1,"method":"x"}`,
+	`{"id":1,"method":"tools/call","params":{"_meta":{"progressToken":1},"_Meta":{"progressToken":2}}}`,
+	`{"id":1,"method":"x","result":{}}`,
+	`{"id":1,"result":{},"error":{"code":1,"message":"m"}}`,
 }
 
 func decodeAny(t *testing.T, b []byte) map[string]any {
@@ -103,29 +66,46 @@ func decodeAny(t *testing.T, b []byte) map[string]any {
 	return m
 }
 
+// check holds Parse to the rule of one meaning per message: whenever two
+// decoders (views.go) read the envelope differently, Parse refuses it;
+// whenever Parse accepts it, every decoder reads what Parse read; and a
+// refusal as ambiguous names something a decoder does read differently.
 func check(t *testing.T, msg []byte) {
 	t.Helper()
 	got, err := Parse(msg)
-	want, raws, ok := reference(msg)
-	if !ok {
+	vs, valid := views(msg)
+	if !valid {
 		if err == nil {
-			t.Fatalf("Parse(%q) = %+v, want an error", msg, got)
+			t.Fatalf("Parse(%q) = %+v, want an error (not a JSON object)", msg, got)
 		}
 		return
 	}
-	if err != nil {
-		t.Fatalf("Parse(%q): %v, want %+v", msg, err, want)
-	}
-	spans := map[string]Span{"id": got.ID, "progressToken": got.ProgressToken, "notifToken": got.NotifToken, "requestId": got.RequestID}
-	for name, sp := range spans {
-		raw, has := raws[name]
-		if has != sp.Present() || has && !bytes.Equal(msg[sp.Start:sp.End], raw) {
-			t.Fatalf("Parse(%q).%s = %v (%q), want %q (present %v)", msg, name, sp, slice(msg, sp), raw, has)
+	agree := true
+	for _, v := range vs[1:] {
+		if v.view != vs[0].view {
+			agree = false
+			if err == nil {
+				t.Fatalf("Parse(%q) accepted a message decoders read differently:\n%s: %+v\n%s: %+v", msg, vs[0].name, vs[0].view, v.name, v.view)
+			}
+			if !errors.Is(err, ErrEnvelope) {
+				t.Fatalf("Parse(%q): %v, want ErrAmbiguous (decoders disagree)", msg, err)
+			}
 		}
 	}
-	if got.Method != want.Method || got.URI != want.URI || got.HasResult != want.HasResult || got.HasError != want.HasError {
-		t.Fatalf("Parse(%q) = method %q uri %q result %v error %v, want %q %q %v %v", msg,
-			got.Method, got.URI, got.HasResult, got.HasError, want.Method, want.URI, want.HasResult, want.HasError)
+	if err != nil {
+		if errors.Is(err, ErrAmbiguous) && agree && !vs[0].view.odd() && !variantKeys(msg) {
+			t.Fatalf("Parse(%q) refused as ambiguous (%v) a message every decoder reads alike: %+v", msg, err, vs[0].view)
+		}
+		if !errors.Is(err, ErrAmbiguous) && (vs[0].view.id == "" || validID(vs[0].view.id)) && (vs[0].view.methodRaw == "" || vs[0].view.methodRaw[0] == '"') {
+			t.Fatalf("Parse(%q): %v, for a valid message %+v", msg, err, vs[0].view)
+		}
+		return
+	}
+	if pv := parsedView(msg, got); pv != vs[0].view {
+		t.Fatalf("Parse(%q) = %+v\nwant %+v", msg, pv, vs[0].view)
+	}
+	if uri, _ := str(json.RawMessage(vs[0].view.uri)); got.URI != uri {
+		t.Fatalf("Parse(%q).URI = %q, want %q", msg, got.URI, uri)
 	}
 	// Splicing the id (and the progress token, to exercise two edits)
 	// changes only those values.
@@ -166,6 +146,56 @@ func TestParseAgreesWithReference(t *testing.T) {
 	}
 }
 
+// TestParseRefusesEveryVariant builds envelopes from every way of writing
+// a routed key (exact, case variants, Unicode folds, escapes, a NUL tail,
+// duplicates) and holds Parse to check's rule on each.
+func TestParseRefusesEveryVariant(t *testing.T) {
+	variants := func(k string) []string {
+		vs := []string{k, strings.ToUpper(k), strings.ToUpper(k[:1]) + k[1:], `\u` + fmt.Sprintf("%04x", k[0]) + k[1:], k + `\u0000`}
+		for _, r := range []struct{ from, to string }{{"k", "\u212a"}, {"s", "\u017f"}, {"K", "\u212a"}} {
+			if strings.Contains(k, r.from) {
+				vs = append(vs, strings.Replace(k, r.from, r.to, 1))
+			}
+		}
+		return vs
+	}
+	values := []string{`1`, `"a"`, `2`, `null`, `{}`, `"tools/list"`, `"tools/call"`, `{"progressToken":7}`}
+	rng := rand.New(rand.NewPCG(26, 1))
+	member := func(keys []string) string {
+		k := keys[rng.IntN(len(keys))]
+		vs := variants(k)
+		return `"` + vs[rng.IntN(len(vs))] + `":` + values[rng.IntN(len(values))]
+	}
+	object := func(keys []string, n int, inner func() string) string {
+		parts := make([]string, 0, n)
+		for range n {
+			if inner != nil && rng.IntN(3) == 0 {
+				parts = append(parts, inner())
+				continue
+			}
+			parts = append(parts, member(keys))
+		}
+		return "{" + strings.Join(parts, ",") + "}"
+	}
+	refused := 0
+	for i := 0; i < 20000; i++ {
+		meta := func() string {
+			return `"_meta":` + object([]string{"progressToken", "io.modelcontextprotocol/protocolVersion", "other"}, 1+rng.IntN(3), nil)
+		}
+		params := func() string {
+			return `"params":` + object([]string{"requestId", "progressToken", "uri", "cursor", "protocolVersion", "name"}, 1+rng.IntN(4), meta)
+		}
+		msg := []byte(object([]string{"jsonrpc", "id", "method", "result", "error", "x"}, 1+rng.IntN(5), params))
+		if _, err := Parse(msg); err != nil {
+			refused++
+		}
+		check(t, msg)
+	}
+	if refused == 0 || refused == 20000 {
+		t.Fatalf("%d of 20000 generated envelopes refused: the generator does not exercise both sides", refused)
+	}
+}
+
 func TestParse(t *testing.T) {
 	tests := []struct {
 		msg                       string
@@ -182,9 +212,13 @@ func TestParse(t *testing.T) {
 		{msg: seeds[6], method: "notifications/cancelled", rq: `"c-7"`, notif: true},
 		{msg: seeds[8], id: `null`, resp: true},
 		{msg: seeds[11], id: `"x"`, method: "resources/subscribe", uri: "test://static/resource/1", req: true},
-		{msg: seeds[14], id: `"two"`, method: "ping", req: true},
-		{msg: seeds[15], id: `7`, method: "tools/list", req: true},
-		{msg: seeds[16], id: `1`, method: "x", rq: `9`, req: true},
+		{msg: seeds[14], err: ErrAmbiguous},
+		{msg: seeds[15], err: ErrAmbiguous},
+		{msg: seeds[16], err: ErrAmbiguous},
+		{msg: seeds[26], err: ErrAmbiguous},
+		{msg: seeds[27], err: ErrAmbiguous},
+		{msg: `{"id":1,"params":[{"requestId":1}],"method":"tools/list"}`, id: `1`, method: "tools/list", req: true},
+		{msg: `{"id":"\u0049D","method":"m\u0065thod","params":{"name":"requestId","ID":1,"arguments":{"id":2,"id":3,"Method":4}}}`, id: `"\u0049D"`, method: "method", req: true},
 		{msg: `{"id":1}`, id: `1`},
 		{msg: seeds[18], err: ErrBatch},
 		{msg: seeds[19], err: ErrNotObject},
