@@ -47,7 +47,8 @@ type Config struct {
 	Log hclog.Logger
 	// OnEvent is told of "client.attach", "client.detach",
 	// "client.needs_own_upstream", "upstream.start", "upstream.exit",
-	// "upstream.unsafe" and "upstream.breaker", with a human detail. It is
+	// "upstream.unsafe", "upstream.breaker", "message.refused" and
+	// "cache.invalid", with a human detail. It is
 	// called without the broker's lock held, from several goroutines; nil
 	// ignores them.
 	OnEvent func(kind, detail string)
@@ -137,6 +138,8 @@ type Stats struct {
 	CacheMisses uint64 `json:",omitempty"`
 	LazyStarts  uint64 `json:",omitempty"`
 	IdleStops   uint64 `json:",omitempty"`
+	// Refused counts messages refused as ambiguous, both ways (refuse.go).
+	Refused uint64 `json:",omitempty"`
 }
 
 // Broker relays clients to one upstream. Create it with New.
@@ -151,7 +154,7 @@ type Broker struct {
 	clients map[string]*client
 	up      *upstream // nil while down
 	ready   bool      // up takes clients' messages (a restart's re-initialize is done)
-	held    [][]byte  // clients' messages waiting for a ready upstream
+	held    []heldMsg // clients' messages waiting for a ready upstream
 	heldN   int
 	nextID  uint64
 	pending map[uint64]*pending // by upstream id
@@ -175,6 +178,13 @@ type Broker struct {
 	cacheMisses  uint64
 	lazyStarts   uint64
 	idleStops    uint64
+	refused      uint64 // ambiguous messages refused (refuse.go)
+	// discoverAsked: the broker's own server/discover went to this run.
+	discoverAsked bool
+	// cacheDropped: entries of the loaded cache failed validation, so
+	// the upstream starts at once and refills it.
+	cacheDropped bool
+	refusedAt    time.Time     // when the last refusal was evented
 	wantUp       chan struct{} // a request waits for a lazy upstream
 	idleSince    time.Time
 	running      bool
@@ -222,18 +232,26 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 5 * time.Second
 	}
-	return &Broker{
+	cache := cfg.Cache.clone()
+	dropped := cache.sanitize()
+	b := &Broker{
 		cfg:       cfg,
 		log:       cfg.Log,
 		clients:   map[string]*client{},
 		pending:   map[uint64]*pending{},
 		srvReqs:   map[uint64]*srvReq{},
 		subs:      map[string]*sub{},
-		cache:     cfg.Cache.clone(),
+		cache:     cache,
 		wantUp:    make(chan struct{}, 1),
 		idleSince: time.Now(),
 		runDone:   make(chan struct{}),
-	}, nil
+	}
+	if len(dropped) > 0 {
+		b.cacheDropped = true
+		b.log.Warn("the lazy cache failed validation; starting the server now to refill it", "dropped", dropped)
+		b.emit("cache.invalid", "dropped on load, the server starts now to refill it: "+strings.Join(dropped, "; "))
+	}
+	return b, nil
 }
 
 // emit queues an event; call with mu held.
@@ -321,7 +339,7 @@ func (b *Broker) Stats() Stats {
 		Unsafe: b.unsafe, UnsafeReason: b.unsafeReason,
 		Stateless: b.stateless, Legacy: b.legacy, Versions: slices.Clone(b.versions), Listens: len(b.listen.clients),
 		Lazy: b.cfg.Lazy, CacheGen: b.cacheGen, CacheHits: b.cacheHits, CacheMisses: b.cacheMisses,
-		LazyStarts: b.lazyStarts, IdleStops: b.idleStops,
+		LazyStarts: b.lazyStarts, IdleStops: b.idleStops, Refused: b.refused,
 	}
 	if b.up != nil {
 		s.UpstreamPID = b.up.pid
@@ -371,7 +389,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	first := true
 	// A lazy broker with a warm cache waits for a request before its
 	// first start, and after every idle stop.
-	wait := b.cfg.Lazy && b.cfg.Cache.Warm()
+	wait := b.cfg.Lazy && b.cache.Warm() && !b.cacheDropped
 	for {
 		if wait {
 			select {

@@ -3,8 +3,11 @@ package broker
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/jsonrpc"
@@ -177,8 +180,8 @@ func (b *Broker) cacheInit(requested, negotiated string, res []byte) {
 	b.cacheGen++
 }
 
-// cacheResult keeps the answer to a cacheable request; a list that
-// differs from the cached one is announced to every client.
+// cacheResult keeps the answer to one of the broker's own fill requests;
+// a list that differs from the cached one is announced to every client.
 func (b *Broker) cacheResult(key string, res []byte) {
 	if !b.cfg.Lazy || key == "" {
 		return
@@ -187,8 +190,8 @@ func (b *Broker) cacheResult(key string, res []byte) {
 		b.cache = &Cache{}
 	}
 	if key == "server/discover" {
-		if !bytes.Equal(b.cache.Discover, res) {
-			b.cache.Discover = clone(res)
+		if !bytes.Equal(b.cache.Discover, res) || b.cache.DiscoverError != nil {
+			b.cache.Discover, b.cache.DiscoverError = clone(res), nil
 			b.cacheGen++
 		}
 		return
@@ -203,10 +206,16 @@ func (b *Broker) cacheResult(key string, res []byte) {
 	b.cache.Lists[key] = clone(res)
 	b.cacheGen++
 	if had {
-		method := key[:bytes.IndexByte([]byte(key), ' ')]
+		method := listMethod(key)
 		b.emit("cache.changed", method+" differs from the cache; clients told")
 		b.notifyListChanged(listMethods[method].notify)
 	}
+}
+
+// listMethod is the method of a cache key.
+func listMethod(key string) string {
+	method, _, _ := strings.Cut(key, " ")
+	return method
 }
 
 // cacheDiscoverError keeps a server's refusal of server/discover.
@@ -217,8 +226,8 @@ func (b *Broker) cacheDiscoverError(errObj []byte) {
 	if b.cache == nil {
 		b.cache = &Cache{}
 	}
-	if !bytes.Equal(b.cache.DiscoverError, errObj) {
-		b.cache.DiscoverError = clone(errObj)
+	if !bytes.Equal(b.cache.DiscoverError, errObj) || b.cache.Discover != nil {
+		b.cache.DiscoverError, b.cache.Discover = clone(errObj), nil
 		b.cacheGen++
 	}
 }
@@ -231,32 +240,70 @@ func errorAnswer(id, errObj []byte) []byte {
 }
 
 // fillCache lists what the upstream's initialize result advertises, so
-// the cache holds every list a lazy start needs (and learns of changes).
+// the cache holds every list a lazy start needs (and learns of changes),
+// and asks server/discover, which hosts probe with first.
 func (b *Broker) fillCache() {
 	if !b.cfg.Lazy || b.init.result == nil {
 		return
 	}
+	b.fillDiscover()
 	for method, m := range listMethods {
 		if sp, err := jsonrpc.Lookup(b.init.result, "capabilities", m.capability); err == nil && sp.Present() {
-			b.fillRequest(method, nil)
+			b.fillRequest(method, nil, "")
 		}
 	}
 }
 
-// fillRequest asks the upstream for one list page (cursor nil: the first).
-func (b *Broker) fillRequest(method string, cursor []byte) {
-	id := b.newID()
-	p := &pending{kind: kindFill, cacheKey: listKey(method, cursor, "")}
-	b.pending[id] = p
-	params := "{}"
-	if cursor != nil {
-		params = `{"cursor":` + string(cursor) + `}`
+// fillDiscover asks the upstream's server/discover once per run; for a
+// server of the stateless revision its answer leads to the list fills.
+func (b *Broker) fillDiscover() {
+	if !b.cfg.Lazy || b.discoverAsked || b.up == nil {
+		return
 	}
-	b.sendUp([]byte(`{"jsonrpc":"2.0","id":`+strconv.FormatUint(id, 10)+`,"method":"`+method+`","params":`+params+`}`), p)
+	b.discoverAsked = true
+	id := b.newID()
+	p := &pending{kind: kindFill, cacheKey: "server/discover"}
+	b.pending[id] = p
+	b.sendUp(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"server/discover","params":{"_meta":{%q:%s,%q:{}}}}`,
+		id, metaProtocolVersion, quote(b.statelessVersion()), metaClientCapabilities), p)
+}
+
+// statelessVersion is the newest stateless revision the upstream named,
+// or the first one.
+func (b *Broker) statelessVersion() string {
+	v := statelessRevision
+	for _, s := range b.versions {
+		if isStatelessRevision(s) && s > v {
+			v = s
+		}
+	}
+	return v
+}
+
+// fillRequest asks the upstream for one list page (cursor nil: the first),
+// under version's _meta for a server of the stateless revision ("" for a
+// legacy one).
+func (b *Broker) fillRequest(method string, cursor []byte, version string) {
+	id := b.newID()
+	p := &pending{kind: kindFill, cacheKey: listKey(method, cursor, version)}
+	b.pending[id] = p
+	var params []string
+	if cursor != nil {
+		params = append(params, `"cursor":`+string(cursor))
+	}
+	if version != "" {
+		params = append(params, fmt.Sprintf(`"_meta":{%q:%s,%q:{}}`, metaProtocolVersion, quote(version), metaClientCapabilities))
+	}
+	b.sendUp([]byte(`{"jsonrpc":"2.0","id":`+strconv.FormatUint(id, 10)+`,"method":"`+method+`","params":{`+strings.Join(params, ",")+`}}`), p)
 }
 
 // filled takes the answer to a fill request, following its next page.
+// Only an answer of the shape its method must have is kept.
 func (b *Broker) filled(p *pending, line []byte, e jsonrpc.Envelope) {
+	if p.cacheKey == "server/discover" {
+		b.filledDiscover(line, e)
+		return
+	}
 	if !e.HasResult {
 		return
 	}
@@ -264,11 +311,170 @@ func (b *Broker) filled(p *pending, line []byte, e jsonrpc.Envelope) {
 	if err != nil || !sp.Present() {
 		return
 	}
-	b.cacheResult(p.cacheKey, span(line, sp))
-	if next, err := jsonrpc.Lookup(line, "result", "nextCursor"); err == nil && next.Present() {
-		method := p.cacheKey[:bytes.IndexByte([]byte(p.cacheKey), ' ')]
-		b.fillRequest(method, clone(span(line, next)))
+	method, rest, _ := strings.Cut(p.cacheKey, " ")
+	res := span(line, sp)
+	if err := validEntry(method, res); err != nil {
+		b.log.Warn("the upstream's answer to the broker's own list call has the wrong shape; not cached", "method", method, "err", err)
+		b.emit("cache.invalid", fmt.Sprintf("%s answer not cached: %v", method, err))
+		return
 	}
+	b.cacheResult(p.cacheKey, res)
+	if next, err := jsonrpc.Lookup(line, "result", "nextCursor"); err == nil && next.Present() && line[next.Start] == '"' {
+		version := ""
+		if _, v, ok := strings.Cut(rest, " "); ok {
+			version = v
+		}
+		b.fillRequest(method, clone(span(line, next)), version)
+	}
+}
+
+// filledDiscover keeps the answer to the broker's own server/discover:
+// its result, or a legacy server's refusal. A server of the stateless
+// revision then gets its lists asked under that revision.
+func (b *Broker) filledDiscover(line []byte, e jsonrpc.Envelope) {
+	if e.HasError {
+		sp, err := jsonrpc.Lookup(line, "error")
+		if err != nil || !sp.Present() {
+			return
+		}
+		if err := validEntry(discoverErrorEntry, span(line, sp)); err != nil {
+			b.emit("cache.invalid", fmt.Sprintf("server/discover error not cached: %v", err))
+			return
+		}
+		b.cacheDiscoverError(span(line, sp))
+		return
+	}
+	sp, err := jsonrpc.Lookup(line, "result")
+	if err != nil || !sp.Present() {
+		return
+	}
+	res := span(line, sp)
+	if err := validEntry("server/discover", res); err != nil {
+		b.emit("cache.invalid", fmt.Sprintf("server/discover answer not cached: %v", err))
+		return
+	}
+	b.learnDiscover(line)
+	b.cacheResult("server/discover", res)
+	if !b.stateless {
+		return
+	}
+	version := b.statelessVersion()
+	for method, m := range listMethods {
+		if sp, err := jsonrpc.Lookup(res, "capabilities", m.capability); err == nil && sp.Present() {
+			b.fillRequest(method, nil, version)
+		}
+	}
+}
+
+// discoverErrorEntry names a cached server/discover refusal for
+// validEntry.
+const discoverErrorEntry = "server/discover error"
+
+// validEntry checks that res has the shape an answer to method must have
+// before the cache keeps it (or, loaded, answers from it): a client can
+// make a server say anything in a tool's result, never make it the
+// answer to tools/list.
+func validEntry(method string, res []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(res, &m); err != nil || m == nil {
+		return fmt.Errorf("%s: not a JSON object", method)
+	}
+	field := func(name string, want byte) error {
+		v, ok := m[name]
+		if !ok || len(v) == 0 || v[0] != want {
+			return fmt.Errorf("%s: %q missing or not a JSON %s", method, name, map[byte]string{'{': "object", '[': "array", '"': "string"}[want])
+		}
+		return nil
+	}
+	items := func(name string, keys ...string) error {
+		if err := field(name, '['); err != nil {
+			return err
+		}
+		var list []map[string]json.RawMessage
+		if err := json.Unmarshal(m[name], &list); err != nil {
+			return fmt.Errorf("%s: %q is not an array of objects", method, name)
+		}
+		for i, it := range list {
+			for _, k := range keys {
+				if v := it[k]; len(v) == 0 || v[0] != '"' {
+					return fmt.Errorf("%s: %s[%d] has no string %q", method, name, i, k)
+				}
+			}
+		}
+		if nc, ok := m["nextCursor"]; ok && (len(nc) == 0 || nc[0] != '"' && string(nc) != "null") {
+			return fmt.Errorf("%s: nextCursor is not a string", method)
+		}
+		return nil
+	}
+	switch method {
+	case "initialize":
+		for _, f := range []struct {
+			name string
+			want byte
+		}{{"protocolVersion", '"'}, {"capabilities", '{'}, {"serverInfo", '{'}} {
+			if err := field(f.name, f.want); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "server/discover":
+		var versions []string
+		if err := json.Unmarshal(m["supportedVersions"], &versions); err != nil || len(versions) == 0 {
+			return fmt.Errorf("%s: supportedVersions missing or not an array of strings", method)
+		}
+		return nil
+	case discoverErrorEntry:
+		var code int
+		if err := json.Unmarshal(m["code"], &code); err != nil {
+			return fmt.Errorf("%s: no numeric code", method)
+		}
+		return field("message", '"')
+	case "tools/list":
+		return items("tools", "name")
+	case "prompts/list":
+		return items("prompts", "name")
+	case "resources/list":
+		return items("resources", "uri", "name")
+	case "resources/templates/list":
+		return items("resourceTemplates", "uriTemplate", "name")
+	}
+	return fmt.Errorf("%s: not a method the cache keeps", method)
+}
+
+// sanitize drops every entry of a loaded cache that fails validEntry (a
+// cache written by an older broker, which kept clients' answers, or
+// damaged on disk), saying why for each; a lazy broker whose cache lost
+// anything starts its upstream at once, which refills it.
+func (c *Cache) sanitize() (dropped []string) {
+	if c == nil {
+		return nil
+	}
+	if len(c.Init) > 0 {
+		if err := validEntry("initialize", c.Init); err != nil {
+			dropped = append(dropped, err.Error())
+			c.Init, c.Requested, c.Negotiated = nil, "", ""
+		}
+	}
+	if len(c.Discover) > 0 {
+		if err := validEntry("server/discover", c.Discover); err != nil {
+			dropped = append(dropped, err.Error())
+			c.Discover = nil
+		}
+	}
+	if len(c.DiscoverError) > 0 {
+		if err := validEntry(discoverErrorEntry, c.DiscoverError); err != nil {
+			dropped = append(dropped, err.Error())
+			c.DiscoverError = nil
+		}
+	}
+	for key, res := range c.Lists {
+		if err := validEntry(listMethod(key), res); err != nil {
+			dropped = append(dropped, fmt.Sprintf("%q: %v", key, err))
+			delete(c.Lists, key)
+		}
+	}
+	slices.Sort(dropped)
+	return dropped
 }
 
 // idleNow reports whether the upstream may be stopped for idleness: up,

@@ -30,10 +30,12 @@ func TestLazyListenAcknowledged(t *testing.T) {
 	if d := f.discover("1"); d.Error != nil {
 		t.Fatalf("discover: %s", d.raw)
 	}
-	cache, _ := fill.b.Cache()
-	if !cache.Warm() {
-		t.Fatalf("cache not warm: %+v", cache)
-	}
+	// The broker's own server/discover fills the cache, not the client's.
+	var cache *Cache
+	fill.waitFor(func(Stats) bool {
+		cache, _ = fill.b.Cache()
+		return cache.Warm()
+	}, "the broker's own server/discover to warm the cache")
 	h := newHarness(t, []string{gomcp}, func(c *Config) { c.Lazy, c.Cache = true, cache })
 	a := h.attach("a")
 	a.discover("1")

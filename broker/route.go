@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -55,7 +56,7 @@ type pending struct {
 	origID    []byte
 	origToken []byte // its _meta.progressToken; nil if none
 	uri       string // kindSubscribe
-	cacheKey  string // its answer is kept in the lazy cache (cacheKeyOf)
+	cacheKey  string // kindFill: where its answer goes in the lazy cache (listKey)
 	sent      bool   // queued to the current upstream (not held)
 }
 
@@ -303,6 +304,9 @@ func (b *Broker) failPending(id uint64, p *pending, code int, msg string) {
 			b.deliver(w.c, errorResponse(w.id, code, msg))
 		}
 		b.init = initState{}
+		if b.up != nil && !b.ready {
+			defer b.markReady() // what waited for the handshake goes on, once this is dropped
+		}
 	case kindSubscribe:
 		if s := b.subs[p.uri]; s != nil {
 			for _, w := range s.waiters {
@@ -326,9 +330,16 @@ func (b *Broker) failPending(id uint64, p *pending, code int, msg string) {
 	b.dropPending(id, p)
 }
 
+// heldMsg is a message waiting for a ready upstream, with the pending
+// request it carries (nil for a notification).
+type heldMsg struct {
+	b []byte
+	p *pending
+}
+
 // sendUp queues a client's message for the upstream in order: held while
-// the upstream is down or re-initializing. p, if any, is the pending
-// request msg carries.
+// the upstream is down, re-initializing or not yet initialized. p, if
+// any, is the pending request msg carries.
 func (b *Broker) sendUp(msg []byte, p *pending) bool {
 	b.relayed++
 	if b.up != nil && b.ready {
@@ -341,13 +352,16 @@ func (b *Broker) sendUp(msg []byte, p *pending) bool {
 	if b.heldN+len(msg) > upstreamLimit {
 		return false
 	}
-	b.held = append(b.held, msg)
+	b.held = append(b.held, heldMsg{msg, p})
 	b.heldN += len(msg)
 	return true
 }
 
 // markReady lets clients' messages through to the current upstream:
-// subscriptions are renewed first, then what was held is sent.
+// subscriptions are renewed first, then what was held is sent, up to and
+// including a first initialize: what follows it waits until the upstream
+// has its answer and notifications/initialized (initAnswered), so no
+// client's request reaches a fresh upstream before its handshake is done.
 func (b *Broker) markReady() {
 	b.ready = true
 	for uri, s := range b.subs {
@@ -360,13 +374,20 @@ func (b *Broker) markReady() {
 	if len(b.listen.clients) > 0 && b.listen.upID == 0 {
 		b.openListen()
 	}
-	for _, m := range b.held {
-		b.enqueue(b.up.q, m, 0)
+	for i, m := range b.held {
+		b.enqueue(b.up.q, m.b, 0)
+		b.heldN -= len(m.b)
+		if m.p == nil {
+			continue
+		}
+		m.p.sent = true
+		if m.p.kind == kindInit {
+			b.ready = false
+			b.held = slices.Delete(b.held, 0, i+1)
+			return
+		}
 	}
 	b.held, b.heldN = nil, 0
-	for _, p := range b.pending {
-		p.sent = true
-	}
 }
 
 // internalRequest sends the broker's own request; its answer is dropped.
@@ -427,6 +448,10 @@ func (b *Broker) fromClient(c *client, line []byte) {
 		return
 	}
 	c.messages++
+	if errors.Is(err, jsonrpc.ErrAmbiguous) {
+		b.refuseClient(c, line, err)
+		return
+	}
 	if err != nil {
 		code, msg := -32700, "supervisor broker: parse error: "+err.Error()
 		if errors.Is(err, jsonrpc.ErrBatch) || errors.Is(err, jsonrpc.ErrNotObject) || errors.Is(err, jsonrpc.ErrEnvelope) {
@@ -471,14 +496,9 @@ func (b *Broker) fromClient(c *client, line []byte) {
 	case e.IsNotification():
 		switch e.Method {
 		case "notifications/initialized":
-			// The upstream hears it once per run; clients answered from
-			// the cache have nothing to tell it.
-			if c.fromCache || b.initialized {
-				return
-			}
-			b.initialized = true
-			b.sendUp(clone(line), nil)
-			b.fillCache()
+			// The broker owns the upstream's handshake: it sends this
+			// itself once the upstream answered initialize (initAnswered).
+			return
 		case "notifications/cancelled":
 			if b.dropListens(c, span(line, e.RequestID)) {
 				return // a listen ends without an answer
@@ -506,9 +526,6 @@ func (b *Broker) forward(c *client, line []byte, e jsonrpc.Envelope, kind pendin
 	id := b.newID()
 	idb := strconv.AppendUint(nil, id, 10)
 	p := &pending{kind: kind, c: c, origID: clone(span(line, e.ID))}
-	if b.cfg.Lazy {
-		p.cacheKey = cacheKeyOf(line, e)
-	}
 	if b.up == nil {
 		b.wake() // a lazy or idle-stopped upstream is wanted now
 	}
@@ -544,6 +561,9 @@ func (b *Broker) clientInitialize(c *client, line []byte, e jsonrpc.Envelope) {
 			return
 		}
 		b.init = initState{msg: clone(line), id: e.ID, requested: version, inFlight: true}
+		if p.sent {
+			b.ready = false // the rest waits for the handshake (markReady)
+		}
 	}
 }
 
@@ -612,6 +632,10 @@ func (b *Broker) fromUpstream(u *upstream, line []byte) {
 	if u != b.up {
 		return // a dead run's last words: its requests were answered already
 	}
+	if errors.Is(err, jsonrpc.ErrAmbiguous) {
+		b.refuseUpstream(u, line, err)
+		return
+	}
 	if err != nil {
 		b.log.Warn("upstream wrote a line that is not a JSON-RPC message; dropping it", "pid", u.pid, "err", err, "line", preview(line))
 		return
@@ -675,26 +699,19 @@ func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Env
 	}
 	switch p.kind {
 	case kindClient:
+		// A client's answer never fills the lazy cache: only the broker's
+		// own requests do (lazy.go), so no client can choose what another
+		// session is told.
 		if p.c != nil {
 			reply(p.c, p.origID)
-		}
-		if p.cacheKey != "" && e.HasResult {
-			if sp, err := jsonrpc.Lookup(line, "result"); err == nil {
-				b.cacheResult(p.cacheKey, span(line, sp))
-			}
 		}
 	case kindDiscover:
 		if p.c != nil {
 			reply(p.c, p.origID)
 		}
-		if e.HasResult {
-			b.learnDiscover(line)
-			if sp, err := jsonrpc.Lookup(line, "result"); err == nil {
-				b.cacheResult(p.cacheKey, span(line, sp))
-			}
-		} else if sp, err := jsonrpc.Lookup(line, "error"); err == nil && sp.Present() {
-			b.learnDiscover(line) // a refusal: not the stateless revision
-			b.cacheDiscoverError(span(line, sp))
+		b.learnDiscover(line) // a refusal too: not the stateless revision
+		if b.stateless {
+			b.fillDiscover()
 		}
 	case kindFill:
 		b.filled(p, line, e)
@@ -710,8 +727,14 @@ func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Env
 				reply(w.c, w.id)
 			}
 			b.init = initState{}
+			b.markReady() // what waited gets the server's own answers
 			break
 		}
+		// The handshake ends here, before anything held reaches the
+		// upstream: the client would send this next, and any other
+		// client's request must not overtake it.
+		b.enqueue(b.up.q, notification("notifications/initialized", ""), 0)
+		b.initialized = true
 		sp, _ := jsonrpc.Lookup(line, "result")
 		b.init.result = clone(span(line, sp))
 		if v, err := jsonrpc.Lookup(line, "result", "protocolVersion"); err == nil && v.Present() {
@@ -722,6 +745,8 @@ func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Env
 		for _, w := range waiters {
 			b.answerInit(w.c, w.id, w.version)
 		}
+		b.markReady()
+		b.fillCache()
 	case kindReinit:
 		if e.HasError {
 			b.log.Warn("the restarted upstream refused the replayed initialize", "line", preview(line))

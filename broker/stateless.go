@@ -26,6 +26,9 @@ import (
 const (
 	metaSubscriptionID  = "io.modelcontextprotocol/subscriptionId"
 	metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+	// metaClientCapabilities is what a request of the revision declares
+	// the client can do; the broker's own requests declare nothing.
+	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
 	// statelessRevision is the first protocol version without a handshake.
 	statelessRevision = "2026-07-28"
 )
@@ -160,8 +163,8 @@ func (b *Broker) openListen() {
 	p := &pending{kind: kindListen}
 	b.pending[id] = p
 	b.listen.upID, b.listen.acked = id, false
-	msg := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"notifications":%s,"_meta":{%q:%s,"io.modelcontextprotocol/clientCapabilities":{}}}}`,
-		id, listenKinds{true, true, true}.json(), metaProtocolVersion, quote(version))
+	msg := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"notifications":%s,"_meta":{%q:%s,%q:{}}}}`,
+		id, listenKinds{true, true, true}.json(), metaProtocolVersion, quote(version), metaClientCapabilities)
 	b.sendUp(msg, p)
 }
 

@@ -61,6 +61,7 @@ func (b *Broker) startUpstream() (*upstream, error) {
 	b.mu.Lock()
 	b.up = u
 	b.initialized = false
+	b.discoverAsked = false
 	b.idleSince = time.Now()
 	b.emit("upstream.start", "pid "+strconv.Itoa(u.pid))
 	b.log.Info("upstream started", "pid", u.pid, "argv", b.cfg.Argv)

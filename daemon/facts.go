@@ -239,14 +239,18 @@ func (d *Daemon) learnFrom(br *brokerRef, st broker.Stats) {
 		d.reg.Event("shared.stateless", sess, br.id,
 			br.name+" speaks the stateless MCP revision ("+strings.Join(st.Versions, ", ")+"): its later runs are shared automatically; share = false in [servers."+br.name+"] opts out")
 	}
-	if !st.Lazy && st.Restarts == seen.Restarts && st.IdleStops == 0 {
-		return
-	}
 	grew := func(now, then uint64) uint64 {
 		if now < then {
 			return 0
 		}
 		return now - then
+	}
+	if n := grew(st.Refused, seen.Refused); n > 0 {
+		d.metrics.refused(n)
+		d.reg.Event("shared.refused", sess, br.id, fmt.Sprintf("%s: %d ambiguous messages refused (a JSON-RPC key written twice, in another case or escaped); nothing of them reached the server or another client", br.name, n))
+	}
+	if !st.Lazy && st.Restarts == seen.Restarts && st.IdleStops == 0 {
+		return
 	}
 	starts, stops := grew(st.LazyStarts, seen.LazyStarts), grew(st.IdleStops, seen.IdleStops)
 	d.metrics.lazyEvents(starts, stops, grew(st.CacheHits, seen.CacheHits), grew(st.CacheMisses, seen.CacheMisses))

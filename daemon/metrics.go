@@ -46,6 +46,7 @@ type metrics struct {
 	health  *promtext.CounterVec
 	lazy    *promtext.CounterVec
 	limits  *promtext.CounterVec
+	refuses *promtext.CounterVec
 }
 
 func newMetrics(d *Daemon) *metrics {
@@ -71,6 +72,9 @@ func newMetrics(d *Daemon) *metrics {
 		lazy: promtext.NewCounterVec("supervisor_lazy_total",
 			"Lazy and idle servers (design §11): upstreams started on demand (start), stopped for idleness (idle_stop), "+
 				"requests answered from the cache (cache_hit) and not (cache_miss).", "event", "start", "idle_stop", "cache_hit", "cache_miss"),
+		refuses: promtext.NewCounterVec("supervisor_broker_refused_total",
+			"Messages a broker refused to relay because peers could read them differently (a JSON-RPC key written twice, "+
+				"in another case or escaped; see jsonrpc's package doc).", "kind", "ambiguous"),
 		limits: promtext.NewCounterVec("supervisor_limit_hits_total",
 			"Servers on which the kernel enforced a limit: memory_max (the OOM killer killed a process of it), "+
 				"pids_max (a fork failed at the cap); once per server and limit.", "limit", cgroup.HitMemory, cgroup.HitPids),
@@ -118,6 +122,14 @@ func (m *metrics) lazyEvents(starts, idleStops, hits, misses uint64) {
 	}
 }
 
+// refused adds messages brokers refused as ambiguous.
+func (m *metrics) refused(n uint64) {
+	if m == nil {
+		return
+	}
+	m.refuses.Add("ambiguous", float64(n))
+}
+
 // stopped counts one stopped server by its outcome.
 func (m *metrics) stopped(o shutdown.Outcome) {
 	if m == nil {
@@ -154,7 +166,7 @@ func (m *metrics) gather() (string, error) {
 	if m == nil {
 		return "", errors.New("this daemon keeps no metrics")
 	}
-	return promtext.Write(append([]promtext.Family{m.spawns, m.stops, m.cascade, m.health, m.lazy, m.limits}, m.d.gauges()...)...), nil
+	return promtext.Write(append([]promtext.Family{m.spawns, m.stops, m.cascade, m.health, m.lazy, m.limits, m.refuses}, m.d.gauges()...)...), nil
 }
 
 // serveMetrics answers `supervisor metrics` on the socket: the same
