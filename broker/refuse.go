@@ -50,8 +50,7 @@ func (b *Broker) refuseClient(c *client, line []byte, err error) {
 		if validID(line[idSp.Start]) {
 			id = clone(span(line, idSp))
 		}
-		b.deliver(c, errorResponse(id, -32600, "supervisor broker: invalid request, refused: "+err.Error()+
-			"; send each JSON-RPC key once, spelled exactly as the protocol spells it"))
+		b.deliver(c, errorResponse(id, -32600, "supervisor broker: invalid request, refused: "+err.Error()))
 	default:
 		if n, ok := parseID(line, idSp); ok {
 			if r := b.srvReqs[n]; r != nil && r.c == c {

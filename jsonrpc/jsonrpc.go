@@ -212,14 +212,14 @@ func Parse(msg []byte) (Envelope, error) {
 		}
 		e.Method = decodeString(msg[method.Start:method.End])
 		if !plainText(e.Method) {
-			return Envelope{}, fmt.Errorf("%w: method %q holds a control character or an invalid code point, which decoders replace or cut differently", ErrAmbiguous, e.Method)
+			return Envelope{}, fmt.Errorf("%w: method %q holds a control character or an invalid code point, which decoders replace or cut differently; send the method name as plain text", ErrAmbiguous, e.Method)
 		}
 		if e.HasResult || e.HasError {
-			return Envelope{}, fmt.Errorf("%w: a message with a method and a result or error is a request to some decoders and a response to others", ErrAmbiguous)
+			return Envelope{}, fmt.Errorf("%w: a message with a method and a result or error is a request to some decoders and a response to others; send one or the other", ErrAmbiguous)
 		}
 	}
 	if e.HasResult && e.HasError {
-		return Envelope{}, fmt.Errorf("%w: a response with both a result and an error", ErrAmbiguous)
+		return Envelope{}, fmt.Errorf("%w: a response with both a result and an error; send one of them", ErrAmbiguous)
 	}
 	if uri.Present() && msg[uri.Start] == '"' {
 		e.URI = decodeString(msg[uri.Start:uri.End])
@@ -238,7 +238,7 @@ func (s *scanner) key(raw []byte, esc bool, names []string, seen *uint8, at stri
 		for i, n := range names {
 			if string(raw) == n {
 				if *seen&(1<<i) != 0 {
-					return 0, fmt.Errorf("%w: duplicate key %q (decoders differ on which one wins)", ErrAmbiguous, at+n)
+					return 0, fmt.Errorf("%w: duplicate key %q: decoders differ on which one wins; send it once", ErrAmbiguous, at+n)
 				}
 				*seen |= 1 << i
 				return i, nil
@@ -246,7 +246,7 @@ func (s *scanner) key(raw []byte, esc bool, names []string, seen *uint8, at stri
 		}
 		for _, n := range names {
 			if foldEqual(raw, n) {
-				return 0, fmt.Errorf("%w: key %q is %q to case-insensitive decoders; JSON-RPC keys are case-sensitive", ErrAmbiguous, at+string(raw), at+n)
+				return 0, fmt.Errorf("%w: key %q is %q to case-insensitive decoders; JSON-RPC keys are case-sensitive: spell it %q", ErrAmbiguous, at+string(raw), at+n, n)
 			}
 		}
 		return -1, nil
