@@ -532,11 +532,16 @@ func (b *Broker) idleStop(u *upstream) bool {
 	return true
 }
 
-// shutdown detaches every client and refuses new ones.
+// shutdown answers every request still waiting with an error (each
+// request is answered once, even by a broker that stops), then detaches
+// every client and refuses new ones.
 func (b *Broker) shutdown() {
 	b.mu.Lock()
 	defer b.unlock()
 	b.stopped = true
+	for id, p := range b.pending {
+		b.failPending(id, p, CodeUnavailable, "supervisor broker: the shared MCP server is stopping; retry the request")
+	}
 	for _, c := range b.clients {
 		b.detachLocked(c, "broker stopped", false)
 	}

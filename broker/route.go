@@ -304,7 +304,7 @@ func (b *Broker) failPending(id uint64, p *pending, code int, msg string) {
 			b.deliver(w.c, errorResponse(w.id, code, msg))
 		}
 		b.init = initState{}
-		if b.up != nil && !b.ready {
+		if b.up != nil && !b.ready && !b.stopped {
 			defer b.markReady() // what waited for the handshake goes on, once this is dropped
 		}
 	case kindSubscribe:
