@@ -341,6 +341,7 @@ func (b *Broker) filledDiscover(line []byte, e jsonrpc.Envelope) {
 			b.emit("cache.invalid", fmt.Sprintf("server/discover error not cached: %v", err))
 			return
 		}
+		b.learnDiscover(line) // a refusal: not the stateless revision
 		b.cacheDiscoverError(span(line, sp))
 		return
 	}
