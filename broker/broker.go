@@ -181,6 +181,8 @@ type Broker struct {
 	refused      uint64 // ambiguous messages refused (refuse.go)
 	// discoverAsked: the broker's own server/discover went to this run.
 	discoverAsked bool
+	// renewed: this run's subscriptions were renewed.
+	renewed bool
 	// cacheDropped: entries of the loaded cache failed validation, so
 	// the upstream starts at once and refills it.
 	cacheDropped bool

@@ -4,6 +4,9 @@ package broker
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -158,4 +161,128 @@ func TestNoRequestBeforeTheHandshake(t *testing.T) {
 	if st := a.stats("2"); !strings.Contains(st, "initialize=1 initialized=1") {
 		t.Fatalf("the upstream's handshake: %s, want one initialize and one notifications/initialized", st)
 	}
+}
+
+// A raw CR is whitespace to the broker but ends a line for Python's text
+// streams and Node's readline: a notification hiding a request behind CRs
+// would reach such a server as three messages, one of them a request
+// under a guessed id. It is refused; the other client's call is its own.
+func TestRawCRNeverSplitsAMessage(t *testing.T) {
+	// A server that reads lines the way Node's readline does.
+	script := filepath.Join(t.TempDir(), "crserver.mjs")
+	if err := os.WriteFile(script, []byte(`import readline from "node:readline";
+const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
+for await (const line of readline.createInterface({ input: process.stdin })) {
+  let m; try { m = JSON.parse(line); } catch { continue; }
+  if (m.id === undefined || !m.method) continue;
+  if (m.method === "initialize") { send({ jsonrpc: "2.0", id: m.id, result: { protocolVersion: m.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: "cr", version: "1" } } }); continue; }
+  const a = m.params?.arguments ?? {};
+  if (m.params?.name === "slow") { setTimeout(() => send({ jsonrpc: "2.0", id: m.id, result: { content: [{ type: "text", text: "slow done" }] } }), 1500); continue; }
+  send({ jsonrpc: "2.0", id: m.id, result: { content: [{ type: "text", text: a.text ?? "" }] } });
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("node is not on PATH")
+		}
+		t.Skip("node is not on PATH; run `bash .ci/run`")
+	}
+	h := newHarness(t, []string{node, script}, nil)
+	a, b := h.attach("a"), h.attach("b")
+	a.initialize("0", "2025-11-25")
+	b.initialize("0", "2025-11-25")
+	b.send(`{"jsonrpc":"2.0","id":"b-secret","method":"tools/call","params":{"name":"slow","arguments":{}}}`)
+	h.waitFor(func(s Stats) bool { return inFlight(s, "b") == 1 }, "b's call in flight")
+	for n := 1; n <= 10; n++ {
+		a.send("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\",\"params\":\r{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"INJECTED\"}}}\r}", n)
+	}
+	if m := b.answer(`"b-secret"`); m.text() != "slow done" {
+		t.Fatalf("b's call was answered by a's smuggled request: %s", m.raw)
+	}
+	if s := h.b.Stats(); s.Refused != 10 {
+		t.Fatalf("Refused = %d, want 10", s.Refused)
+	}
+}
+
+// A message without "jsonrpc":"2.0" is refused, not forwarded: the Go
+// SDK closes the connection on one, which would end every client's calls.
+func TestWrongJSONRPCVersionNeverReachesTheServer(t *testing.T) {
+	h := newHarness(t, []string{gomcp, "--legacy"}, nil)
+	a, b := h.attach("a"), h.attach("b")
+	a.initialize("0", "2025-11-25")
+	b.initialize("0", "2025-11-25")
+	b.send(`{"jsonrpc":"2.0","id":"b-slow","method":"tools/call","params":{"name":"slow","arguments":{"ms":1000}}}`)
+	h.waitFor(func(s Stats) bool { return inFlight(s, "b") == 1 }, "b's call in flight")
+	a.send(`{"jsonrpc":"1.0","method":"notifications/whatever"}`)
+	a.send(`{"method":"notifications/whatever"}`)
+	a.send(`{"jsonrpc":"1.0","id":5,"method":"tools/list"}`)
+	if m := a.answer("5"); m.Error == nil || m.Error.Code != -32600 || !strings.Contains(m.Error.Message, `"2.0"`) {
+		t.Fatalf("a request of another JSON-RPC version: %s, want -32600", m.raw)
+	}
+	if m := b.answer(`"b-slow"`); m.Error != nil {
+		t.Fatalf("b's call after a's wrong versions: %s", m.raw)
+	}
+	if s := h.b.Stats(); s.Restarts != 0 {
+		t.Fatalf("the upstream restarted %d times", s.Restarts)
+	}
+}
+
+// The upstream dies while the first initialize is in flight: what was
+// pipelined behind it is answered with an error, never sent to the
+// restarted server before a handshake.
+func TestCrashDuringTheHandshake(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "dieonce.sh")
+	// The first run reads the initialize and dies; later ones are the
+	// strict fixture, which refuses requests before the handshake.
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nif [ ! -e \"$MARK\" ]; then\n  touch \"$MARK\"\n  read line\n  exit 3\nfi\nexec \"$BIN\" _fixture mcp --strict\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, []string{script}, func(c *Config) {
+		c.Env = append(os.Environ(), "MARK="+filepath.Join(dir, "mark"), "BIN="+bin)
+	})
+	a := h.attach("a")
+	a.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`)
+	a.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	a.send(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	if m := a.answer("0"); m.Error == nil {
+		t.Fatalf("initialize through a crashing server: %s, want an error", m.raw)
+	}
+	if m := a.answer("1"); m.Error == nil || m.Error.Code == -32002 {
+		t.Fatalf("tools/list behind the failed handshake: %s, want the broker's error (not the server's -32002)", m.raw)
+	}
+	h.waitFor(func(s Stats) bool { return s.Restarts == 1 && s.UpstreamPID > 0 }, "the restart")
+	a.initialize("2", "2025-11-25")
+	a.send(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
+	if m := a.answer("3"); m.Error != nil {
+		t.Fatalf("tools/list after a new handshake: %s", m.raw)
+	}
+}
+
+// A lazy broker of a stateless server refills its lists on every start,
+// though no client's answer fills the cache.
+func TestLazyStatelessRefillsItsLists(t *testing.T) {
+	fill := newHarness(t, []string{gomcp}, func(c *Config) { c.Lazy = true })
+	f := fill.attach("filler")
+	f.discover("1")
+	var cache *Cache
+	fill.waitFor(func(Stats) bool {
+		cache, _ = fill.b.Cache()
+		return cache.Warm() && len(cache.Lists) > 0
+	}, "the broker's own fills")
+	cache.Lists = nil // a dropped entry, or a capability the last run lacked
+	h := newHarness(t, []string{gomcp}, func(c *Config) { c.Lazy, c.Cache = true, cache })
+	a := h.attach("a")
+	a.discover("1")
+	a.send(`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{%s}}`, meta)
+	if m := a.answer("2"); m.Error != nil {
+		t.Fatalf("tools/list: %s", m.raw)
+	}
+	h.waitFor(func(Stats) bool {
+		c, _ := h.b.Cache()
+		return len(c.Lists) > 0
+	}, "the lazy start to refill the lists")
 }

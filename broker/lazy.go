@@ -116,7 +116,7 @@ func (b *Broker) fromCache(c *client, line []byte, e jsonrpc.Envelope) bool {
 			return false
 		}
 		// The upstream will be initialized with this client's own request.
-		b.init = initState{msg: clone(line), id: e.ID, requested: version, negotiated: b.cache.Negotiated, result: b.cache.Init}
+		b.init = initState{msg: clone(line), id: e.ID, tok: e.ProgressToken, requested: version, negotiated: b.cache.Negotiated, result: b.cache.Init}
 		b.cacheHits++
 		b.answerInit(c, id, version)
 		return true
@@ -155,6 +155,10 @@ func (b *Broker) wake() {
 // list capability it has (the broker announces lists that changed).
 func (b *Broker) cacheInit(requested, negotiated string, res []byte) {
 	if !b.cfg.Lazy {
+		return
+	}
+	if err := validEntry("initialize", res); err != nil {
+		b.emit("cache.invalid", fmt.Sprintf("initialize answer not cached: %v", err))
 		return
 	}
 	var m map[string]any

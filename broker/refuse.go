@@ -31,6 +31,7 @@ func (b *Broker) noteRefused(from string, err error) {
 	}
 	b.refusedAt = now
 	b.emit("message.refused", fmt.Sprintf("%s: %v (%d refused so far)", from, err, b.refused))
+	b.log.Warn("refusing an ambiguous message (logged at most once a second)", "from", from, "err", err, "refused", b.refused)
 }
 
 // refuseClient refuses an ambiguous message of c: one with an exact id
@@ -40,7 +41,6 @@ func (b *Broker) noteRefused(from string, err error) {
 // told was refused; anything else is dropped. Call with mu held.
 func (b *Broker) refuseClient(c *client, line []byte, err error) {
 	b.noteRefused("client "+c.id, err)
-	c.log.Warn("refusing an ambiguous message", "err", err)
 	idSp, _ := jsonrpc.Lookup(line, "id")
 	methodSp, _ := jsonrpc.Lookup(line, "method")
 	switch {
@@ -66,7 +66,6 @@ func (b *Broker) refuseClient(c *client, line []byte, err error) {
 // it is answered once and by no guess. Call with mu held.
 func (b *Broker) refuseUpstream(u *upstream, line []byte, err error) {
 	b.noteRefused(fmt.Sprintf("upstream pid %d", u.pid), err)
-	b.log.Warn("refusing an ambiguous message of the upstream", "pid", u.pid, "err", err, "line", preview(line))
 	sp, lerr := jsonrpc.Lookup(line, "id")
 	if lerr != nil || !sp.Present() {
 		return

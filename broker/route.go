@@ -84,9 +84,10 @@ type waiter struct {
 type initState struct {
 	msg        []byte // the first client's initialize, replayed after restarts
 	id         jsonrpc.Span
-	requested  string // protocol version the first client asked for
-	negotiated string // and the one the server answered
-	result     []byte // the cached result; nil until the first success
+	tok        jsonrpc.Span // its _meta.progressToken: replayed as the new id, never as the client's
+	requested  string       // protocol version the first client asked for
+	negotiated string       // and the one the server answered
+	result     []byte       // the cached result; nil until the first success
 	inFlight   bool
 	waiters    []initWaiter
 }
@@ -98,7 +99,8 @@ type initWaiter struct {
 }
 
 func (s *initState) replay(id uint64) []byte {
-	return jsonrpc.Splice(s.msg, jsonrpc.Edit{Span: s.id, Value: strconv.AppendUint(nil, id, 10)})
+	n := strconv.AppendUint(nil, id, 10)
+	return jsonrpc.Splice(s.msg, jsonrpc.Edit{Span: s.id, Value: n}, jsonrpc.Edit{Span: s.tok, Value: n})
 }
 
 // matches reports whether a client asking version gets the cached result:
@@ -304,8 +306,13 @@ func (b *Broker) failPending(id uint64, p *pending, code int, msg string) {
 			b.deliver(w.c, errorResponse(w.id, code, msg))
 		}
 		b.init = initState{}
-		if b.up != nil && !b.ready && !b.stopped {
-			defer b.markReady() // what waited for the handshake goes on, once this is dropped
+		defer b.abortHandshake("supervisor broker: the MCP server's handshake failed (" + msg + "); initialize again")
+	case kindReinit:
+		if b.up != nil && !b.stopped {
+			// The replay's answer was lost (refused as ambiguous): the
+			// clients initialized long ago, so the run goes on as if it
+			// had been refused.
+			defer b.reinitialized()
 		}
 	case kindSubscribe:
 		if s := b.subs[p.uri]; s != nil {
@@ -364,15 +371,9 @@ func (b *Broker) sendUp(msg []byte, p *pending) bool {
 // client's request reaches a fresh upstream before its handshake is done.
 func (b *Broker) markReady() {
 	b.ready = true
-	for uri, s := range b.subs {
-		if s.active {
-			id := b.newID()
-			b.pending[id] = &pending{kind: kindInternal, sent: true}
-			b.enqueue(b.up.q, request(id, "resources/subscribe", uri), 0)
-		}
-	}
-	if len(b.listen.clients) > 0 && b.listen.upID == 0 {
-		b.openListen()
+	if b.init.msg == nil || b.initialized {
+		// Once per run, and not ahead of a first initialize.
+		b.renew()
 	}
 	for i, m := range b.held {
 		b.enqueue(b.up.q, m.b, 0)
@@ -388,6 +389,49 @@ func (b *Broker) markReady() {
 		}
 	}
 	b.held, b.heldN = nil, 0
+}
+
+// renew renews the clients' subscriptions on a new run (once) and opens
+// the broker's listen if clients listen.
+func (b *Broker) renew() {
+	if !b.renewed {
+		b.renewed = true
+		for uri, s := range b.subs {
+			if s.active {
+				id := b.newID()
+				b.pending[id] = &pending{kind: kindInternal, sent: true}
+				b.enqueue(b.up.q, request(id, "resources/subscribe", uri), 0)
+			}
+		}
+	}
+	if len(b.listen.clients) > 0 && b.listen.upID == 0 {
+		b.openListen()
+	}
+}
+
+// abortHandshake ends a first initialize that got no result (refused,
+// lost, or its upstream died): what waited behind it was meant for an
+// initialized server, so it is answered with msg, never sent to one that
+// is not; the gate opens for whatever comes next (a new initialize).
+func (b *Broker) abortHandshake(msg string) {
+	for id, p := range b.pending {
+		if !p.sent {
+			b.failPending(id, p, CodeUnavailable, msg)
+		}
+	}
+	b.held, b.heldN = nil, 0
+	if b.up != nil && !b.stopped {
+		b.ready = true
+	}
+}
+
+// reinitialized ends a restart's replayed initialize: the upstream hears
+// notifications/initialized, then what waited, then the cache's fills.
+func (b *Broker) reinitialized() {
+	b.enqueue(b.up.q, notification("notifications/initialized", ""), 0)
+	b.initialized = true
+	b.markReady()
+	b.fillCache()
 }
 
 // internalRequest sends the broker's own request; its answer is dropped.
@@ -460,6 +504,15 @@ func (b *Broker) fromClient(c *client, line []byte) {
 		}
 		c.log.Warn("client sent an invalid message", "err", err)
 		b.deliver(c, errorResponse([]byte("null"), code, msg))
+		return
+	}
+	if string(span(line, e.JSONRPC)) != `"2.0"` {
+		// Some servers close the connection on another version (the Go
+		// SDK's does): one client must not end the server for all.
+		c.log.Warn("client sent a message without \"jsonrpc\":\"2.0\"; refusing it")
+		if e.IsRequest() {
+			b.deliver(c, errorResponse(clone(span(line, e.ID)), -32600, `supervisor broker: invalid request: "jsonrpc" must be "2.0"`))
+		}
 		return
 	}
 	switch {
@@ -560,7 +613,7 @@ func (b *Broker) clientInitialize(c *client, line []byte, e jsonrpc.Envelope) {
 		if p == nil {
 			return
 		}
-		b.init = initState{msg: clone(line), id: e.ID, requested: version, inFlight: true}
+		b.init = initState{msg: clone(line), id: e.ID, tok: e.ProgressToken, requested: version, inFlight: true}
 		if p.sent {
 			b.ready = false // the rest waits for the handshake (markReady)
 		}
@@ -709,7 +762,12 @@ func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Env
 		if p.c != nil {
 			reply(p.c, p.origID)
 		}
-		b.learnDiscover(line) // a refusal too: not the stateless revision
+		// A result, or the refusal of a server that has no such method,
+		// says what the server speaks; any other error says only that
+		// this client's request was wrong, which must not unlearn it.
+		if code, err := jsonrpc.Lookup(line, "error", "code"); e.HasResult || err == nil && string(span(line, code)) == "-32601" {
+			b.learnDiscover(line)
+		}
 		if b.stateless {
 			b.fillDiscover()
 		}
@@ -727,7 +785,7 @@ func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Env
 				reply(w.c, w.id)
 			}
 			b.init = initState{}
-			b.markReady() // what waited gets the server's own answers
+			b.abortHandshake("supervisor broker: the MCP server refused the initialize this request waited behind; initialize again")
 			break
 		}
 		// The handshake ends here, before anything held reaches the
@@ -757,10 +815,7 @@ func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Env
 			}
 			b.cacheInit(b.init.requested, negotiated, span(line, sp))
 		}
-		b.enqueue(b.up.q, notification("notifications/initialized", ""), 0)
-		b.initialized = true
-		b.markReady()
-		b.fillCache()
+		b.reinitialized()
 	case kindSubscribe:
 		s := b.subs[p.uri]
 		if s == nil {

@@ -62,6 +62,7 @@ func (b *Broker) startUpstream() (*upstream, error) {
 	b.up = u
 	b.initialized = false
 	b.discoverAsked = false
+	b.renewed = false
 	b.idleSince = time.Now()
 	b.emit("upstream.start", "pid "+strconv.Itoa(u.pid))
 	b.log.Info("upstream started", "pid", u.pid, "argv", b.cfg.Argv)
@@ -74,6 +75,11 @@ func (b *Broker) startUpstream() (*upstream, error) {
 		b.enqueue(u.q, b.init.replay(id), 0)
 	} else {
 		b.markReady()
+		if b.cfg.Lazy && b.cache != nil && len(b.cache.Discover) > 0 {
+			// A server of the stateless revision has no handshake to
+			// fill the cache after: its lists are asked now.
+			b.fillDiscover()
+		}
 	}
 	b.unlock()
 

@@ -17,7 +17,9 @@
 // keys, params' routed keys and params._meta's — has a duplicate protocol
 // key, or a key that is not byte-equal to a protocol key but equal to one
 // after unescaping or case folding; a method with a control character or
-// an invalid code point; a message that is both request and response.
+// an invalid code point, or one that is a method the relay routes only
+// once case is folded; a message that is both request and response; a raw
+// CR or LF inside the message (line readers differ on where it ends).
 // Refusal keeps the relay's promise that what it forwards is the sender's
 // bytes; a canonical re-encoding would have to rewrite them.
 //
@@ -43,6 +45,7 @@ func (s Span) Present() bool { return s.End > s.Start }
 
 // Envelope is what a relay needs to know about one message.
 type Envelope struct {
+	JSONRPC       Span   // top-level "jsonrpc" value
 	ID            Span   // top-level "id" value (number, string or null)
 	Method        string // top-level "method", decoded ("" if absent)
 	HasResult     bool   // top-level "result" present
@@ -79,10 +82,14 @@ var (
 	// control character; a message both request and response). It is
 	// also ErrEnvelope.
 	ErrAmbiguous = fmt.Errorf("%w: ambiguous", ErrEnvelope)
+	// ErrTooDeep: valid JSON nested deeper than the MCP SDKs accept.
+	ErrTooDeep = fmt.Errorf("%w: too deeply nested", ErrEnvelope)
 )
 
-// maxDepth is encoding/json's nesting limit, so both agree on what is valid.
-const maxDepth = 10000
+// maxDepth is the nesting the MCP SDKs accept: the Go SDK's decoder
+// stops at 1000 levels (and closes the connection), Python's recursion
+// near it. A relay must not forward what would kill its upstream.
+const maxDepth = 1000
 
 // Keys a relay routes by, at each level of the envelope; the bit of a key
 // is its index. A message naming one of them in a way some decoder reads
@@ -145,6 +152,8 @@ func Parse(msg []byte) (Envelope, error) {
 			return err
 		}
 		switch i {
+		case 0:
+			return s.capture(2, &e.JSONRPC)
 		case topID:
 			return s.capture(2, &e.ID)
 		case topMethod:
@@ -199,6 +208,9 @@ func Parse(msg []byte) (Envelope, error) {
 	if err := s.end(); err != nil {
 		return Envelope{}, err
 	}
+	if s.split {
+		return Envelope{}, fmt.Errorf("%w: a raw CR or LF inside the message, where readers that split lines at a bare CR see several messages; end a message with LF (or CR LF) only", ErrAmbiguous)
+	}
 	if e.ID.Present() {
 		switch c := msg[e.ID.Start]; {
 		case c == '"', c == 'n', c == '-', c >= '0' && c <= '9':
@@ -211,6 +223,9 @@ func Parse(msg []byte) (Envelope, error) {
 			return Envelope{}, fmt.Errorf("%w: method must be a string", ErrEnvelope)
 		}
 		e.Method = decodeString(msg[method.Start:method.End])
+		if m, ok := foldsToRouted(e.Method); ok {
+			return Envelope{}, fmt.Errorf("%w: method %q is %q to servers that match methods regardless of case; spell it %q", ErrAmbiguous, e.Method, m, m)
+		}
 		if !plainText(e.Method) {
 			return Envelope{}, fmt.Errorf("%w: method %q holds a control character or an invalid code point, which decoders replace or cut differently; send the method name as plain text", ErrAmbiguous, e.Method)
 		}
@@ -286,6 +301,24 @@ func lower(c byte) byte {
 		return c + 'a' - 'A'
 	}
 	return c
+}
+
+// routed are the methods a relay acts on (rather than passing them on):
+// a message whose method is one of them in another case would mean one
+// thing to the relay and another to a server that folds case.
+var routed = [...]string{"initialize", "notifications/initialized", "notifications/cancelled", "notifications/progress",
+	"ping", "server/discover", "subscriptions/listen", "resources/subscribe", "resources/unsubscribe",
+	"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
+
+// foldsToRouted reports a method that is a routed one only once case is
+// folded.
+func foldsToRouted(method string) (string, bool) {
+	for _, r := range routed {
+		if method != r && strings.EqualFold(method, r) {
+			return r, true
+		}
+	}
+	return "", false
 }
 
 // plainText reports a string with no control character and no U+FFFD
@@ -446,12 +479,22 @@ func AppendSplice(dst, msg []byte, edits ...Edit) []byte {
 type scanner struct {
 	b []byte
 	i int
+	// split: a raw CR or LF before the message's last byte. It can only
+	// be whitespace in valid JSON, but readers that split lines at a bare
+	// CR (Python's text streams, Node's readline) would read the rest as
+	// other messages.
+	split bool
 }
 
 func (s *scanner) ws() {
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
+		case ' ', '\t':
+			s.i++
+		case '\n', '\r':
+			if s.i != len(s.b)-1 {
+				s.split = true
+			}
 			s.i++
 		default:
 			return
@@ -500,7 +543,7 @@ func (s *scanner) end() error {
 // must consume the value.
 func (s *scanner) object(depth int, each func(key []byte, esc bool) error) error {
 	if depth > maxDepth {
-		return fmt.Errorf("%w: nesting deeper than %d", ErrSyntax, maxDepth)
+		return fmt.Errorf("%w: nesting deeper than %d levels", ErrTooDeep, maxDepth)
 	}
 	s.i++ // '{'
 	if s.peek() == '}' {
@@ -544,7 +587,7 @@ func (s *scanner) value(depth int) error {
 		return s.object(depth, func([]byte, bool) error { return s.value(depth + 1) })
 	case '[':
 		if depth > maxDepth {
-			return fmt.Errorf("%w: nesting deeper than %d", ErrSyntax, maxDepth)
+			return fmt.Errorf("%w: nesting deeper than %d levels", ErrTooDeep, maxDepth)
 		}
 		s.i++
 		if s.peek() == ']' {

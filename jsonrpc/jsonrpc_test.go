@@ -43,6 +43,8 @@ var seeds = []string{
 	`{"method":"\ud800 lone \udc00 surrogates"}`,
 	"{\"method\":\"bad utf8 \xff\xfe\"}",
 	// The attacks of issue 26, and their cousins.
+	"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\",\"params\":\r{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\"}\r}",
+	`{"jsonrpc":"2.0","method":"NOTIFICATIONS/CANCELLED","params":{"requestId":3}}`,
 	`{"jsonrpc":"2.0","ID":3,"method":"tools/call","params":{"name":"echo","arguments":{"message":"injected"}}}`,
 	`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a1","RequestId":3}}`,
 	`{"jsonrpc":"2.0","id":2,"method":"tools/list","Method":"tools/call","params":{"name":"echo","arguments":{"message":"POISON"}}}`,
@@ -93,10 +95,10 @@ func check(t *testing.T, msg []byte) {
 		}
 	}
 	if err != nil {
-		if errors.Is(err, ErrAmbiguous) && agree && !vs[0].view.odd() && !variantKeys(msg) {
+		if errors.Is(err, ErrAmbiguous) && agree && !vs[0].view.odd() && !variantKeys(msg) && !splitsLines(msg) {
 			t.Fatalf("Parse(%q) refused as ambiguous (%v) a message every decoder reads alike: %+v", msg, err, vs[0].view)
 		}
-		if !errors.Is(err, ErrAmbiguous) && (vs[0].view.id == "" || validID(vs[0].view.id)) && (vs[0].view.methodRaw == "" || vs[0].view.methodRaw[0] == '"') {
+		if !errors.Is(err, ErrAmbiguous) && !errors.Is(err, ErrTooDeep) && (vs[0].view.id == "" || validID(vs[0].view.id)) && (vs[0].view.methodRaw == "" || vs[0].view.methodRaw[0] == '"') {
 			t.Fatalf("Parse(%q): %v, for a valid message %+v", msg, err, vs[0].view)
 		}
 		return
@@ -226,7 +228,12 @@ func TestParse(t *testing.T) {
 		{msg: seeds[21], err: ErrEnvelope},
 		{msg: seeds[22], err: ErrSyntax},
 		{msg: `{"a":1}x`, err: ErrSyntax},
-		{msg: strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1), err: ErrSyntax},
+		{msg: strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1), err: ErrTooDeep},
+		{msg: `{"a":` + strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth) + `}`, err: ErrTooDeep},
+		{msg: "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\",\"params\":\r{\"id\":1,\"method\":\"tools/call\"}\r}", err: ErrAmbiguous},
+		{msg: "{\"id\":1,\"method\":\"ping\"}\r", id: `1`, method: "ping", req: true},
+		{msg: `{"method":"Notifications/Cancelled","params":{"requestId":1}}`, err: ErrAmbiguous},
+		{msg: "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\"}", id: `3`, method: "tools/list", req: true},
 		{msg: `{"a":` + strings.Repeat("[", maxDepth-1) + strings.Repeat("]", maxDepth-1) + `}`},
 	}
 	for _, tt := range tests {

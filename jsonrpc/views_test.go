@@ -23,7 +23,8 @@ type view struct {
 // (A key that only reads as a protocol key is refused even where the
 // values agree; variantKeys finds those.)
 func (v view) odd() bool {
-	return strings.HasPrefix(v.methodRaw, `"`) && !plainText(v.method) || v.methodRaw != "" && (v.result != "" || v.error != "") || v.result != "" && v.error != ""
+	_, folds := foldsToRouted(v.method)
+	return strings.HasPrefix(v.methodRaw, `"`) && (!plainText(v.method) || folds) || v.methodRaw != "" && (v.result != "" || v.error != "") || v.result != "" && v.error != ""
 }
 
 func validID(raw string) bool {
@@ -221,6 +222,12 @@ func variantKeys(msg []byte) bool {
 		return false
 	}
 	return walk(level{msg, topKeys})
+}
+
+// splitsLines reports a raw CR or LF before the message's last byte:
+// where a reader that splits lines at a bare CR sees several messages.
+func splitsLines(msg []byte) bool {
+	return len(msg) > 1 && bytes.ContainsAny(msg[:len(msg)-1], "\r\n")
 }
 
 func isObject(v json.RawMessage) bool { return len(v) > 0 && v[0] == '{' }
