@@ -269,6 +269,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	d.cascade = &shutdown.Cascade{Log: d.log.Named("shutdown"), Excluded: []int{os.Getpid()},
 		AfterSignal: func() { fault("cascade.signalled") }, ScanFault: scanFault()}
+	if d.feat["subreaper"] {
+		d.cascade.Reaper = os.Getpid()
+	}
 	life, endLife := context.WithCancel(context.Background())
 	defer endLife()
 	d.life = life

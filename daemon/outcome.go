@@ -113,7 +113,7 @@ func (d *Daemon) settleExited(id string, opt shutdown.Options, since time.Time) 
 
 // outcomeOf is the stop outcome kept in p's record.
 func outcomeOf(p registry.Process) shutdown.Outcome {
-	o := shutdown.Outcome{ID: p.ID, PID: p.PID, Result: shutdown.Result(p.Stop.Result), Left: p.Stop.Left, Spared: p.Stop.Spared}
+	o := shutdown.Outcome{ID: p.ID, PID: p.PID, Result: shutdown.Result(p.Stop.Result), Left: p.Stop.Left, Spared: p.Stop.Spared, Unproven: p.Stop.Unproven}
 	for _, sp := range p.Stop.Procs {
 		o.PIDs = append(o.PIDs, sp.PID)
 		o.Procs = append(o.Procs, shutdown.ProcOutcome{PID: sp.PID, Role: shutdown.Role(sp.Role), Result: shutdown.Result(sp.Result)})
@@ -122,7 +122,7 @@ func outcomeOf(p registry.Process) shutdown.Outcome {
 }
 
 func stopRecordOf(o shutdown.Outcome) *registry.StopRecord {
-	rec := &registry.StopRecord{Result: string(o.Result), Left: o.Left, Spared: o.Spared}
+	rec := &registry.StopRecord{Result: string(o.Result), Left: o.Left, Spared: o.Spared, Unproven: o.Unproven}
 	for _, p := range o.Procs {
 		rec.Procs = append(rec.Procs, registry.StoppedProc{PID: p.PID, Role: string(p.Role), Result: string(p.Result)})
 	}

@@ -744,7 +744,7 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 		t.LeaderJustExited = true
 		out := d.stopCascade(context.Background(), "exited", []shutdown.Target{t},
 			shutdown.Options{Grace: g, Force: l.force, Instance: d.instance})
-		if len(out[0].Procs) > 0 {
+		if len(out[0].Procs) > 0 || len(out[0].Unproven) > 0 {
 			d.log.Info("stopped what an exited server left behind", "id", l.id, "outcome", out[0].String())
 			d.recordStopLogged("process.leftovers", t.Session, out[0])
 		}

@@ -213,6 +213,9 @@ type StopRecord struct {
 	Procs  []StoppedProc `json:"procs,omitempty"`
 	Left   []int         `json:"left,omitempty"`
 	Spared []int         `json:"spared,omitempty"`
+	// Unproven held the server's host channel without proof of descent
+	// from it: never signalled (shutdown.Outcome.Unproven).
+	Unproven []int `json:"unproven,omitempty"`
 }
 
 // StoppedProc is one process of a stopped tree.

@@ -108,7 +108,7 @@ func (r *run) send(m *member, sig syscall.Signal) {
 func (r *run) outcomes(left Result) []Outcome {
 	out := make([]Outcome, len(r.targets))
 	for i, t := range r.targets {
-		o := Outcome{ID: t.ID, PID: t.PID, Result: r.result[i], Spared: r.spared[i]}
+		o := Outcome{ID: t.ID, PID: t.PID, Result: r.result[i], Spared: r.spared[i], Unproven: r.unproven[i]}
 		for _, m := range r.members {
 			if m.target != i {
 				continue

@@ -12,7 +12,9 @@
 // of that which holds the server's end of a host stdio channel (the pipe
 // holders that keep a host from seeing EOF). Tree, group, marker and cgroup
 // members get SIGTERM and the grace; pipe holders outside the tree get
-// SIGKILL with what is left.
+// SIGKILL with what is left, but only those proven the server's (orphans
+// its subreaper adopted): holding a pipe, or starting after the server,
+// proves nothing, and a holder not proven is reported, never signalled.
 //
 // # Caveats
 //
@@ -148,6 +150,10 @@ type Outcome struct {
 	Left []int `json:"left,omitempty"`
 	// Spared lists marker holders left alone for SUPERVISOR_KEEP=1.
 	Spared []int `json:"spared,omitempty"`
+	// Unproven lists processes that held the server's host channel but
+	// could not be proven its own (no marker, not in its cgroup or tree,
+	// not an orphan of it): left alone, since holding a pipe is no proof.
+	Unproven []int `json:"unproven,omitempty"`
 	// Error is why a Failed stop failed.
 	Error string `json:"error,omitempty"`
 }
@@ -253,6 +259,11 @@ type Cascade struct {
 	Log hclog.Logger
 	// Excluded PIDs are never signalled (the daemon itself).
 	Excluded []int
+	// Reaper, when set, is the child subreaper the targets were started
+	// under (the daemon): a process it adopted that holds a target's host
+	// channel is an orphan of that target's tree, proven the target's.
+	// Without it such a holder is reported, never signalled.
+	Reaper int
 	// AfterSignal, when set, runs once SIGTERM has gone to the targets'
 	// trees: the fault-injection tests crash the daemon there, mid-stop.
 	AfterSignal func()
@@ -276,6 +287,9 @@ func (o Outcome) String() string {
 	}
 	if len(o.Spared) > 0 {
 		s += fmt.Sprintf("; spared (SUPERVISOR_KEEP=1): %v", o.Spared)
+	}
+	if len(o.Unproven) > 0 {
+		s += fmt.Sprintf("; not signalled, holding its stdout but not proven its own: %v", o.Unproven)
 	}
 	if len(o.Left) > 0 {
 		s += fmt.Sprintf("; still alive: %v", o.Left)

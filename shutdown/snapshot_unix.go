@@ -36,8 +36,12 @@ type run struct {
 	leaders []bool       // per target: its leader was ours at the snapshot
 	spared  [][]int      // per target: kept for SUPERVISOR_KEEP=1
 	kept    map[int]bool // every spared pid, so it is logged once
-	events  []*os.File   // per target: its cgroup.events, if any
-	poke    *waker       // woken when a target is forced
+	// unproven are per target the holders of its host channel whose
+	// descent from it cannot be proven: never signalled, reported.
+	unproven [][]int
+	doubted  map[int]bool // every unproven pid, so it is logged once
+	events   []*os.File   // per target: its cgroup.events, if any
+	poke     *waker       // woken when a target is forced
 
 	// sparedPIDs are the targets' Spared by PID: candidate asks of every
 	// process, and a loop over every target's made a stop of thousands of
@@ -55,6 +59,7 @@ type run struct {
 func newRun(c *Cascade, targets []Target, opt Options, log hclog.Logger) *run {
 	r := &run{members: map[int]*member{},
 		leaders: make([]bool, len(targets)), spared: make([][]int, len(targets)),
+		unproven: make([][]int, len(targets)), doubted: map[int]bool{},
 		kept: map[int]bool{}, events: make([]*os.File, len(targets)), uid: os.Getuid()}
 	r.state.init(c, targets, opt, log, os.Getpid())
 	r.born = markerCutoff(targets, opt)
@@ -294,9 +299,17 @@ func (r *run) groupIsOurs(i int, byPID map[int]proc.Info) bool {
 	return false
 }
 
-// collectHolders adds processes outside the tree that hold the server's end
-// of a host stdio channel: for a pipe its write end (fd 1 and 2 of the
-// server), for a socket any fd on the server-side inode.
+// collectHolders finds processes outside the tree that hold the server's
+// end of a host stdio channel (for a pipe its write end, fd 1 of the
+// server; for a socket any fd on the server-side inode): they keep the
+// host from seeing EOF. Holding the channel proves nothing, nor does a
+// start time: a wrapper shell's later commands share the host's pipe too.
+// A holder is added only when its descent is proven: an orphan the
+// subreaper (Cascade.Reaper) adopted descends from a server the subreaper
+// started, and holding this server's channel names which; a process
+// spared for SUPERVISOR_KEEP=1 carries the server's markers. Markers, the
+// cgroup and the tree prove the others before this runs. Every other
+// holder is reported (Outcome.Unproven) and never signalled.
 func (r *run) collectHolders(infos []proc.Info) int {
 	type want struct {
 		target int
@@ -324,10 +337,9 @@ func (r *run) collectHolders(infos []proc.Info) int {
 	if len(inodes) == 0 {
 		return 0
 	}
-	// Only processes started after the earliest of the servers can have
-	// got a server's fd from its tree; an older holder got it from the host
-	// side (a wrapper shell between host and shim, the host's other
-	// children) and is none of ours.
+	// A process older than every server cannot descend from one: a start
+	// time can rule a process out (never in), and sparing their fds a read
+	// keeps a stop cheap on a crowded machine.
 	var since uint64
 	for _, t := range r.targets {
 		if !t.Token.IsZero() && (since == 0 || t.Token.StartTicks < since) {
@@ -348,10 +360,20 @@ func (r *run) collectHolders(infos []proc.Info) int {
 		if w.pipe && ref.Access == unix.O_RDONLY {
 			continue // a reader of the host's pipe does not keep EOF away
 		}
-		if t := r.targets[w.target]; !t.Token.IsZero() && byPID[ref.PID].Token.StartTicks < t.Token.StartTicks {
-			continue // older than this server: not from its tree
+		info := byPID[ref.PID]
+		// A kept process carries the server's markers: proven, and not
+		// spared while it holds the host's channel (the host would hang).
+		proven := r.kept[ref.PID] || r.c.Reaper > 0 && info.PPID == r.c.Reaper
+		if !proven || r.members[ref.PID] != nil {
+			if r.members[ref.PID] == nil && !r.doubted[ref.PID] {
+				r.doubted[ref.PID] = true
+				r.unproven[w.target] = append(r.unproven[w.target], ref.PID)
+				r.log.Warn("a process holds the server's stdout but is not proven the server's (no marker, not in its cgroup or tree): not signalled; the host sees EOF when it exits",
+					"pid", ref.PID, "command", info.Comm, "target", r.targets[w.target].ID)
+			}
+			continue
 		}
-		if r.add(w.target, byPID[ref.PID], RoleHolder) {
+		if r.add(w.target, info, RoleHolder) {
 			added++
 			if r.kept[ref.PID] {
 				r.log.Info("not sparing a kept process: it holds a host stdio channel", "pid", ref.PID)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -91,17 +92,25 @@ func readReady2(t *testing.T, r io.Reader) (int, int) {
 // TestEscapedGrandchildHostGetsEOF: a server forks a setsid grandchild that
 // holds its stdout, then exits on EOF. Through the supervisor the host reads
 // EOF and the grandchild is gone; directly spawned, the grandchild keeps
-// the host from ever seeing EOF.
+// the host from ever seeing EOF. A grandchild that also cleared its
+// environment is proven the server's only by the cgroup or, on the path
+// where the daemon spawns the server, by the daemon adopting it as the
+// subreaper; in place without a cgroup nothing proves it, and it is left
+// running and reported, never killed on the strength of a held pipe.
 func TestEscapedGrandchildHostGetsEOF(t *testing.T) {
 	for _, mode := range cgroupModes(t) {
 		for _, kind := range []string{"pipe", "socketpair"} {
-			for _, env := range []string{"markers", "clear-env"} {
+			for _, env := range []string{"markers", "clear-env", "clear-env-shim-path"} {
 				t.Run(mode+"/"+kind+"/"+env, func(t *testing.T) {
 					in := newModeInstance(t, mode)
 					args := []string{"run", "--", bin, "_fixture", "escape"}
-					if env == "clear-env" {
-						args = append(args, "--clear-env") // found as a pipe holder alone
+					if env != "markers" {
+						args = append(args, "--clear-env") // no markers to prove it
 					}
+					if env == "clear-env-shim-path" {
+						in.env = append(in.env, "SUPERVISOR_IN_PLACE=off")
+					}
+					unprovable := env == "clear-env" && mode == "off" && proc.ExitInfoSupported()
 					cmd := in.command(args...)
 					w, r, closeW := hostStdio(t, cmd, kind)
 					_ = w
@@ -113,7 +122,15 @@ func TestEscapedGrandchildHostGetsEOF(t *testing.T) {
 					}
 					server, gc := readReady2(t, r)
 					gtok := mustToken(t, gc)
+					t.Cleanup(func() { killPID(gc, gtok) })
 					closeW() // the host closes stdin; the server exits on EOF
+					if unprovable {
+						p := waitRecord(t, in, server, func(p registry.Process) bool { return p.State.Final() && p.Stop != nil })
+						if !slices.Contains(p.Stop.Unproven, gc) || hasProc(p.Stop.Procs, gc) || !alive(gc, gtok) {
+							t.Fatalf("an unprovable holder %d: stop %+v (alive %v), want it reported unproven and left alone", gc, p.Stop, alive(gc, gtok))
+						}
+						killPID(gc, gtok) // the host's own remedy; EOF follows
+					}
 					if _, err := readAllWithin(r, wait); err != nil {
 						t.Fatalf("host got no EOF: %v (grandchild %d alive: %v)", err, gc, alive(gc, gtok))
 					}
@@ -130,6 +147,9 @@ func TestEscapedGrandchildHostGetsEOF(t *testing.T) {
 						}
 					case <-time.After(wait):
 						t.Fatal("shim did not exit")
+					}
+					if unprovable {
+						return
 					}
 					// The outcome is recorded after the exit: a server exec'd
 					// in its shim's place has its host see the exit first.
@@ -257,11 +277,11 @@ func markerHolders(t *testing.T, procID string) []int {
 	return out
 }
 
-// TestPipeHolderOutsideTheTreeIsKilled: a process that got the server's
-// stdout by other means (not a descendant, no marker) keeps the host from
-// EOF; it is killed once the server exits. (That older holders such as a
-// wrapper shell are left alone is TestWrapperShellIsNotAPipeHolder's.)
-func TestPipeHolderOutsideTheTreeIsKilled(t *testing.T) {
+// TestUnprovenPipeHolderIsNeverSignalled: a process that got the server's
+// stdout by other means (not a descendant, no marker, not in its cgroup)
+// keeps the host from EOF, but holding a pipe proves nothing: it is
+// reported in the stop and never signalled (design §6, issue 27).
+func TestUnprovenPipeHolderIsNeverSignalled(t *testing.T) {
 	for _, mode := range cgroupModes(t) {
 		for _, kind := range []string{"pipe", "socketpair"} {
 			t.Run(mode+"/"+kind, func(t *testing.T) {
@@ -279,24 +299,37 @@ func TestPipeHolderOutsideTheTreeIsKilled(t *testing.T) {
 				holder := startHolder(t, server, kind)
 				htok := mustToken(t, holder.Process.Pid)
 				closeW() // the server exits on EOF; the holder still has stdout
+				p := waitRecord(t, in, server, func(p registry.Process) bool { return p.State.Final() && p.Stop != nil })
+				if !slices.Contains(p.Stop.Unproven, holder.Process.Pid) || hasProc(p.Stop.Procs, holder.Process.Pid) {
+					t.Fatalf("holder %d: recorded stop %+v, want it reported unproven and not stopped", holder.Process.Pid, p.Stop)
+				}
+				if !alive(holder.Process.Pid, htok) {
+					t.Fatalf("holder %d was signalled", holder.Process.Pid)
+				}
+				holder.Process.Kill() // the host's own remedy
 				if _, err := readAllWithin(r, wait); err != nil {
-					t.Fatalf("host got no EOF: %v", err)
+					t.Fatalf("host got no EOF once the holder exited: %v", err)
 				}
 				done := make(chan error, 1) // after the EOF: see TestEscapedGrandchildHostGetsEOF
 				go func() { done <- cmd.Wait() }()
-				waitGonePID(t, holder.Process.Pid, htok)
 				select {
 				case <-done:
 				case <-time.After(wait):
 					t.Fatal("shim did not exit")
 				}
-				p := waitRecord(t, in, server, func(p registry.Process) bool { return p.State.Final() && p.Stop != nil })
-				if p.Stop == nil || !hasProc(p.Stop.Procs, holder.Process.Pid) {
-					t.Fatalf("holder %d not in the recorded stop %+v", holder.Process.Pid, p.Stop)
-				}
 			})
 		}
 	}
+}
+
+// killPID SIGKILLs pid if it is still the process tok names.
+func killPID(pid int, tok proc.Token) {
+	h, err := proc.OpenHandle(pid, tok)
+	if err != nil {
+		return
+	}
+	defer h.Close()
+	h.Signal(unix.SIGKILL)
 }
 
 func readReadyLine(t *testing.T, r io.Reader) int {

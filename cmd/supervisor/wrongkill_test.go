@@ -1,0 +1,96 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// runScript runs a shell script with the instance's environment and $BIN,
+// its stdout and stderr into pipes the test reads, and returns them and
+// its exit code once the script and every holder of those pipes are done.
+func runScript(t *testing.T, in *instance, script string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd.Env = append(in.env, "BIN="+bin)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e // pipes: os/exec copies them until EOF
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("script: %v", err)
+		}
+		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+	case <-time.After(wait):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("script did not finish within %v; stdout %q stderr %q", wait, o.String(), e.String())
+	}
+	return "", "", -1
+}
+
+// Issue 27: a wrapper shell's later commands share the server's stdout
+// pipe and start after it; neither proves them the server's, and the
+// leftovers sweep must never kill them. 100 of 100.
+func TestWrapperCommandsAreNeverLeftovers(t *testing.T) {
+	in := newInstance(t)
+	const rounds, workers = 100, 4
+	var mu sync.Mutex
+	var failures []string
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < rounds; i += workers {
+				out, errOut, code := runScript(t, in, `"$BIN" run -- sh -c 'echo out'; sleep 0.3; echo tail`)
+				if code != 0 || out != "out\ntail\n" {
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("round %d: exit %d, stdout %q, stderr %q", i, code, out, errOut))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("%d of %d rounds lost the wrapper's later commands:\n%s", len(failures), rounds, strings.Join(failures, "\n"))
+	}
+	if ev := in.mustRun("events"); strings.Contains(ev, "holder") && strings.Contains(ev, "killed") {
+		t.Fatalf("a pipe holder was killed:\n%s", ev)
+	}
+}
+
+// Issue 27: a script's second run shares its stderr with the first's
+// server, which killed itself; the second run is no leftover of it, and
+// reports its own status (127: not found), not 137.
+func TestNextRunIsNotThePreviousServersLeftover(t *testing.T) {
+	// Three rounds, each on its own instance: the first server's SIGKILL
+	// within its start period counts against the breaker.
+	var in *instance
+	for i := 0; i < 3; i++ {
+		in = newInstance(t)
+		_, errOut, code := runScript(t, in, `"$BIN" run -- sh -c 'kill -9 $$'; "$BIN" run -- /nonexistent/server; echo "second=$?" >&2`)
+		if !strings.Contains(errOut, "second=127") {
+			t.Fatalf("round %d: exit %d, stderr %q; want the second run to exit 127 (not found)", i, code, errOut)
+		}
+	}
+	// And with every stdio from /dev/null inside a capture, as timing loops do.
+	_, errOut, _ := runScript(t, in, `x=$("$BIN" run -- /bin/true </dev/null >/dev/null 2>/dev/null; echo inner-alive); echo "$x" >&2`)
+	if !strings.Contains(errOut, "inner-alive") {
+		t.Fatalf("the capture subshell around a run was killed: stderr %q", errOut)
+	}
+}
