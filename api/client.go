@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/proc"
@@ -91,6 +92,18 @@ func dialOnce(ctx context.Context, socket string) (*Client, error) {
 func (c *Client) handshake() error {
 	c.own = NewHello()
 	if err := c.Send(TypeHello, c.own); err != nil {
+		// A daemon over its connection cap writes its retryable error at
+		// once and closes without reading the hello: the write fails, and
+		// the answer waits to be read.
+		if errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+			if m, fds, rerr := c.Recv(); rerr == nil {
+				CloseFds(fds)
+				var e Error
+				if m.Type == TypeError && Decode(m, &e) == nil {
+					return &e
+				}
+			}
+		}
 		return err
 	}
 	m, fds, err := c.Recv()

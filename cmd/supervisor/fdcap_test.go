@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -46,6 +47,10 @@ func TestIdleConnectionsCannotStarveStops(t *testing.T) {
 			defer mu.Unlock()
 			if err != nil {
 				refused++
+				var e *api.Error
+				if !errors.As(err, &e) || !e.Retry {
+					t.Errorf("a client over the connection cap got %v, want the daemon's retryable error", err)
+				}
 				return
 			}
 			held = append(held, c)
