@@ -10,10 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 // Listener accepts the daemon's connections on its unix socket.
-type Listener struct{ ln *net.UnixListener }
+type Listener struct {
+	ln   *net.UnixListener
+	path string
+	file os.FileInfo // the socket file it made, to tell it from a replacement
+}
 
 // Listen serves path, a socket only this user can use (0600 in a private
 // directory). The caller holds the daemon's singleton lock, so a socket
@@ -39,7 +44,46 @@ func Listen(path string) (*Listener, error) {
 		ln.Close()
 		return nil, fmt.Errorf("restrict %s to 0600: %w", path, err)
 	}
-	return &Listener{ln: ln}, nil
+	fi, err := os.Lstat(path)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	return &Listener{ln: ln, path: path, file: fi}, nil
+}
+
+// Intact reports whether the socket file at the path is still the one
+// this listener made: a user's rm, a cleaner of /tmp or a replacement
+// leaves the listener serving nobody, and why says which.
+func (l *Listener) Intact() (ok bool, why string) {
+	fi, err := os.Lstat(l.path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return false, "the socket file was deleted"
+	case err != nil:
+		return true, "" // unreadable for now: nothing to act on
+	case !os.SameFile(fi, l.file):
+		return false, "the socket file was replaced"
+	}
+	return true, ""
+}
+
+// Served reports whether some process accepts connections at path: a
+// replacement socket may be another process's, which is left alone.
+func Served(path string) bool {
+	c, err := net.DialTimeout("unix", path, 500*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// Abandon stops listening without removing the socket file, which is no
+// longer this listener's (see Intact).
+func (l *Listener) Abandon() error {
+	l.ln.SetUnlinkOnClose(false)
+	return l.ln.Close()
 }
 
 // Accept waits for the next connection. Errors are the listener's (a

@@ -72,6 +72,15 @@ func (l *Listener) Accept() (*Conn, error) {
 // Close stops listening; the pipe goes away with its last instance.
 func (l *Listener) Close() error { return l.ln.Close() }
 
+// Intact is always true: a named pipe is no file anyone can delete.
+func (l *Listener) Intact() (ok bool, why string) { return true, "" }
+
+// Served reports false: Intact never asks for a replacement here.
+func Served(string) bool { return false }
+
+// Abandon is Close.
+func (l *Listener) Abandon() error { return l.ln.Close() }
+
 // dial connects to the daemon's pipe for socket. go-winio retries a busy
 // pipe (every instance taken, or the daemon between two Accepts) until ctx
 // ends; a pipe that does not exist means no daemon serves it.

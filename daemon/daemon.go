@@ -371,8 +371,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		g.Add(func() error { return d.runRetention(cctx) }, func(error) { cancel() })
 	}
 	{
-		g.Add(func() error { return d.serve(ln) }, func(error) {
-			ln.Close()
+		sock := &socketKeeper{cur: ln, path: paths.Socket}
+		sctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return d.keepSocket(sctx, sock) }, func(error) {
+			cancel()
+			sock.close()
 			d.hubs.closing() // the hubs' connections end: let them go, not replaced
 			d.closeConns()
 		})

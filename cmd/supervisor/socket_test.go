@@ -1,0 +1,54 @@
+//go:build unix
+
+package main
+
+import (
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Issue 27: a daemon whose socket file is deleted, or replaced by a
+// socket nobody serves, listens again at the same path: clients reach
+// the same daemon, with its servers, and no second daemon is needed.
+func TestDaemonKeepsItsSocket(t *testing.T) {
+	for _, how := range []string{"deleted", "replaced"} {
+		t.Run(how, func(t *testing.T) {
+			in := newInstance(t)
+			s := in.startShim("--", bin, "_fixture", "sleep")
+			server := s.readyPID(t)
+			pid := in.daemonPID()
+			if err := os.Remove(in.socket()); err != nil {
+				t.Fatal(err)
+			}
+			if how == "replaced" {
+				// A socket file nobody accepts on.
+				ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: in.socket(), Net: "unix"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ln.SetUnlinkOnClose(false)
+				ln.Close()
+			}
+			deadline := time.Now().Add(wait)
+			for {
+				if _, _, code := in.run("status"); code == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the daemon is still unreachable %v after its socket was %s", wait, how)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if got := in.daemonPID(); got != pid {
+				t.Fatalf("daemon pid %d after the socket was %s, want the same daemon %d", got, how, pid)
+			}
+			findByPIDState(t, in, server, "running")
+			if ev := in.mustRun("events"); !strings.Contains(ev, "daemon.socket") {
+				t.Fatalf("no daemon.socket event:\n%s", ev)
+			}
+		})
+	}
+}
