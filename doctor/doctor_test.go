@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -24,15 +25,41 @@ import (
 )
 
 // helperEnv makes the test binary a stand-in MCP server: started with the
-// argument mcp-server-helper it looks like one to LooksLikeMCP, and it
+// name mcp-server-helper (helperBin) it looks like one to LooksLikeMCP, and it
 // sleeps until killed.
 const helperEnv = "DOCTOR_TEST_HELPER"
 
+// helperBin is the test binary under the name mcp-server-helper (a
+// symlink), so that the program itself is named as a known MCP server:
+// an MCP name as a mere argument proves nothing (ProvablyMCP).
+var helperBin string
+
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) == "1" {
+	switch os.Getenv(helperEnv) {
+	case "1":
+		select {}
+	case "host":
+		// A host (as a driver started with nohup is) running its MCP
+		// server as its child: prints the child's pid, then waits.
+		c := exec.Command(os.Args[0])
+		c.Env = append(os.Environ(), helperEnv+"=1")
+		if err := c.Start(); err != nil {
+			panic(err)
+		}
+		fmt.Println(c.Process.Pid)
 		select {}
 	}
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "doctor-test")
+	if err != nil {
+		panic(err)
+	}
+	helperBin = filepath.Join(dir, "mcp-server-helper")
+	if err := os.Symlink(os.Args[0], helperBin); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 func TestDoctorLooksLikeMCP(t *testing.T) {
@@ -199,7 +226,7 @@ func (s started) alive() bool { return proc.Verify(s.pid, s.tok) == nil }
 // helper starts the stand-in server as a child of the test.
 func helper(t *testing.T, extraEnv ...string) started {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "mcp-server-helper")
+	cmd := exec.Command(helperBin)
 	cmd.Env = append(os.Environ(), append([]string{helperEnv + "=1"}, extraEnv...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -214,7 +241,7 @@ func helper(t *testing.T, extraEnv ...string) started {
 // orphans to something that is neither PID 1 nor a known reaper.
 func orphan(t *testing.T) started {
 	t.Helper()
-	cmd := exec.Command("sh", "-c", `"$0" mcp-server-helper >/dev/null 2>&1 & echo $!`, os.Args[0])
+	cmd := exec.Command("sh", "-c", `"$0" >/dev/null 2>&1 & echo $!`, helperBin)
 	cmd.Env = append(os.Environ(), helperEnv+"=1")
 	out, err := cmd.Output()
 	if err != nil {
@@ -242,7 +269,7 @@ func orphan(t *testing.T) started {
 func waitExec(t *testing.T, pid int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if argv, _ := proc.Cmdline(pid); len(argv) == 2 && argv[0] == os.Args[0] {
+		if argv, _ := proc.Cmdline(pid); len(argv) == 1 && argv[0] == helperBin {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -254,7 +281,7 @@ func waitExec(t *testing.T, pid int) {
 
 func TestDoctorLineageRealProcesses(t *testing.T) {
 	child := helper(t)
-	cmd := exec.Command("sh", "-c", `"$0" mcp-server-helper & echo $!; wait`, os.Args[0])
+	cmd := exec.Command("sh", "-c", `"$0" & echo $!; wait`, helperBin)
 	cmd.Env = append(os.Environ(), helperEnv+"=1")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -311,6 +338,73 @@ func TestDoctorCheckAndFixOrphan(t *testing.T) {
 	if !kept.alive() {
 		t.Fatal("the test's own child was stopped")
 	}
+}
+
+// Issue 27: an orphaned process that runs an MCP server as its own child
+// is that server's host (nohup, a closed terminal), though its own argv
+// names MCP: reported, never stopped by --fix.
+func TestDoctorFixNeverStopsAHost(t *testing.T) {
+	cmd := exec.Command("sh", "-c", `"$0" & echo $!`, helperBin)
+	cmd.Env = append(os.Environ(), helperEnv+"=host")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(out)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		t.Fatalf("plant a host: %v", err)
+	}
+	host := track(t, mustAtoi(t, line))
+	line, err = r.ReadString('\n')
+	if err != nil {
+		t.Fatalf("the host's child: %v", err)
+	}
+	server := track(t, mustAtoi(t, line))
+	cmd.Wait()
+	waitExec(t, host.pid)
+	if info, err := proc.Stat(host.pid); err != nil {
+		t.Fatal(err)
+	} else if parent, _ := proc.Stat(info.PPID); info.PPID != 1 && !reapers[parent.Comm] {
+		t.Skipf("this machine re-parents orphans to pid %d (%s), a subreaper doctor does not know", info.PPID, parent.Comm)
+	}
+	d := newDoctor(t, host.pid, server.pid)
+	fs, err := d.Check(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range fs {
+		if f.PID == host.pid {
+			found = true
+			if f.Stoppable || !strings.Contains(f.Evidence, "host") {
+				t.Fatalf("the host is a stoppable finding: %+v", f)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no finding for the orphaned host %d: %+v", host.pid, fs)
+	}
+	for _, did := range d.Fix(context.Background(), fs) {
+		if strings.HasPrefix(did, "stopped") {
+			t.Fatalf("fix stopped something: %q", did)
+		}
+	}
+	if !host.alive() || !server.alive() {
+		t.Fatalf("host alive %v, its server alive %v: want both left alone", host.alive(), server.alive())
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		t.Fatalf("%q is not a pid", s)
+	}
+	return n
 }
 
 func TestDoctorMarkerWithoutRecordNoDaemon(t *testing.T) {

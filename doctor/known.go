@@ -52,39 +52,135 @@ const officialScope = "@modelcontextprotocol/"
 var scriptExts = []string{".js", ".mjs", ".cjs", ".ts", ".py", ".exe", ".sh"}
 
 // ProvablyMCP reports whether argv names a known MCP server package or
-// binary (see the list above), so that stopping the process cannot hit a
-// stranger's program that merely has "mcp" in a word.
-func ProvablyMCP(argv []string) bool {
-	if len(argv) == 0 || notServers[filepath.Base(argv[0])] {
+// binary (see the list above) as the program it runs, so that stopping the
+// process cannot hit a stranger's program that merely has "mcp" in a word.
+// Position matters: the name must be the program itself, the script or
+// module an interpreter runs, the package a launcher (npx, uvx, npm exec,
+// pnpm dlx, bunx, pipx run, ...) runs, or so within a shell's -c or after
+// env/nohup/setsid/timeout. A package named only as an argument of
+// another program (`node driver.mjs @modelcontextprotocol/server-x`,
+// `claude mcp add fs -- npx ...`) is that program's business: a host, maybe.
+func ProvablyMCP(argv []string) bool { return provablyMCP(argv, 0) }
+
+// shells run their -c string; wrappers run the rest of their argv.
+var (
+	shells   = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ash": true, "ksh": true}
+	wrappers = map[string]bool{"env": true, "nohup": true, "setsid": true, "timeout": true, "exec": true}
+	// launchers run a package by name; subcommands are the launcher's
+	// subcommand that does (npm exec, pnpm dlx, bun x, uv tool run).
+	launchers   = map[string]bool{"npx": true, "pnpx": true, "bunx": true, "uvx": true}
+	subcommands = map[string][]string{"npm": {"exec", "x"}, "pnpm": {"dlx", "exec"}, "bun": {"x"}, "pipx": {"run"}, "uv": {"run", "tool"}}
+)
+
+func provablyMCP(argv []string, depth int) bool {
+	if len(argv) == 0 || depth > 4 || notServers[filepath.Base(argv[0])] {
 		return false
 	}
-	if len(argv) >= 3 && strings.TrimSuffix(filepath.Base(argv[0]), ".exe") == "supervisor" &&
-		argv[1] == "_fixture" && argv[2] == "mcp" {
+	prog := strings.ToLower(strings.TrimSuffix(filepath.Base(argv[0]), ".exe"))
+	args := argv[1:]
+	if prog == "supervisor" && len(args) >= 2 && args[0] == "_fixture" && args[1] == "mcp" {
 		return true
 	}
-	var words []string
-	for _, a := range argv {
-		words = append(words, strings.Fields(strings.ToLower(a))...)
+	if knownWord(strings.ToLower(argv[0])) {
+		return true
 	}
-	for i, w := range words {
-		if strings.HasPrefix(w, "-") {
-			// A flag (`--enable-mcp`) names an option, not a program;
-			// `--config=/x/y-mcp.json` names a file, judged as a word.
-			_, v, ok := strings.Cut(w, "=")
-			if !ok {
+	switch {
+	case shells[prog]:
+		for i, a := range args {
+			if strings.HasPrefix(a, "-") && strings.Contains(a, "c") && !strings.HasPrefix(a, "--") && i+1 < len(args) {
+				return provablyMCP(strings.Fields(args[i+1]), depth+1)
+			}
+		}
+		return false
+	case wrappers[prog]:
+		i := 0
+		for i < len(args) && (strings.HasPrefix(args[i], "-") || strings.Contains(args[i], "=")) {
+			i++
+		}
+		if prog == "timeout" && i < len(args) {
+			i++ // the duration
+		}
+		return provablyMCP(args[i:], depth+1)
+	case launchers[prog]:
+		return launchedPackage(args)
+	case len(subcommands[prog]) > 0:
+		for i, a := range args {
+			if strings.HasPrefix(a, "-") {
 				continue
 			}
-			w = v
+			for _, sub := range subcommands[prog] {
+				if a == sub {
+					rest := args[i+1:]
+					if prog == "uv" && sub == "tool" && len(rest) > 0 && rest[0] == "run" {
+						rest = rest[1:]
+					}
+					return launchedPackage(rest)
+				}
+			}
+			break
 		}
-		if knownWord(w) {
-			return true
+		if prog == "bun" {
+			return scriptRun(args)
 		}
-		// `python -m foo_mcp.server`: the module's package is the name.
-		if i > 0 && words[i-1] == "-m" {
-			if pkg, _, ok := strings.Cut(w, "."); ok && knownName(pkg) {
+		return false
+	case prog == "node" || prog == "nodejs" || prog == "deno" || prog == "tsx" || prog == "ts-node" ||
+		strings.HasPrefix(prog, "python") || prog == "ruby" || prog == "perl":
+		if prog == "deno" && len(args) > 0 && args[0] == "run" {
+			args = args[1:]
+		}
+		return scriptRun(args)
+	}
+	return false
+}
+
+// launchedPackage judges a launcher's arguments: the package it runs, the
+// first word that is not a flag, or a --package / --from value.
+func launchedPackage(args []string) bool {
+	for i := 0; i < len(args); i++ {
+		a := strings.ToLower(args[i])
+		if !strings.HasPrefix(a, "-") {
+			return knownWord(a)
+		}
+		if _, v, ok := strings.Cut(a, "="); ok && (strings.HasPrefix(a, "--package") || strings.HasPrefix(a, "--from") || strings.HasPrefix(a, "--with")) {
+			if knownWord(v) {
 				return true
 			}
+			continue
 		}
+		if (a == "-p" || a == "--package" || a == "--from") && i+1 < len(args) {
+			if knownWord(strings.ToLower(args[i+1])) {
+				return true
+			}
+			i++
+		}
+	}
+	return false
+}
+
+// scriptRun judges an interpreter's arguments: the script it runs (its
+// first argument that is not a flag), or the module after -m; node
+// running npm's own CLI is the launcher it runs.
+func scriptRun(args []string) bool {
+	for i := 0; i < len(args); i++ {
+		a := strings.ToLower(args[i])
+		if a == "-m" && i+1 < len(args) {
+			mod := strings.ToLower(args[i+1])
+			if knownWord(mod) {
+				return true
+			}
+			pkg, _, ok := strings.Cut(mod, ".")
+			return ok && knownName(pkg)
+		}
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		switch filepath.Base(a) {
+		case "npx-cli.js":
+			return launchedPackage(args[i+1:])
+		case "npm-cli.js":
+			return provablyMCP(append([]string{"npm"}, args[i+1:]...), 1)
+		}
+		return knownWord(a)
 	}
 	return false
 }

@@ -43,6 +43,21 @@ func TestDoctorProvablyMCP(t *testing.T) {
 		{[]string{"vim", "mcp-server-git.go"}, false},
 		{[]string{"tail", "-f", "/var/log/github-mcp.log"}, false},
 		{nil, false},
+		// A launcher or interpreter in every position it takes.
+		{[]string{"npm", "exec", "-y", "@modelcontextprotocol/server-memory"}, true},
+		{[]string{"node", "/usr/lib/node_modules/npm/bin/npx-cli.js", "-y", "@modelcontextprotocol/server-memory"}, true},
+		{[]string{"env", "FOO=1", "npx", "-y", "@modelcontextprotocol/server-memory"}, true},
+		{[]string{"bash", "-lc", "uvx mcp-server-fetch"}, true},
+		{[]string{"uv", "tool", "run", "mcp-server-fetch"}, true},
+		{[]string{"pnpm", "dlx", "@modelcontextprotocol/server-memory"}, true},
+		{[]string{"uvx", "--from", "mcp-server-git", "mcp-server-git"}, true},
+		// A package named only as an argument of another program: a host
+		// (or its driver) that runs the server as its child (issue 27).
+		{[]string{"node", "driver.mjs", "@modelcontextprotocol/server-everything"}, false},
+		{[]string{"python3", "host.py", "npx", "-y", "@modelcontextprotocol/server-filesystem", "/tmp"}, false},
+		{[]string{"claude", "mcp", "add", "fs", "--", "npx", "-y", "@modelcontextprotocol/server-filesystem"}, false},
+		{[]string{"/usr/local/bin/codex", "exec", "--mcp", "mcp-server-git"}, false},
+		{[]string{"npx", "-y", "some-host", "@modelcontextprotocol/server-memory"}, false},
 	} {
 		if got := ProvablyMCP(tc.argv); got != tc.want {
 			t.Errorf("ProvablyMCP(%q) = %v, want %v", tc.argv, got, tc.want)

@@ -284,9 +284,14 @@ func (d *Doctor) checkProcesses(dm daemonState) ([]Finding, error) {
 			Stoppable: true,
 			token:     tok, what: shortArgv(n.argv),
 		}
-		if !provable(t, n, lin) {
+		switch {
+		case hostsAServer(t, n):
 			f.Stoppable = false
-			f.Evidence += "; it looks like MCP by name only: neither its argv nor a launcher's names a known MCP package or binary"
+			f.Evidence += "; it runs an MCP server as its own child, which makes it that server's host, not a leaked server"
+			f.Fix = fmt.Sprintf("not stopped by `supervisor doctor --fix`: a host is the user's to end (`kill %d` if it is a leftover)", pid)
+		case !provable(t, n, lin):
+			f.Stoppable = false
+			f.Evidence += "; it looks like MCP by name only: neither its argv nor a launcher's names a known MCP package or binary as the program it runs"
 			f.Fix = fmt.Sprintf("not stopped by `supervisor doctor --fix`: if it is yours, `kill %d`", pid)
 		}
 		out = append(out, f)
@@ -299,11 +304,30 @@ func (d *Doctor) checkProcesses(dm daemonState) ([]Finding, error) {
 // provable reports whether n, or a launcher of its chain, is provably an
 // MCP server: what Fix needs before it stops anything.
 func provable(t *table, n *node, lin lineage) bool {
+	if hostsAServer(t, n) {
+		return false
+	}
 	if ProvablyMCP(n.argv) {
 		return true
 	}
 	for _, p := range lin.chain {
 		if a := t.byPID[p]; a != nil && ProvablyMCP(a.argv) {
+			return true
+		}
+	}
+	return false
+}
+
+// hostsAServer reports a process that is no launcher and runs a known
+// MCP server as its own child: that makes it the server's host (a driver
+// started with nohup, a host whose terminal closed), whatever its argv
+// says, and stopping it would take the host down.
+func hostsAServer(t *table, n *node) bool {
+	if session.IsLauncher(n.info.Comm, n.argv) {
+		return false
+	}
+	for _, c := range t.byPID {
+		if c.info.PPID == n.info.PID && c.info.State != 'Z' && ProvablyMCP(c.argv) {
 			return true
 		}
 	}
