@@ -73,7 +73,8 @@ func (l *Listener) Intact() (ok bool, why string) {
 func Served(path string) bool {
 	c, err := net.DialTimeout("unix", path, 500*time.Millisecond)
 	if err != nil {
-		return false
+		// A full accept backlog refuses with EAGAIN: a live listener.
+		return errors.Is(err, syscall.EAGAIN)
 	}
 	c.Close()
 	return true

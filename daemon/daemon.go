@@ -269,7 +269,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	d.cascade = &shutdown.Cascade{Log: d.log.Named("shutdown"), Excluded: []int{os.Getpid()},
 		AfterSignal: func() { fault("cascade.signalled") }, ScanFault: scanFault()}
-	if d.feat["subreaper"] {
+	if d.feat["subreaper"] && cfg.Init == nil {
+		// An orphan the daemon adopted descends from a server it spawned.
+		// Not as init (PID 1 of a container, or its subreaper): then it
+		// adopts the host's orphans too.
 		d.cascade.Reaper = os.Getpid()
 	}
 	life, endLife := context.WithCancel(context.Background())
@@ -371,7 +374,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		g.Add(func() error { return d.runRetention(cctx) }, func(error) { cancel() })
 	}
 	{
-		sock := &socketKeeper{cur: ln, path: paths.Socket}
+		sock := &socketKeeper{cur: ln, path: paths.Socket, paths: paths}
 		sctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error { return d.keepSocket(sctx, sock) }, func(error) {
 			cancel()

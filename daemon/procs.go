@@ -744,9 +744,18 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 		t.LeaderJustExited = true
 		out := d.stopCascade(context.Background(), "exited", []shutdown.Target{t},
 			shutdown.Options{Grace: g, Force: l.force, Instance: d.instance})
-		if len(out[0].Procs) > 0 || len(out[0].Unproven) > 0 {
+		switch {
+		case len(out[0].Procs) > 0:
 			d.log.Info("stopped what an exited server left behind", "id", l.id, "outcome", out[0].String())
 			d.recordStopLogged("process.leftovers", t.Session, out[0])
+		case len(out[0].Unproven) > 0:
+			// Nothing stopped: kept in the record, no event (a wrapper
+			// shell's later commands hold the pipe on every run).
+			d.log.Info("an exited server's stdout is held by processes not proven its own; left alone", "id", l.id, "pids", out[0].Unproven)
+			rec := stopRecordOf(out[0])
+			if _, err := d.reg.Update(l.id, func(p *registry.Process) error { p.Stop = rec; return nil }); err != nil {
+				d.log.Error("record stop outcome", "id", l.id, "err", err)
+			}
 		}
 		l.forceStop() // idempotent: a stop request may have closed it already
 		l.stopMu.Lock()

@@ -20,7 +20,8 @@ const socketCheckEvery = 2 * time.Second
 // stop and session end would fail until someone killed the daemon by
 // hand. The daemon listens again at the same path instead.
 type socketKeeper struct {
-	path string
+	path  string
+	paths api.Paths // to make the socket's directory again, if it went too
 
 	mu     sync.Mutex
 	cur    *api.Listener
@@ -32,7 +33,11 @@ func (k *socketKeeper) close() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.closed = true
-	k.cur.Close()
+	if ok, _ := k.cur.Intact(); ok {
+		k.cur.Close() // removes the socket file, ours
+		return
+	}
+	k.cur.Abandon() // the file at the path is not ours: left alone
 }
 
 // swap makes nl the current listener and abandons the old one, whose
@@ -100,7 +105,13 @@ func (d *Daemon) keepSocket(ctx context.Context, k *socketKeeper) error {
 			}
 			continue
 		}
-		nl, err := api.Listen(k.path)
+		// A cleaner of /tmp may take the fallback directory with the file.
+		nl, err := func() (*api.Listener, error) {
+			if err := socketDir(k.paths); err != nil {
+				return nil, err
+			}
+			return api.Listen(k.path)
+		}()
 		if err != nil {
 			if warned != err.Error() {
 				warned = err.Error()

@@ -49,7 +49,7 @@ const officialScope = "@modelcontextprotocol/"
 
 // scriptExts are cut off a name before matching: `github-mcp.py` is the
 // server `github-mcp`.
-var scriptExts = []string{".js", ".mjs", ".cjs", ".ts", ".py", ".exe", ".sh"}
+var scriptExts = []string{".js", ".mjs", ".cjs", ".ts", ".py", ".exe", ".sh", ".jar"}
 
 // ProvablyMCP reports whether argv names a known MCP server package or
 // binary (see the list above) as the program it runs, so that stopping the
@@ -70,9 +70,36 @@ var (
 	// subcommand that does (npm exec, pnpm dlx, bun x, uv tool run).
 	launchers   = map[string]bool{"npx": true, "pnpx": true, "bunx": true, "uvx": true}
 	subcommands = map[string][]string{"npm": {"exec", "x"}, "pnpm": {"dlx", "exec"}, "bun": {"x"}, "pipx": {"run"}, "uv": {"run", "tool"}}
+	// valueFlags take the next word as their value (when not --flag=value).
+	valueFlags = map[string]bool{
+		"--directory": true, "--project": true, "--python": true, "--with": true, "--with-requirements": true,
+		"--index-url": true, "--extra-index-url": true, "--prefix": true, "--registry": true, "--cache": true,
+		"--cwd": true, "-C": true, "--userconfig": true, "--node-options": true, "--call": true, "-c": true,
+		// env and timeout
+		"-u": true, "--unset": true, "--chdir": true, "-s": true, "--signal": true, "-k": true, "--kill-after": true,
+	}
+	// packageFlags name the package a launcher installs, the command that
+	// follows being what it runs.
+	packageFlags = map[string]bool{"-p": true, "--package": true, "--from": true}
+	// containerValueFlags of docker/podman run take the next word.
+	containerValueFlags = map[string]bool{
+		"-e": true, "--env": true, "--env-file": true, "-v": true, "--volume": true, "--mount": true, "--name": true,
+		"-p": true, "--publish": true, "-w": true, "--workdir": true, "-u": true, "--user": true, "--network": true,
+		"--entrypoint": true, "-l": true, "--label": true, "--platform": true, "--pull": true, "-m": true, "--memory": true,
+		"--cpus": true, "--add-host": true, "--device": true, "--cap-add": true, "--cap-drop": true, "--security-opt": true,
+		"--tmpfs": true, "--ulimit": true, "-h": true, "--hostname": true, "--restart": true, "--log-driver": true,
+	}
 )
 
 func provablyMCP(argv []string, depth int) bool {
+	// npm rewrites its process title: /proc holds one argument with spaces.
+	if len(argv) == 1 && strings.ContainsAny(argv[0], " \t") {
+		argv = strings.Fields(argv[0])
+	}
+	// `FOO=1 npx ...` inside a shell's string: assignments come first.
+	for len(argv) > 0 && isAssignment(argv[0]) {
+		argv = argv[1:]
+	}
 	if len(argv) == 0 || depth > 4 || notServers[filepath.Base(argv[0])] {
 		return false
 	}
@@ -93,8 +120,8 @@ func provablyMCP(argv []string, depth int) bool {
 		}
 		return false
 	case wrappers[prog]:
-		i := 0
-		for i < len(args) && (strings.HasPrefix(args[i], "-") || strings.Contains(args[i], "=")) {
+		i := skipFlags(args, valueFlags)
+		for i < len(args) && isAssignment(args[i]) {
 			i++
 		}
 		if prog == "timeout" && i < len(args) {
@@ -102,28 +129,39 @@ func provablyMCP(argv []string, depth int) bool {
 		}
 		return provablyMCP(args[i:], depth+1)
 	case launchers[prog]:
-		return launchedPackage(args)
+		return launched(args, depth)
+	case prog == "docker" || prog == "podman":
+		return containerImage(args)
 	case len(subcommands[prog]) > 0:
-		for i, a := range args {
-			if strings.HasPrefix(a, "-") {
-				continue
-			}
+		i := skipFlags(args, valueFlags)
+		if i < len(args) {
 			for _, sub := range subcommands[prog] {
-				if a == sub {
-					rest := args[i+1:]
-					if prog == "uv" && sub == "tool" && len(rest) > 0 && rest[0] == "run" {
-						rest = rest[1:]
-					}
-					return launchedPackage(rest)
+				if args[i] != sub {
+					continue
 				}
+				rest := args[i+1:]
+				switch {
+				case prog == "uv" && sub == "tool":
+					if len(rest) == 0 || rest[0] != "run" {
+						return false
+					}
+					return launched(rest[1:], depth)
+				case prog == "uv" && sub == "run":
+					// uv run runs a command or a script of the project.
+					j := skipFlags(rest, valueFlags)
+					return provablyMCP(rest[j:], depth+1) || j < len(rest) && knownWord(strings.ToLower(rest[j]))
+				}
+				return launched(rest, depth)
 			}
-			break
 		}
 		if prog == "bun" {
+			if i < len(args) && args[i] == "run" {
+				return scriptRun(args[i+1:])
+			}
 			return scriptRun(args)
 		}
 		return false
-	case prog == "node" || prog == "nodejs" || prog == "deno" || prog == "tsx" || prog == "ts-node" ||
+	case prog == "node" || prog == "nodejs" || prog == "deno" || prog == "tsx" || prog == "ts-node" || prog == "java" ||
 		strings.HasPrefix(prog, "python") || prog == "ruby" || prog == "perl":
 		if prog == "deno" && len(args) > 0 && args[0] == "run" {
 			args = args[1:]
@@ -133,50 +171,87 @@ func provablyMCP(argv []string, depth int) bool {
 	return false
 }
 
-// launchedPackage judges a launcher's arguments: the package it runs, the
-// first word that is not a flag, or a --package / --from value.
-func launchedPackage(args []string) bool {
+// isAssignment reports a shell variable assignment (NAME=value).
+func isAssignment(w string) bool {
+	name, _, ok := strings.Cut(w, "=")
+	return ok && name != "" && !strings.ContainsAny(name, "/-.@")
+}
+
+// skipFlags returns the index of the first word of args that is neither a
+// flag nor the value of a flag in takes.
+func skipFlags(args []string, takes map[string]bool) int {
+	i := 0
+	for i < len(args) && strings.HasPrefix(args[i], "-") {
+		if takes[args[i]] {
+			i++
+		}
+		i++
+	}
+	return i
+}
+
+// launched judges a launcher's arguments: the package it runs (the first
+// word that is not a flag or a flag's value), or, when a flag names the
+// package (-p, --package, --from), the command that follows it.
+func launched(args []string, depth int) bool {
+	explicit := false
 	for i := 0; i < len(args); i++ {
-		a := strings.ToLower(args[i])
+		a := args[i]
 		if !strings.HasPrefix(a, "-") {
-			return knownWord(a)
-		}
-		if _, v, ok := strings.Cut(a, "="); ok && (strings.HasPrefix(a, "--package") || strings.HasPrefix(a, "--from") || strings.HasPrefix(a, "--with")) {
-			if knownWord(v) {
-				return true
+			if explicit {
+				return provablyMCP(args[i:], depth+1)
 			}
-			continue
+			return knownWord(strings.ToLower(a))
 		}
-		if (a == "-p" || a == "--package" || a == "--from") && i+1 < len(args) {
-			if knownWord(strings.ToLower(args[i+1])) {
-				return true
-			}
+		flag, _, hasValue := strings.Cut(a, "=")
+		if packageFlags[flag] {
+			explicit = true
+		}
+		if !hasValue && (packageFlags[flag] || valueFlags[flag]) {
 			i++
 		}
 	}
 	return false
 }
 
+// containerImage judges `docker run ... IMAGE`: the image named like a
+// known server (`ghcr.io/github/github-mcp-server`, GitHub's own form).
+func containerImage(args []string) bool {
+	if len(args) == 0 || args[0] != "run" {
+		return false
+	}
+	rest := args[1:]
+	i := skipFlags(rest, containerValueFlags)
+	if i >= len(rest) {
+		return false
+	}
+	image := strings.ToLower(rest[i])
+	if j := strings.LastIndexByte(image, ':'); j > strings.LastIndexByte(image, '/') {
+		image = image[:j] // the tag
+	}
+	return knownName(filepath.Base(image))
+}
+
 // scriptRun judges an interpreter's arguments: the script it runs (its
-// first argument that is not a flag), or the module after -m; node
-// running npm's own CLI is the launcher it runs.
+// first argument that is not a flag), or the module after -m (the jar
+// after -jar); node running npm's own CLI is the launcher it runs.
 func scriptRun(args []string) bool {
 	for i := 0; i < len(args); i++ {
 		a := strings.ToLower(args[i])
-		if a == "-m" && i+1 < len(args) {
+		if (a == "-m" || a == "-jar") && i+1 < len(args) {
 			mod := strings.ToLower(args[i+1])
 			if knownWord(mod) {
 				return true
 			}
 			pkg, _, ok := strings.Cut(mod, ".")
-			return ok && knownName(pkg)
+			return a == "-m" && ok && knownName(pkg)
 		}
 		if strings.HasPrefix(a, "-") {
 			continue
 		}
 		switch filepath.Base(a) {
 		case "npx-cli.js":
-			return launchedPackage(args[i+1:])
+			return launched(args[i+1:], 1)
 		case "npm-cli.js":
 			return provablyMCP(append([]string{"npm"}, args[i+1:]...), 1)
 		}

@@ -51,6 +51,17 @@ func TestDoctorProvablyMCP(t *testing.T) {
 		{[]string{"uv", "tool", "run", "mcp-server-fetch"}, true},
 		{[]string{"pnpm", "dlx", "@modelcontextprotocol/server-memory"}, true},
 		{[]string{"uvx", "--from", "mcp-server-git", "mcp-server-git"}, true},
+		{[]string{"npm exec -y @modelcontextprotocol/server-filesystem /tmp"}, true}, // npm's process title: one argument
+		{[]string{"docker", "run", "-i", "--rm", "-e", "GITHUB_TOKEN", "ghcr.io/github/github-mcp-server"}, true},
+		{[]string{"podman", "run", "-i", "--rm", "ghcr.io/x/weather-mcp:1.2"}, true},
+		{[]string{"java", "-jar", "/opt/mcp-server-x.jar"}, true},
+		{[]string{"uv", "--directory", "/src/weather", "run", "weather-mcp"}, true},
+		{[]string{"uvx", "--python", "3.12", "mcp-server-fetch"}, true},
+		{[]string{"sh", "-c", "FOO=1 npx -y @modelcontextprotocol/server-memory"}, true},
+		{[]string{"env", "-u", "X", "npx", "-y", "@modelcontextprotocol/server-memory"}, true},
+		{[]string{"timeout", "-s", "KILL", "60", "npx", "-y", "@modelcontextprotocol/server-memory"}, true},
+		{[]string{"bun", "run", "/src/github-mcp.ts"}, true},
+		{[]string{"npx", "-p", "@modelcontextprotocol/server-memory", "mcp-server-memory"}, true},
 		// A package named only as an argument of another program: a host
 		// (or its driver) that runs the server as its child (issue 27).
 		{[]string{"node", "driver.mjs", "@modelcontextprotocol/server-everything"}, false},
@@ -58,6 +69,14 @@ func TestDoctorProvablyMCP(t *testing.T) {
 		{[]string{"claude", "mcp", "add", "fs", "--", "npx", "-y", "@modelcontextprotocol/server-filesystem"}, false},
 		{[]string{"/usr/local/bin/codex", "exec", "--mcp", "mcp-server-git"}, false},
 		{[]string{"npx", "-y", "some-host", "@modelcontextprotocol/server-memory"}, false},
+		// A flag's value, or the package a launcher installs for another
+		// command, is not what runs.
+		{[]string{"npx", "--prefix", "/home/u/foo-mcp", "tsx", "driver.ts"}, false},
+		{[]string{"uv", "run", "--directory", "/home/u/github-mcp", "agent.py"}, false},
+		{[]string{"npx", "-p", "foo-mcp", "node", "host.js"}, false},
+		{[]string{"uvx", "--from", "x-mcp", "python", "agent.py"}, false},
+		{[]string{"node driver.mjs @modelcontextprotocol/server-everything"}, false},
+		{[]string{"docker", "run", "-v", "/x/y-mcp:/data", "alpine"}, false},
 	} {
 		if got := ProvablyMCP(tc.argv); got != tc.want {
 			t.Errorf("ProvablyMCP(%q) = %v, want %v", tc.argv, got, tc.want)

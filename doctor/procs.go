@@ -318,8 +318,8 @@ func provable(t *table, n *node, lin lineage) bool {
 	return false
 }
 
-// hostsAServer reports a process that is no launcher and runs a known
-// MCP server as its own child: that makes it the server's host (a driver
+// hostsAServer reports a process that is no launcher and runs an MCP
+// server as its own child: that makes it the server's host (a driver
 // started with nohup, a host whose terminal closed), whatever its argv
 // says, and stopping it would take the host down.
 func hostsAServer(t *table, n *node) bool {
@@ -327,9 +327,24 @@ func hostsAServer(t *table, n *node) bool {
 		return false
 	}
 	for _, c := range t.byPID {
-		if c.info.PPID == n.info.PID && c.info.State != 'Z' && ProvablyMCP(c.argv) {
+		if c.info.PPID == n.info.PID && c.info.State != 'Z' && servesMCP(c) {
 			return true
 		}
+	}
+	return false
+}
+
+// servesMCP reports a process that is, or may be, an MCP server a host
+// runs: one that looks like MCP (the loose test: a host's child is
+// judged generously, since a false yes only spares its parent), a
+// `supervisor run` shim (the server is what follows --), or one carrying
+// a supervisor marker.
+func servesMCP(c *node) bool {
+	if LooksLikeMCP(c.argv) || markersOf(c).has {
+		return true
+	}
+	if len(c.argv) > 2 && filepath.Base(c.argv[0]) == "supervisor" && c.argv[1] == "run" {
+		return true
 	}
 	return false
 }

@@ -568,6 +568,7 @@ func cloneProc(p Process) Process {
 		st.Procs = append([]StoppedProc(nil), st.Procs...)
 		st.Left = append([]int(nil), st.Left...)
 		st.Spared = append([]int(nil), st.Spared...)
+		st.Unproven = append([]int(nil), st.Unproven...)
 		p.Stop = &st
 	}
 	return p

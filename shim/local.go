@@ -40,8 +40,11 @@ func runLocal(ctx context.Context, o Options, req api.RunRequest, why string, si
 	// The server's parent-death signal fires when the thread that forked it
 	// exits: keep this one.
 	runtime.LockOSThread()
+	reaperPID := 0
 	if err := proc.SetChildSubreaper(); err != nil {
 		fmt.Fprintf(o.Stderr, "supervisor: not a subreaper (%v): descendants that escape the server go to init\n", err)
+	} else {
+		reaperPID = os.Getpid() // the server is its only child: an orphan it adopts is the server's
 	}
 	rctx, stopReaper := context.WithCancel(context.Background())
 	defer stopReaper()
@@ -86,7 +89,7 @@ func runLocal(ctx context.Context, o Options, req api.RunRequest, why string, si
 
 	target := shimTarget(req, id, started.PID, started.PGID, started.Token)
 	target.Stdio = channels
-	cascade := &shutdown.Cascade{Excluded: []int{os.Getpid()}}
+	cascade := &shutdown.Cascade{Excluded: []int{os.Getpid()}, Reaper: reaperPID}
 	stopped := make(chan struct{})
 	done := ctx.Done()
 	stopping := false

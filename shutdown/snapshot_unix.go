@@ -306,7 +306,8 @@ func (r *run) groupIsOurs(i int, byPID map[int]proc.Info) bool {
 // start time: a wrapper shell's later commands share the host's pipe too.
 // A holder is added only when its descent is proven: an orphan the
 // subreaper (Cascade.Reaper) adopted descends from a server the subreaper
-// started, and holding this server's channel names which; a process
+// started (only its own children, which carry markers, are not orphans),
+// and holding this server's channel names which; a process
 // spared for SUPERVISOR_KEEP=1 carries the server's markers. Markers, the
 // cgroup and the tree prove the others before this runs. Every other
 // holder is reported (Outcome.Unproven) and never signalled.
@@ -363,7 +364,7 @@ func (r *run) collectHolders(infos []proc.Info) int {
 		info := byPID[ref.PID]
 		// A kept process carries the server's markers: proven, and not
 		// spared while it holds the host's channel (the host would hang).
-		proven := r.kept[ref.PID] || r.c.Reaper > 0 && info.PPID == r.c.Reaper
+		proven := r.kept[ref.PID] || r.adopted(info)
 		if !proven || r.members[ref.PID] != nil {
 			if r.members[ref.PID] == nil && !r.doubted[ref.PID] {
 				r.doubted[ref.PID] = true
@@ -382,6 +383,27 @@ func (r *run) collectHolders(infos []proc.Info) int {
 		}
 	}
 	return added
+}
+
+// adopted reports an orphan the subreaper took in from a server's tree:
+// its parent is the subreaper, and it is none of the subreaper's own
+// children, which all carry markers (servers, brokers, the log hub), nor
+// a process already judged unproven (its children re-parent to the
+// subreaper once it is killed, which proves nothing of them).
+func (r *run) adopted(info proc.Info) bool {
+	if r.c.Reaper <= 0 || info.PPID != r.c.Reaper || r.doubted[info.PID] {
+		return false
+	}
+	env, err := proc.Environ(info.PID)
+	if err != nil {
+		return false
+	}
+	for _, key := range []string{envProcID, envSessionID, envLogWriter} {
+		if _, ok := proc.EnvValue(env, key); ok {
+			return false
+		}
+	}
+	return true
 }
 
 // candidate says whether a process may be signalled at all.

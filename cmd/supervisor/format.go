@@ -211,6 +211,9 @@ func printOutcomes(w io.Writer, outs []shutdown.Outcome) {
 		for _, pid := range o.Spared {
 			fmt.Fprintf(tw, "  %d\t-\tspared (SUPERVISOR_KEEP=1)\n", pid)
 		}
+		for _, pid := range o.Unproven {
+			fmt.Fprintf(tw, "  %d\t-\tnot signalled: holds its stdout, not proven its own\n", pid)
+		}
 		tw.Flush()
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +20,7 @@ import (
 func runScript(t *testing.T, in *instance, script string) (stdout, stderr string, code int) {
 	t.Helper()
 	cmd := exec.Command("/bin/sh", "-c", script)
-	cmd.Env = append(in.env, "BIN="+bin)
+	cmd.Env = append(slices.Clone(in.env), "BIN="+bin) // runs share in.env: never append to it in place
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e // pipes: os/exec copies them until EOF
 	done := make(chan error, 1)
@@ -93,4 +94,29 @@ func TestNextRunIsNotThePreviousServersLeftover(t *testing.T) {
 	if !strings.Contains(errOut, "inner-alive") {
 		t.Fatalf("the capture subshell around a run was killed: stderr %q", errOut)
 	}
+}
+
+// On the path where the daemon spawns servers, every server is the
+// daemon's child, as an orphan it adopted would be: a server sharing the
+// first one's stdout is no leftover of it. And under `supervisor init`
+// (the daemon as a container's subreaper) the daemon adopts the host's
+// own orphans: those prove nothing either.
+func TestOtherServersAndInitOrphansAreNotLeftovers(t *testing.T) {
+	t.Run("shim-path", func(t *testing.T) {
+		in := newInstance(t)
+		in.env = append(in.env, "SUPERVISOR_IN_PLACE=off")
+		for i := 0; i < 3; i++ {
+			out, errOut, code := runScript(t, in, `"$BIN" run -- sh -c 'sleep .5; echo a' & sleep .2; "$BIN" run -- sh -c 'sleep 1.5; echo b'; wait`)
+			if code != 0 || !strings.Contains(out, "a\n") || !strings.Contains(out, "b\n") {
+				t.Fatalf("round %d: exit %d, stdout %q, stderr %q; want both servers' lines", i, code, out, errOut)
+			}
+		}
+	})
+	t.Run("init", func(t *testing.T) {
+		in := newInstance(t)
+		out, errOut, code := runScript(t, in, `"$BIN" init -- sh -c 'sh -c "\"$BIN\" run -- sh -c \"sleep .6; echo a\" & sleep .2; (sleep 1; echo tail) & exit"; sleep 2.5'`)
+		if !strings.Contains(out, "tail") {
+			t.Fatalf("exit %d, stdout %q, stderr %q; want the wrapper's background job to print tail", code, out, errOut)
+		}
+	})
 }
