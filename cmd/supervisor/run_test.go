@@ -39,9 +39,6 @@ func TestStdioByteExact(t *testing.T) {
 			if f, ok := cmd.Stdin.(*os.File); ok {
 				f.Close() // the child has its copy
 			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-
 			var wg sync.WaitGroup
 			wg.Add(1)
 			go func() {
@@ -53,6 +50,11 @@ func TestStdioByteExact(t *testing.T) {
 			if err != nil {
 				t.Fatalf("reading the echo: %v (got %d bytes)", err, len(got))
 			}
+			// Waited for only after the EOF: Wait closes a StdoutPipe once
+			// the child exits, and a server exec'd in its shim's place
+			// exits as soon as it has written everything.
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
 			wg.Wait()
 			if !bytes.Equal(got, payload) {
 				t.Fatalf("got %d bytes back, want the same %d bytes", len(got), len(payload))
