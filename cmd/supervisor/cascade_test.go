@@ -122,14 +122,14 @@ func TestEscapedGrandchildHostGetsEOF(t *testing.T) {
 					}
 					server, gc := readReady2(t, r)
 					gtok := mustToken(t, gc)
-					t.Cleanup(func() { killPID(gc, gtok) })
+					t.Cleanup(func() { killByToken(gc, gtok) })
 					closeW() // the host closes stdin; the server exits on EOF
 					if unprovable {
 						p := waitRecord(t, in, server, func(p registry.Process) bool { return p.State.Final() && p.Stop != nil })
 						if !slices.Contains(p.Stop.Unproven, gc) || hasProc(p.Stop.Procs, gc) || !alive(gc, gtok) {
 							t.Fatalf("an unprovable holder %d: stop %+v (alive %v), want it reported unproven and left alone", gc, p.Stop, alive(gc, gtok))
 						}
-						killPID(gc, gtok) // the host's own remedy; EOF follows
+						killByToken(gc, gtok) // the host's own remedy; EOF follows
 					}
 					if _, err := readAllWithin(r, wait); err != nil {
 						t.Fatalf("host got no EOF: %v (grandchild %d alive: %v)", err, gc, alive(gc, gtok))
@@ -320,16 +320,6 @@ func TestUnprovenPipeHolderIsNeverSignalled(t *testing.T) {
 			})
 		}
 	}
-}
-
-// killPID SIGKILLs pid if it is still the process tok names.
-func killPID(pid int, tok proc.Token) {
-	h, err := proc.OpenHandle(pid, tok)
-	if err != nil {
-		return
-	}
-	defer h.Close()
-	h.Signal(unix.SIGKILL)
 }
 
 func readReadyLine(t *testing.T, r io.Reader) int {
