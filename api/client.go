@@ -91,19 +91,6 @@ func dialOnce(ctx context.Context, socket string) (*Client, error) {
 func (c *Client) handshake() error {
 	c.own = NewHello()
 	if err := c.Send(TypeHello, c.own); err != nil {
-		// A daemon over its connection cap writes its retryable error at
-		// once and closes without reading the hello: the write fails
-		// (EPIPE on unix, a broken pipe of another name on Windows), and
-		// the answer waits to be read. A second at most: a peer that
-		// wrote nothing has closed, or is no daemon.
-		c.SetDeadline(time.Now().Add(time.Second))
-		if m, fds, rerr := c.Recv(); rerr == nil {
-			CloseFds(fds)
-			var e Error
-			if m.Type == TypeError && Decode(m, &e) == nil {
-				return &e
-			}
-		}
 		return err
 	}
 	m, fds, err := c.Recv()
