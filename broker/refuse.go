@@ -47,7 +47,7 @@ func (b *Broker) refuseClient(c *client, line []byte, err error) {
 	case !idSp.Present():
 	case methodSp.Present():
 		id := []byte("null")
-		if validID(line[idSp.Start]) {
+		if jsonrpc.IDValue(span(line, idSp)) {
 			id = clone(span(line, idSp))
 		}
 		b.deliver(c, errorResponse(id, -32600, "supervisor broker: invalid request, refused: "+err.Error()))
@@ -78,8 +78,4 @@ func (b *Broker) refuseUpstream(u *upstream, line []byte, err error) {
 			b.failPending(n, p, CodeInternal, "supervisor broker: the MCP server's answer was ambiguous (a key written twice or in another case) and was refused: "+err.Error())
 		}
 	}
-}
-
-func validID(c byte) bool {
-	return c == '"' || c == 'n' || c == '-' || c >= '0' && c <= '9'
 }

@@ -285,11 +285,11 @@ func (d *Doctor) checkProcesses(dm daemonState) ([]Finding, error) {
 			token:     tok, what: shortArgv(n.argv),
 		}
 		switch {
-		case hostsAServer(t, n):
+		case hostsAServer(t, n): // one table walk; provable would walk it again
 			f.Stoppable = false
 			f.Evidence += "; it runs an MCP server as its own child, which makes it that server's host, not a leaked server"
 			f.Fix = fmt.Sprintf("not stopped by `supervisor doctor --fix`: a host is the user's to end (`kill %d` if it is a leftover)", pid)
-		case !provable(t, n, lin):
+		case !namesServer(t, n, lin):
 			f.Stoppable = false
 			f.Evidence += "; it looks like MCP by name only: neither its argv nor a launcher's names a known MCP package or binary as the program it runs"
 			f.Fix = fmt.Sprintf("not stopped by `supervisor doctor --fix`: if it is yours, `kill %d`", pid)
@@ -304,9 +304,12 @@ func (d *Doctor) checkProcesses(dm daemonState) ([]Finding, error) {
 // provable reports whether n, or a launcher of its chain, is provably an
 // MCP server: what Fix needs before it stops anything.
 func provable(t *table, n *node, lin lineage) bool {
-	if hostsAServer(t, n) {
-		return false
-	}
+	return !hostsAServer(t, n) && namesServer(t, n, lin)
+}
+
+// namesServer reports whether n's argv, or a launcher's of its chain,
+// names a known MCP server as what runs.
+func namesServer(t *table, n *node, lin lineage) bool {
 	if ProvablyMCP(n.argv) {
 		return true
 	}

@@ -211,12 +211,8 @@ func Parse(msg []byte) (Envelope, error) {
 	if s.split {
 		return Envelope{}, fmt.Errorf("%w: a raw CR or LF inside the message, where readers that split lines at a bare CR see several messages; end a message with LF (or CR LF) only", ErrAmbiguous)
 	}
-	if e.ID.Present() {
-		switch c := msg[e.ID.Start]; {
-		case c == '"', c == 'n', c == '-', c >= '0' && c <= '9':
-		default:
-			return Envelope{}, fmt.Errorf("%w: id must be a number, a string or null", ErrEnvelope)
-		}
+	if e.ID.Present() && !IDValue(msg[e.ID.Start:e.ID.End]) {
+		return Envelope{}, fmt.Errorf("%w: id must be a number, a string or null", ErrEnvelope)
 	}
 	if method.Present() {
 		if msg[method.Start] != '"' {
@@ -331,6 +327,16 @@ func plainText(v string) bool {
 		}
 	}
 	return true
+}
+
+// IDValue reports whether v, a valid JSON value, may be a JSON-RPC id: a
+// number, a string or null.
+func IDValue(v []byte) bool {
+	if len(v) == 0 {
+		return false
+	}
+	c := v[0]
+	return c == '"' || c == 'n' || c == '-' || c >= '0' && c <= '9'
 }
 
 // Lookup returns the span of the value at path (object keys from the top

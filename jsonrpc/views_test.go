@@ -27,11 +27,6 @@ func (v view) odd() bool {
 	return strings.HasPrefix(v.methodRaw, `"`) && (!plainText(v.method) || folds) || v.methodRaw != "" && (v.result != "" || v.error != "") || v.result != "" && v.error != ""
 }
 
-func validID(raw string) bool {
-	c := raw[0]
-	return c == '"' || c == 'n' || c == '-' || c >= '0' && c <= '9'
-}
-
 type namedView struct {
 	name string
 	view view
