@@ -29,6 +29,9 @@ func skipWithoutInPlace(t *testing.T) {
 	if !proc.ExitInfoSupported() {
 		t.Skip("this kernel keeps no exit status on pidfds (PIDFD_INFO_EXIT, Linux 6.15): servers are spawned by the daemon here")
 	}
+	if os.Getenv("SUPERVISOR_IN_PLACE") == "off" {
+		t.Skip("SUPERVISOR_IN_PLACE=off in the environment: servers are spawned by the daemon")
+	}
 }
 
 func TestInPlaceServerIsTheHostsChild(t *testing.T) {
