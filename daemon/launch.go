@@ -5,17 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"io"
 	"os/exec"
 	"strings"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/keeper"
 )
 
-// Launch starts a detached daemon (`exe daemon --foreground` in its own
-// session, stdio on /dev/null, cwd /) and returns once its socket answers.
-// It runs in a short-lived CLI process, never inside the daemon, so using
-// os/exec here cannot steal a status from the daemon's reaper.
+// Launch starts a daemon under a keeper (package keeper: it restarts a
+// daemon that dies without stopping) and returns once its socket answers.
+// The keeper is started through a stage that exits at once, so neither it
+// nor the daemon is ever a descendant of whoever launched them: a shim
+// that execs its server in its own place, or a host that kills its
+// server's whole tree, cannot take them along. Both run in sessions of
+// their own with stdio on /dev/null and cwd /. Launch runs in a
+// short-lived CLI process, never inside the daemon, so using os/exec here
+// cannot steal a status from the daemon's reaper.
 func Launch(ctx context.Context, exe string, paths api.Paths, env []string) error {
 	if err := api.EnsurePrivateDir(paths.StateDir); err != nil {
 		return err
@@ -25,15 +32,35 @@ func Launch(ctx context.Context, exe string, paths api.Paths, env []string) erro
 		return fmt.Errorf("open %s: %w", os.DevNull, err)
 	}
 	defer devnull.Close()
-	cmd := exec.Command(exe, "daemon", "--foreground")
+	cmd := exec.Command(exe, keeper.Command, "detach", paths.Log(), "-", "--", "daemon", "--foreground")
 	cmd.Env = daemonEnv(env)
 	cmd.Dir = "/"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
-	if err := startDetached(cmd); err != nil {
+	// The keeper tells how the first daemon's start failed on a pipe
+	// (where fds can be passed): a refused start is reported at once, not
+	// after ctx's whole timeout.
+	report, err := withReport(cmd)
+	if err != nil {
+		return err
+	}
+	if report != nil {
+		defer report.Close() // also ends the reader below
+	}
+	if err := keeper.StartDetached(cmd); err != nil {
 		return fmt.Errorf("start daemon %s: %w", exe, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	if len(cmd.ExtraFiles) > 0 {
+		cmd.ExtraFiles[0].Close() // the keeper's copy is the write end left
+	}
+	detached := make(chan error, 1)
+	go func() { detached <- cmd.Wait() }()
+	failed := make(chan string, 1)
+	if report != nil {
+		go func() {
+			b, _ := io.ReadAll(io.LimitReader(report, 4096))
+			failed <- strings.TrimSpace(string(b))
+		}()
+	}
 	for {
 		c, err := api.Dial(ctx, paths.Socket)
 		if err == nil {
@@ -44,13 +71,18 @@ func Launch(ctx context.Context, exe string, paths api.Paths, env []string) erro
 			return err
 		}
 		select {
-		case err := <-exited:
-			// A daemon that found another one holding the lock exits 0;
-			// keep dialing for that one.
+		case err := <-detached:
 			if err != nil {
-				return fmt.Errorf("daemon exited during start: %w; see %s", err, paths.Log())
+				return fmt.Errorf("start the daemon's keeper: %w; see %s", err, paths.Log())
 			}
-			exited = nil
+			detached = nil
+		case why := <-failed:
+			// Nothing told: the first daemon found another one holding
+			// the lock and exited 0; keep dialing for that one.
+			if why != "" {
+				return fmt.Errorf("daemon exited during start: %s; see %s", why, paths.Log())
+			}
+			failed = nil
 		case <-ctx.Done():
 			return fmt.Errorf("daemon did not answer on %s: %w; see %s", paths.Socket, ctx.Err(), paths.Log())
 		case <-time.After(5 * time.Millisecond):
@@ -89,7 +121,7 @@ func EnsureRunning(ctx context.Context, exe string, paths api.Paths, env []strin
 // and its markers (SUPERVISOR_SESSION_ID, ...) would make the daemon look
 // like a member of some session's tree.
 var daemonKeep = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "TZ",
-	api.EnvStateDir, api.EnvSocket, EnvCgroups, EnvInPlace, EnvOrphan, EnvBreakerCooldown, EnvLogMaxMB, EnvRetention, EnvIdleTimeout, EnvMetricsAddr, EnvPprof, EnvMetricsNames,
+	api.EnvStateDir, api.EnvSocket, EnvCgroups, EnvInPlace, EnvBreakerCooldown, EnvLogMaxMB, EnvRetention, EnvIdleTimeout, EnvMetricsAddr, EnvPprof, EnvMetricsNames,
 	"SUPERVISOR_CONFIG", "XDG_CONFIG_HOME"} // the config file the daemon reads
 
 // EnvCgroups set to "off" turns cgroups off for an auto-started daemon
@@ -100,38 +132,6 @@ const EnvCgroups = "SUPERVISOR_CGROUPS"
 // itself instead of letting shims exec them in their own place (the
 // default is auto: where the kernel allows it, inplace_linux.go).
 const EnvInPlace = "SUPERVISOR_IN_PLACE"
-
-// EnvOrphan=1 is set by a shim that is about to exec its server in its
-// own place: the daemon it launches would be the server's child, a
-// descendant of the host's server for its whole life (a host that kills
-// its child's tree would take it along, and nobody would reap it). Such a
-// daemon starts itself again (Reparent) and exits, so that the daemon that
-// stays is re-parented to init or the nearest subreaper.
-const EnvOrphan = "SUPERVISOR_DAEMON_ORPHAN"
-
-// Reparent starts this daemon again as exe args, detached, without
-// EnvOrphan; the caller exits 0 next, which Launch takes for "keep
-// dialing". Errors of the new daemon go to its log, as an auto-started
-// daemon's do.
-func Reparent(exe string, args []string) error {
-	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", os.DevNull, err)
-	}
-	defer devnull.Close()
-	cmd := exec.Command(exe, args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, EnvOrphan+"=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Dir = "/"
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
-	if err := startDetached(cmd); err != nil {
-		return fmt.Errorf("start daemon %s again: %w", exe, err)
-	}
-	return cmd.Process.Release()
-}
 
 func daemonEnv(env []string) []string {
 	var out []string

@@ -15,7 +15,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -309,13 +308,9 @@ func startServer(ctx context.Context, o Options, req *api.RunRequest, selfFd int
 		// A daemon that cannot be reached or started within LocalAfter is
 		// not waited for: the host is waiting too (design §2).
 		dctx, cancel := context.WithTimeout(ctx, o.LocalAfter)
-		env := o.Env
-		if selfFd >= 0 {
-			// A daemon started now must not stay this process's child: it
-			// would be the server's after the exec.
-			env = append(slices.Clone(o.Env), daemon.EnvOrphan+"=1")
-		}
-		c, err := daemon.EnsureRunning(dctx, o.Exe, o.Paths, env)
+		// A daemon started now is nobody's child (daemon.Launch): not
+		// this process's, which is the server's after an exec in place.
+		c, err := daemon.EnsureRunning(dctx, o.Exe, o.Paths, o.Env)
 		cancel()
 		if err != nil {
 			return nil, api.Started{}, nil, &localReason{why: fmt.Sprintf("the daemon cannot be reached or started: %v", err)}

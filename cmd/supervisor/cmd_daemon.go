@@ -57,15 +57,6 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 					logStartError(p, err)
 					return err
 				}
-				if os.Getenv(daemon.EnvOrphan) == "1" {
-					// After the flags and the config are checked, so
-					// that a bad one fails the start its launcher sees.
-					exe, err := os.Executable()
-					if err != nil {
-						return fmt.Errorf("find this binary: %w", err)
-					}
-					return daemon.Reparent(exe, os.Args[1:])
-				}
 				settings := eff.Settings
 				err = daemon.Run(context.Background(), daemon.Config{Paths: p, Stderr: cmd.ErrOrStderr(),
 					LogLevel: logLevel, Cgroups: cgroups == "auto", InPlace: inPlace == "auto", Settings: &settings, MetricsAddr: metricsAddr, Pprof: pprof, MetricsNames: metricsNames,

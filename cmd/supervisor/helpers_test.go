@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/keeper"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
@@ -89,6 +90,12 @@ func (in *instance) socket() string { return filepath.Join(in.state, "s.sock") }
 // nothing any test started under this instance is left.
 func (in *instance) cleanup() {
 	procs, _ := in.processes(true)
+	// The keeper first: it would start a daemon the test ends again.
+	for _, pid := range in.keepers() {
+		if tok, err := proc.TokenOf(pid); err == nil {
+			killByToken(pid, tok)
+		}
+	}
 	if pid := in.daemonPID(); pid > 0 {
 		cmd := in.command("daemon", "stop")
 		cmd.Run()
@@ -115,6 +122,24 @@ func (in *instance) logHubs() []int {
 	for _, info := range infos {
 		argv, _ := proc.Cmdline(info.PID)
 		if len(argv) == 4 && argv[0] == bin && argv[1] == "_log-writer" && argv[3] == in.socket() {
+			out = append(out, info.PID)
+		}
+	}
+	return out
+}
+
+// keepers lists the running daemon keepers of this instance (by the state
+// directory in their environment).
+func (in *instance) keepers() []int {
+	infos, _ := proc.Scan()
+	var out []int
+	for _, info := range infos {
+		argv, _ := proc.Cmdline(info.PID)
+		if len(argv) < 2 || argv[0] != bin || argv[1] != keeper.Command || info.State == 'Z' {
+			continue
+		}
+		env, _ := proc.Environ(info.PID)
+		if v, _ := proc.EnvValue(env, api.EnvStateDir); v == in.state {
 			out = append(out, info.PID)
 		}
 	}

@@ -5,6 +5,7 @@ package main
 import (
 	"os"
 
+	"github.com/seed-86a41135/supervisor/keeper"
 	"github.com/seed-86a41135/supervisor/proc"
 )
 
@@ -14,6 +15,9 @@ func main() {
 	inherited, _ := proc.MarkInheritedCloexec()
 	if len(os.Args) > 1 && os.Args[1] == brokerCommand {
 		os.Exit(executeBroker(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == keeper.Command {
+		os.Exit(keeper.Main(os.Args[2:]))
 	}
 	os.Exit(execute(os.Args[1:], inherited))
 }

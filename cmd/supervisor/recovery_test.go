@@ -686,6 +686,10 @@ func TestShimStopsServerWhenHostDiesWithoutDaemon(t *testing.T) {
 		}
 		return fmt.Errorf("no process.start event for pid %d", h.servers[0])
 	})
+	// Its keeper goes first: it would start the daemon again at once.
+	for _, k := range in.keepers() {
+		killByPIDNow(t, k)
+	}
 	in.killDaemon(t)
 	// No new daemon can start: its lock is held.
 	lock, err := os.OpenFile(filepath.Join(in.state, "daemon.lock"), os.O_RDWR|os.O_CREATE, 0o600)

@@ -1,0 +1,184 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/seed-86a41135/supervisor/proc"
+)
+
+func ppidOf(t *testing.T, pid int) int {
+	t.Helper()
+	info, err := proc.Stat(pid)
+	if err != nil {
+		t.Fatalf("stat %d: %v", pid, err)
+	}
+	return info.PPID
+}
+
+// An auto-started daemon runs under a keeper that is nobody's child (not
+// the starter's, so never a host's descendant), restarts it at once after
+// a SIGKILL, and ends with it when it stops on purpose.
+func TestKeeperRestartsAKilledDaemon(t *testing.T) {
+	in := newInstance(t)
+	in.mustRun("daemon")
+	d1 := in.daemonPID()
+	keepers := in.keepers()
+	if len(keepers) != 1 {
+		t.Fatalf("keepers %v, want one", keepers)
+	}
+	k := keepers[0]
+	ktok := mustToken(t, k)
+	if p := ppidOf(t, d1); p != k {
+		t.Fatalf("daemon %d is the child of %d, want its keeper %d", d1, p, k)
+	}
+	if p := ppidOf(t, k); p == os.Getpid() {
+		t.Fatalf("keeper %d is the child of the process that started it", k)
+	}
+	in.killDaemon(t)
+	d2 := in.waitNewDaemon(t, d1)
+	if p := ppidOf(t, d2); p != k {
+		t.Fatalf("restarted daemon %d is the child of %d, want the keeper %d", d2, p, k)
+	}
+	log, _ := os.ReadFile(filepath.Join(in.state, "supervisor.log"))
+	if want := fmt.Sprintf("keeper: daemon pid %d killed by signal 9", d1); !strings.Contains(string(log), want) {
+		t.Errorf("the log does not say %q:\n%s", want, log)
+	}
+	// SIGTERM is a stop on purpose: the daemon ends its sessions and
+	// exits 0, and the keeper goes with it.
+	dtok := mustToken(t, d2)
+	unix.Kill(d2, unix.SIGTERM)
+	waitGonePID(t, d2, dtok)
+	waitGonePID(t, k, ktok)
+	if pid := in.daemonPID(); pid != 0 {
+		t.Fatalf("daemon %d answers after a stop on purpose", pid)
+	}
+}
+
+// A daemon that refuses to start is reported at once with its status,
+// and its keeper does not start it again.
+func TestKeeperReportsARefusedStart(t *testing.T) {
+	in := newInstance(t)
+	in.env = append(slices.Clone(in.env), "SUPERVISOR_METRICS_ADDR=127.0.0.1:notaport")
+	_, errOut, code := in.run("daemon")
+	if code == 0 || !strings.Contains(errOut, "daemon exited during start: exit status 1") {
+		t.Fatalf("exit %d, stderr %q; want the refused start reported", code, errOut)
+	}
+	waitCond(t, func() error {
+		if k := in.keepers(); len(k) > 0 {
+			return fmt.Errorf("keepers %v still running after a refused start", k)
+		}
+		return nil
+	})
+	log, _ := os.ReadFile(filepath.Join(in.state, "supervisor.log"))
+	if !strings.Contains(string(log), "not restarting: the daemon refused to start") {
+		t.Errorf("the log does not say why the keeper gave up:\n%s", log)
+	}
+}
+
+// Issue 27: a host starts three servers (one leaves a setsid grandchild,
+// one ignores SIGTERM, neither of those reads stdin); the daemon is SIGKILLed at a
+// random moment during or after the start; then the host is SIGKILLed.
+// With nothing else running, the keeper's next daemon ends the session:
+// nothing the host started is left. Ten rounds, in place by default (on
+// the daemon's path under SUPERVISOR_IN_PLACE=off).
+func TestDaemonCrashThenHostDeathLeavesNothing(t *testing.T) {
+	const rounds = 10
+	var took []time.Duration
+	link := filepath.Join(t.TempDir(), "fakehost")
+	if err := os.Symlink(bin, link); err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < rounds; round++ {
+		in := newInstance(t)
+		tag := "CHAOS_ROUND=" + in.state
+		in.env = append(slices.Clone(in.env), tag)
+		in.mustRun("daemon")
+		// Not a shell: the session's host is the first ancestor that is
+		// not a launcher or shell.
+		host := exec.Command(link, "_fixture", "host-multi", bin,
+			"run", "--", bin, "_fixture", "sleep", "::",
+			"run", "--grace", "500ms", "--", bin, "_fixture", "ignore-term", "::",
+			"run", "--", bin, "_fixture", "escape")
+		host.Env = in.env
+		stdin, err := host.StdinPipe() // held open until the end
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := host.Start(); err != nil {
+			t.Fatal(err)
+		}
+		hostDone := make(chan struct{})
+		go func() { host.Wait(); close(hostDone) }()
+		killAt := time.Duration(rand.IntN(400)) * time.Millisecond
+		time.Sleep(killAt)
+		if d := in.daemonPID(); d > 0 {
+			unix.Kill(d, unix.SIGKILL)
+		}
+		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
+		tagged := taggedProcesses(tag)
+		host.Process.Kill()
+		<-hostDone
+		start := time.Now()
+		deadline := start.Add(wait)
+		for {
+			left := taggedProcesses(tag)
+			if len(left) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				var what []string
+				for _, pid := range left {
+					argv, _ := proc.Cmdline(pid)
+					info, _ := proc.Stat(pid)
+					what = append(what, fmt.Sprintf("%d (parent %d) %q", pid, info.PPID, argv))
+				}
+				log, _ := os.ReadFile(filepath.Join(in.state, "supervisor.log"))
+				t.Logf("events:\n%s\nlog:\n%s", in.mustRun("events"), log)
+				for _, pid := range left {
+					if tok, err := proc.TokenOf(pid); err == nil {
+						killByToken(pid, tok)
+					}
+				}
+				stdin.Close()
+				t.Fatalf("round %d (daemon killed at %v): still running %v after the host's death: %s", round, killAt, wait, strings.Join(what, ", "))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		took = append(took, time.Since(start))
+		stdin.Close()
+		t.Logf("round %d: daemon killed %v after the host started, %d processes of the host's, all gone %v after its death",
+			round, killAt, len(tagged), took[len(took)-1].Round(time.Millisecond))
+		in.cleanup()
+	}
+	slices.Sort(took)
+	t.Logf("host death to nothing left: median %v, max %v over %d rounds", took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), rounds)
+}
+
+// taggedProcesses lists the live processes whose environment holds tag:
+// what a test's host started, however far it escaped.
+func taggedProcesses(tag string) []int {
+	infos, _ := proc.Scan()
+	var out []int
+	for _, info := range infos {
+		if info.State == 'Z' {
+			continue
+		}
+		env, _ := proc.Environ(info.PID)
+		if slices.Contains(env, tag) {
+			out = append(out, info.PID)
+		}
+	}
+	return out
+}
