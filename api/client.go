@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/proc"
@@ -90,13 +91,23 @@ func dialOnce(ctx context.Context, socket string) (*Client, error) {
 
 func (c *Client) handshake() error {
 	c.own = NewHello()
-	if err := c.Send(TypeHello, c.own); err != nil {
-		return err
+	sendErr := c.Send(TypeHello, c.own)
+	if sendErr != nil && !errors.Is(sendErr, syscall.EPIPE) && !errors.Is(sendErr, syscall.ECONNRESET) {
+		return sendErr
 	}
+	// A daemon at its connection cap answers at once and closes without
+	// reading the hello: the write fails, but its answer (a retryable
+	// error) is waiting to be read.
 	m, fds, err := c.Recv()
 	CloseFds(fds)
 	if err != nil {
+		if sendErr != nil {
+			return sendErr
+		}
 		return err
+	}
+	if sendErr != nil && m.Type != TypeError {
+		return sendErr
 	}
 	if m.Type == TypeError {
 		var e Error

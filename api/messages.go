@@ -361,6 +361,10 @@ type Status struct {
 	// LogHubs are the processes copying servers' output into their logs,
 	// with how many pipes each copies.
 	LogHubs []LogHubStatus `json:"log_hubs,omitempty"`
+	// Restarter says what starts this daemon again after a crash: its
+	// keeper (with its pid), a service manager, or nothing until the next
+	// supervisor command.
+	Restarter string `json:"restarter,omitempty"`
 	// BinaryVersion is the version of the CLI asking (filled in by the
 	// CLI): a daemon older than the binary is restarted with
 	// `supervisor daemon restart`.

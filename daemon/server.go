@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/keeper"
 	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/service"
 	"github.com/seed-86a41135/supervisor/session"
 	"github.com/seed-86a41135/supervisor/shutdown"
 	"github.com/seed-86a41135/supervisor/spawn"
@@ -269,7 +272,23 @@ func (d *Daemon) status() *api.Status {
 		Recovery:       d.recovery,
 		LogHubs:        d.hubs.status(),
 		ResourceLimits: d.resourceLimits(),
+		Restarter:      restarter(),
 	}
+}
+
+// restarter says what would start this daemon again after a crash. The
+// keeper counts only while it is still this process's parent.
+func restarter() string {
+	if v := os.Getenv(keeper.EnvPID); v != "" && v == strconv.Itoa(os.Getppid()) {
+		return "keeper pid " + v + " (restarts it at once)"
+	}
+	switch {
+	case os.Getenv("INVOCATION_ID") != "":
+		return "systemd (its unit's Restart=)"
+	case os.Getenv("XPC_SERVICE_NAME") == service.Label:
+		return "launchd (its agent's KeepAlive)"
+	}
+	return "none: a crash is recovered only by the next supervisor command (a shim's or yours)"
 }
 
 func grace(ms int64, def time.Duration) time.Duration {

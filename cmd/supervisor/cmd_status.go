@@ -66,6 +66,9 @@ func newStatusCommand() *cobra.Command {
 					fmt.Fprintf(w, "%-10s %s\n", k+":", clean(v))
 				}
 			}
+			if st.Restarter != "" {
+				fmt.Fprintf(w, "restarter: %s\n", clean(st.Restarter))
+			}
 			fmt.Fprintf(w, "sessions:  %d active; processes: %d live, %d records\n", st.Sessions, st.Processes, st.Records)
 			for _, h := range st.LogHubs {
 				role := "re-joined from an earlier daemon"

@@ -46,6 +46,9 @@ func TestKeeperRestartsAKilledDaemon(t *testing.T) {
 	if p := ppidOf(t, k); p == os.Getpid() {
 		t.Fatalf("keeper %d is the child of the process that started it", k)
 	}
+	if got, want := in.status(t).Restarter, fmt.Sprintf("keeper pid %d ", k); !strings.HasPrefix(got, want) {
+		t.Errorf("status says the restarter is %q, want %q...", got, want)
+	}
 	in.killDaemon(t)
 	d2 := in.waitNewDaemon(t, d1)
 	if p := ppidOf(t, d2); p != k {
@@ -63,6 +66,14 @@ func TestKeeperRestartsAKilledDaemon(t *testing.T) {
 	waitGonePID(t, k, ktok)
 	if pid := in.daemonPID(); pid != 0 {
 		t.Fatalf("daemon %d answers after a stop on purpose", pid)
+	}
+	// A keeper SIGKILLed is no longer counted on.
+	in.mustRun("daemon")
+	for _, k := range in.keepers() {
+		killByPIDNow(t, k)
+	}
+	if got := in.status(t).Restarter; !strings.HasPrefix(got, "none: ") {
+		t.Errorf("status says the restarter is %q once the keeper is gone, want none", got)
 	}
 }
 
