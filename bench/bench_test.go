@@ -86,8 +86,11 @@ func TestQuick(t *testing.T) {
 		if f.N != n || len(f.Samples) != n {
 			t.Errorf("%s / %s: %d samples, want %d", f.Figure, f.Metric, f.N, n)
 		}
-		if f.Median > f.P99 {
-			t.Errorf("%s / %s: median %v above p99 %v", f.Figure, f.Metric, f.Median, f.P99)
+		if f.Median > f.Max {
+			t.Errorf("%s / %s: median %v above the maximum %v", f.Figure, f.Metric, f.Median, f.Max)
+		}
+		if (f.P99 != nil) != (f.N >= minP99) || (f.P99 != nil && (*f.P99 > f.Max || *f.P99 < f.Median)) {
+			t.Errorf("%s / %s: p99 %v over %d samples (median %v, max %v): a p99 is given exactly from %d samples, between the median and the max", f.Figure, f.Metric, f.P99, f.N, f.Median, f.Max, minP99)
 		}
 		if !strings.Contains(table, f.Metric) && !strings.Contains(table, strings.TrimSpace(f.Metric)) {
 			t.Errorf("table lacks row %q", f.Metric)

@@ -71,8 +71,16 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 	margin := res.figure("lazy-start", "**first call − running call − own start** (goal ≤ 10 ms)", "ms")
 	aloneD := res.figure("lazy-start", "one server alone, direct: connect → tools/list answered", "ms")
 	aloneL := res.figure("lazy-start", "one server alone, lazy (warm cache): connect → tools/list answered", "ms")
+	// The baselines without the supervisor: what a host gets spawning the
+	// servers itself. "direct" above is a supervised start.
+	rEach := res.figure("lazy-start", "raw server, no supervisor: connect → tools/list answered, per server", "ms")
+	rAll := res.figure("lazy-start", fmt.Sprintf("raw servers, no supervisor: all %d answered (session start)", n), "ms")
+	aloneR := res.figure("lazy-start", "one server alone, raw (no supervisor): connect → tools/list answered", "ms")
+	resident := res.figure("lazy-start", "**lazy: PSS resident per server once listed (shims, brokers, log writers)** (goal ≤ 0.5 MiB)", "MiB")
+	residentN := res.figure("lazy-start", "  lazy: processes resident per server once listed", "count")
 
-	session := func(lazy bool) (each []float64, all time.Duration, clients []*rawClient, err error) {
+	// mode: "direct" (run), "lazy" (run --lazy) or "raw" (no supervisor).
+	session := func(mode string) (each []float64, all time.Duration, clients []*rawClient, err error) {
 		clients = make([]*rawClient, len(argvs))
 		each = make([]float64, len(argvs))
 		errs := make([]error, len(argvs))
@@ -83,11 +91,15 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 			go func() {
 				defer wg.Done()
 				args := []string{"run", "--name", fmt.Sprintf("fs%d", i)}
-				if lazy {
+				if mode == "lazy" {
 					args = append(args, "--lazy")
 				}
+				full := append(append([]string{b.bin}, args...), append([]string{"--"}, argv...)...)
+				if mode == "raw" {
+					full = argv
+				}
 				s := time.Now()
-				clients[i], errs[i] = b.startRaw(ctx, si, dir, strings.Join(args[1:], " "), append(append([]string{b.bin}, args...), append([]string{"--"}, argv...)...))
+				clients[i], errs[i] = b.startRaw(ctx, si, dir, mode+" "+strings.Join(args[1:], " "), full)
 				each[i] = ms(time.Since(s))
 			}()
 		}
@@ -102,7 +114,7 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 		return each, all, clients, nil
 	}
 	// One cold lazy session fills the cache (and warms the page cache).
-	_, _, cs, err := session(true)
+	_, _, cs, err := session("lazy")
 	if err != nil {
 		return fmt.Errorf("lazy-start: the cold session: %w", err)
 	}
@@ -112,11 +124,29 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 	}
 	for trial := range trials {
 		var firstD, runningD, ownD float64
-		for k := range 2 {
-			lazy := (k+trial)%2 == 1
-			each, all, cs, err := session(lazy)
+		modes := []string{"direct", "lazy", "raw"}
+		for k := range modes {
+			mode := modes[(k+trial)%len(modes)] // rotate which goes first
+			lazy := mode == "lazy"
+			each, all, cs, err := session(mode)
 			if err != nil {
-				return fmt.Errorf("lazy-start (lazy %v): %w", lazy, err)
+				return fmt.Errorf("lazy-start (%s): %w", mode, err)
+			}
+			if mode == "raw" {
+				slices.Sort(each)
+				rEach.add(each[len(each)/2])
+				rAll.add(ms(all))
+				closeAll(b, cs)
+				continue
+			}
+			if lazy {
+				mem, count, err := si.residentMem(ctx, cs)
+				if err != nil {
+					closeAll(b, cs)
+					return err
+				}
+				resident.add(mem / float64(len(cs)))
+				residentN.add(float64(count) / float64(len(cs)))
 			}
 			n, err := si.serverProcs(ctx)
 			if err != nil {
@@ -166,29 +196,31 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 		margin.add(firstD - runningD - ownD)
 		// One server with the machine to itself: what a lazy connection
 		// costs without nine others starting beside it.
-		var alone [2]float64
-		for k, lazy := range []bool{trial%2 == 0, trial%2 != 0} {
+		alone := map[string]float64{}
+		for k := range modes {
+			mode := modes[(k+trial)%len(modes)]
 			args := []string{"run", "--name", "fs0"}
-			if lazy {
+			if mode == "lazy" {
 				args = append(args, "--lazy")
 			}
-			s := time.Now()
-			c, err := b.startRaw(ctx, si, dir, strings.Join(args, " "), append(append([]string{b.bin}, args...), append([]string{"--"}, argvs[0]...)...))
-			if err != nil {
-				return fmt.Errorf("lazy-start: one server alone (lazy %v): %w", lazy, err)
+			full := append(append([]string{b.bin}, args...), append([]string{"--"}, argvs[0]...)...)
+			if mode == "raw" {
+				full = argvs[0]
 			}
-			alone[k] = ms(time.Since(s))
+			s := time.Now()
+			c, err := b.startRaw(ctx, si, dir, mode+" "+strings.Join(args, " "), full)
+			if err != nil {
+				return fmt.Errorf("lazy-start: one server alone (%s): %w", mode, err)
+			}
+			alone[mode] = ms(time.Since(s))
 			c.close(b)
 			if err := si.waitEmpty(ctx); err != nil {
 				return err
 			}
-			if lazy {
-				aloneL.add(alone[k])
-			} else {
-				aloneD.add(alone[k])
-			}
+			map[string]*Figure{"direct": aloneD, "lazy": aloneL, "raw": aloneR}[mode].add(alone[mode])
 		}
-		b.progress("  trial %d: first call %.1f ms, running %.1f ms, own start %.1f ms; one server alone %.1f / %.1f ms", trial+1, firstD, runningD, ownD, alone[0], alone[1])
+		b.progress("  trial %d: first call %.1f ms, running %.1f ms, own start %.1f ms; one server alone raw %.1f / direct %.1f / lazy %.1f ms",
+			trial+1, firstD, runningD, ownD, alone["raw"], alone["direct"], alone["lazy"])
 	}
 	return nil
 }
@@ -221,6 +253,46 @@ func (si *shareInst) waitEmpty(ctx context.Context) error {
 
 // serverProcs counts the node processes carrying the markers of the
 // daemon's live records: servers, direct or under a broker.
+// residentMem sums the PSS of what a session keeps resident: the clients'
+// shims and every process carrying one of the daemon's records' markers
+// (brokers, log writers, servers), and counts them.
+func (si *shareInst) residentMem(ctx context.Context, cs []*rawClient) (float64, int, error) {
+	ps, err := si.procs(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	ids := map[string]bool{}
+	for _, p := range ps {
+		ids[p.ID] = true
+	}
+	pids := map[int]bool{}
+	for _, c := range cs {
+		pids[c.cmd.Process.Pid] = true
+	}
+	infos, err := proc.Scan()
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, info := range infos {
+		env, err := proc.Environ(info.PID)
+		if err != nil {
+			continue
+		}
+		if id, _ := proc.EnvValue(env, spawn.EnvProcID); ids[id] {
+			pids[info.PID] = true
+		}
+	}
+	var sum memStat
+	for pid := range pids {
+		st, err := smapsRollup(pid)
+		if err != nil {
+			return 0, 0, err
+		}
+		sum = sum.plus(st)
+	}
+	return sum.pss, len(pids), nil
+}
+
 func (si *shareInst) serverProcs(ctx context.Context) (int, error) {
 	ps, err := si.procs(ctx)
 	if err != nil {
