@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -74,6 +75,9 @@ type Store struct {
 	db        *bolt.DB
 	path      string
 	maxEvents int
+	// inflight counts commits under way: a lone one runs at once, the
+	// others join bolt's Batch (commit).
+	inflight atomic.Int32
 
 	closeOnce sync.Once
 	closeErr  error
@@ -389,7 +393,7 @@ func (s *Store) put(bucket []byte, id string, rec any, evs ...registry.Event) er
 	// appended (a damaged log) does not hold the record back: the record
 	// commits, and the error says only the events were lost.
 	var evErr error
-	err = s.db.Batch(func(tx *bolt.Tx) error {
+	err = s.commit(func(tx *bolt.Tx) error {
 		evErr = nil
 		if err := tx.Bucket(bucket).Put([]byte(id), data); err != nil {
 			return err
@@ -408,6 +412,22 @@ func (s *Store) put(bucket []byte, id string, rec any, evs ...registry.Event) er
 	return nil
 }
 
+// commit runs fn in a durable write transaction. A commit that finds none
+// other under way runs at once (db.Update); one that arrives while others
+// are committing joins bolt's Batch, so a spawn storm still shares its
+// fsyncs. A lone commit, such as a server's intent record before its exec,
+// never waits MaxBatchDelay for company that does not come (issue 27: two
+// of them were on the path of every `supervisor run`). fn must be
+// idempotent: Batch may run it again.
+func (s *Store) commit(fn func(*bolt.Tx) error) error {
+	n := s.inflight.Add(1)
+	defer s.inflight.Add(-1)
+	if n == 1 {
+		return s.db.Update(fn)
+	}
+	return s.db.Batch(fn)
+}
+
 // DeleteSession removes the session record with id; a missing one is not an error.
 func (s *Store) DeleteSession(id string) error { return s.delete(bucketSessions, id) }
 
@@ -415,7 +435,7 @@ func (s *Store) DeleteSession(id string) error { return s.delete(bucketSessions,
 func (s *Store) DeleteProcess(id string) error { return s.delete(bucketProcesses, id) }
 
 func (s *Store) delete(bucket []byte, id string) error {
-	err := s.db.Batch(func(tx *bolt.Tx) error {
+	err := s.commit(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucket).Delete([]byte(id))
 	})
 	if err != nil {
@@ -463,7 +483,7 @@ func (s *Store) AppendEvent(ev registry.Event) error {
 	}
 	// A retried Batch fn runs after its failed tx rolled back, sequence
 	// included, so it appends exactly once.
-	err = s.db.Batch(func(tx *bolt.Tx) error {
+	err = s.commit(func(tx *bolt.Tx) error {
 		return appendEvents(tx.Bucket(bucketEvents), s.maxEvents, data)
 	})
 	if err != nil {

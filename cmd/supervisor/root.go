@@ -41,7 +41,12 @@ func (e *hintError) Unwrap() error { return e.err }
 // execute runs the CLI. inherited are the fds this process inherited
 // without close-on-exec (already marked so); a daemon closes them.
 func execute(args []string, inherited []int) int {
-	root := newRootCommand(inherited)
+	var root *cobra.Command
+	if runOnly(args) {
+		root = newRunRoot()
+	} else {
+		root = newRootCommand(inherited)
+	}
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
 	if err == nil {
@@ -73,7 +78,32 @@ func execute(args []string, inherited []int) int {
 	return code
 }
 
-func newRootCommand(inherited []int) *cobra.Command {
+// runOnly says whether args are a plain `supervisor run`, every host's
+// server start: it builds only its own command (newRunRoot), as the other
+// commands' flags and help cost about a millisecond at each start. A run
+// that asks for help gets the whole tree.
+func runOnly(args []string) bool {
+	if len(args) == 0 || args[0] != "run" {
+		return false
+	}
+	for _, a := range args[1:] {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "--help" || strings.HasPrefix(a, "--help=") {
+			return false
+		}
+	}
+	return true
+}
+
+func newRunRoot() *cobra.Command {
+	root := newBareRoot()
+	root.AddCommand(newRunCommand())
+	return root
+}
+
+func newBareRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "supervisor",
 		Short:         "A process supervisor for AI agent hosts' MCP servers",
@@ -84,6 +114,11 @@ func newRootCommand(inherited []int) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &hintError{err: err, hint: fmt.Sprintf("see `%s --help`", c.CommandPath())}
 	})
+	return root
+}
+
+func newRootCommand(inherited []int) *cobra.Command {
+	root := newBareRoot()
 	root.AddCommand(
 		newRunCommand(),
 		newPsCommand(),
