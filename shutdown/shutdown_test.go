@@ -464,3 +464,42 @@ func TestStopNoTargets(t *testing.T) {
 		t.Errorf("outcomes: got %v, want none", out)
 	}
 }
+
+// Issue 28: once a target's own process has exited (on stdin EOF, say),
+// the EOF grace has nothing left to wait for: a descendant that escaped
+// its group and never reads stdin is sent SIGTERM at once, not after the
+// whole grace.
+func TestEOFGraceEndsWithTheServer(t *testing.T) {
+	c := start(t, exec.Command("sh", "-c", `setsid sleep 300 & echo "ready $!"; sleep 0.3`))
+	line := c.line(t)
+	gc, err := strconv.Atoi(strings.TrimPrefix(line, "ready "))
+	if err != nil {
+		t.Fatalf("helper said %q", line)
+	}
+	gtok, err := proc.TokenOf(gc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if h, err := proc.OpenHandle(gc, gtok); err == nil {
+			h.Signal(syscall.SIGKILL)
+			h.Close()
+		}
+	})
+	const eofGrace = 60 * time.Second
+	done := make(chan []Outcome, 1)
+	go func() {
+		done <- (&Cascade{}).Stop(context.Background(), []Target{c.target("eof")}, Options{EOFGrace: eofGrace, Grace: eofGrace})
+	}()
+	select {
+	case out := <-done:
+		if out[0].Result != ExitedOnSIGTERM {
+			t.Errorf("result %q, want %q (the escapee ends on SIGTERM)", out[0].Result, ExitedOnSIGTERM)
+		}
+		if proc.Verify(gc, gtok) == nil {
+			t.Errorf("escaped descendant %d still runs", gc)
+		}
+	case <-time.After(eofGrace / 2):
+		t.Fatalf("the stop still waits on the EOF grace %v after the server itself exited", eofGrace/2)
+	}
+}

@@ -32,6 +32,11 @@ type state struct {
 	// /proc unreadable): nothing is signalled, the stop fails and is
 	// for the caller to retry.
 	failure error
+	// untilLeaders ends a wait once no target's own process (its leader)
+	// is alive: the EOF grace waits for servers to exit on their own, and
+	// once they have, their leftovers (an escaped grandchild that never
+	// reads stdin) have nothing left to wait for.
+	untilLeaders bool
 }
 
 // fail records the first reason the snapshot is not to be trusted.
@@ -148,8 +153,12 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 
 	if opt.EOFGrace > 0 && r.anyAlive() && !r.anyForced() {
 		r.setPhase(ExitedOnEOF)
-		r.report(ExitedOnEOF, time.Until(entered.Add(opt.EOFGrace)))
-		r.wait(graceCtx, entered.Add(opt.EOFGrace))
+		if r.leaderAlive() {
+			r.report(ExitedOnEOF, time.Until(entered.Add(opt.EOFGrace)))
+			r.untilLeaders = true
+			r.wait(graceCtx, entered.Add(opt.EOFGrace))
+			r.untilLeaders = false
+		}
 		r.finish()
 	}
 
