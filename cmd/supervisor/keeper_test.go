@@ -194,3 +194,60 @@ func taggedProcesses(tag string) []int {
 	}
 	return out
 }
+
+// descendants lists the live descendants of pid, as /proc shows them now.
+func descendants(pid int) []int {
+	infos, _ := proc.Scan()
+	kids := map[int][]int{}
+	for _, info := range infos {
+		if info.State != 'Z' {
+			kids[info.PPID] = append(kids[info.PPID], info.PID)
+		}
+	}
+	var out []int
+	for queue := kids[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, kids[queue[0]]...)
+	}
+	return out
+}
+
+// Issue 28: a daemon a shim auto-starts is never a descendant of any host,
+// on every path: a host that SIGTERMs every descendant of its servers when
+// it exits (opencode does) reaches neither the daemon nor another host's
+// server beside it.
+func TestHostKillingItsTreeSparesTheDaemon(t *testing.T) {
+	for _, inPlace := range []string{"auto", "off"} {
+		t.Run("in-place="+inPlace, func(t *testing.T) {
+			in := newInstance(t)
+			in.env = append(slices.Clone(in.env), "SUPERVISOR_IN_PLACE="+inPlace)
+			a := in.startHost(t, 1, "--", bin, "_fixture", "sleep") // its shim starts the daemon
+			daemon := in.daemonPID()
+			if daemon == 0 {
+				t.Fatal("no daemon after the first host's start")
+			}
+			dtok := mustToken(t, daemon)
+			b := in.startHost(t, 1, "--", bin, "_fixture", "sleep")
+			tree := descendants(a.cmd.Process.Pid)
+			if slices.Contains(tree, daemon) {
+				t.Fatalf("the daemon %d is a descendant of host %d: %v", daemon, a.cmd.Process.Pid, tree)
+			}
+			for _, k := range in.keepers() {
+				if slices.Contains(tree, k) {
+					t.Fatalf("the keeper %d is a descendant of host %d: %v", k, a.cmd.Process.Pid, tree)
+				}
+			}
+			for _, pid := range tree {
+				unix.Kill(pid, unix.SIGTERM)
+			}
+			a.cmd.Process.Kill()
+			waitGonePID(t, a.servers[0], a.tokens[0])
+			if proc.Verify(daemon, dtok) != nil || in.daemonPID() != daemon {
+				t.Fatalf("the daemon %d did not survive host %d killing its tree (now %d)", daemon, a.cmd.Process.Pid, in.daemonPID())
+			}
+			if !alive(b.servers[0], b.tokens[0]) {
+				t.Fatalf("the other host's server %d was stopped", b.servers[0])
+			}
+		})
+	}
+}
