@@ -166,7 +166,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		conn.Send(api.TypeError, &api.Error{Code: 125, Retry: true, Message: "the daemon is stopping"})
 		return
 	}
-	if err := d.openSession(req); err != nil {
+	if err := d.openSession(&req); err != nil {
 		closeFiles()
 		conn.Send(api.TypeError, &api.Error{Code: 125, Message: "run: " + err.Error(),
 			Retry: errors.Is(err, registry.ErrBadTransition)})
@@ -536,14 +536,23 @@ func (d *Daemon) isStopping() bool {
 }
 
 // openSession makes sure the request's session exists and its host is
-// watched.
-func (d *Daemon) openSession(req api.RunRequest) error {
-	s, _, err := d.reg.OpenSession(registry.Session{
+// watched. A session id the shim derived from its host (session.Identify)
+// names one of that host's sessions: once it has ended, the host's next
+// server opens the next one (req.Session is set to its id), never the
+// ended one again. An id the user chose is reopened as asked.
+func (d *Daemon) openSession(req *api.RunRequest) error {
+	want := registry.Session{
 		ID: req.Session, Label: req.Label, HostPID: req.HostPID, HostToken: req.HostToken, HostCommand: req.HostCommand,
-	})
+	}
+	open := d.reg.OpenSession
+	if req.Session == session.DerivedID(req.HostPID, req.HostToken) {
+		open = d.reg.OpenGeneration
+	}
+	s, _, err := open(want)
 	if err != nil {
 		return err
 	}
+	req.Session = s.ID
 	return d.watchHost(s)
 }
 

@@ -89,7 +89,7 @@ func (d *Daemon) ensure(ctx context.Context, req api.EnsureRequest) (api.Ensured
 	if d.isStopping() {
 		return api.Ensured{}, errors.New("the daemon is stopping")
 	}
-	if err := d.openSession(req.RunRequest); err != nil {
+	if err := d.openSession(&req.RunRequest); err != nil {
 		return api.Ensured{}, err
 	}
 	slot := d.slot(req.Port)

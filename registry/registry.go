@@ -105,6 +105,33 @@ func (r *Registry) Event(kind, session, process, detail string) error {
 // it from s when there is none. An ended session with the same id is replaced:
 // the id names a host incarnation, so reuse means the caller asked for it.
 func (r *Registry) OpenSession(s Session) (Session, bool, error) {
+	return r.open(s, true)
+}
+
+// errEnded is open's refusal to reopen an ended session.
+var errEnded = errors.New("session ended")
+
+// OpenGeneration is OpenSession for an id derived from a host process: an
+// ended session is never reopened, since a host that goes on after one of
+// its sessions ended (Claude Code's /clear) is starting another one, whose
+// events must not be mixed with the old one's. The host's sessions are
+// s.ID, then s.ID-2, s.ID-3, ...: the first that has not ended is opened
+// (created when missing).
+func (r *Registry) OpenGeneration(s Session) (Session, bool, error) {
+	base := s.ID
+	for n := 1; ; n++ {
+		s.ID = base
+		if n > 1 {
+			s.ID = fmt.Sprintf("%s-%d", base, n)
+		}
+		sess, created, err := r.open(s, false)
+		if !errors.Is(err, errEnded) {
+			return sess, created, err
+		}
+	}
+}
+
+func (r *Registry) open(s Session, reopen bool) (Session, bool, error) {
 	for {
 		r.mu.Lock()
 		e, ok := r.sessions[s.ID]
@@ -120,6 +147,10 @@ func (r *Registry) OpenSession(s Session) (Session, bool, error) {
 			// the map too, so the next round starts a fresh entry.
 			e.mu.Unlock()
 			continue
+		}
+		if !reopen && e.rec.ID != "" && e.rec.State == SessionEnded {
+			e.mu.Unlock()
+			return Session{}, false, errEnded
 		}
 		sess, created, err := r.openLocked(e, s)
 		e.mu.Unlock()

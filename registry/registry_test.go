@@ -636,3 +636,33 @@ func TestUpdateLogged(t *testing.T) {
 		t.Errorf("the registry did not keep the committed change: %+v", again)
 	}
 }
+
+// OpenGeneration never reopens an ended session: the host's next session
+// is the first of id, id-2, id-3, ... that has not ended.
+func TestOpenGeneration(t *testing.T) {
+	r, _ := newTestRegistry()
+	open := func(want string, wantCreated bool) {
+		t.Helper()
+		s, created, err := r.OpenGeneration(Session{ID: "host-1-2", HostPID: 1})
+		if err != nil || s.ID != want || created != wantCreated || s.State != SessionActive {
+			t.Fatalf("OpenGeneration: %s created %v state %s err %v; want %s created %v active", s.ID, created, s.State, err, want, wantCreated)
+		}
+	}
+	end := func(id string) {
+		t.Helper()
+		if _, err := r.SetSessionState(id, SessionEnded, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open("host-1-2", true)
+	open("host-1-2", false)
+	end("host-1-2")
+	open("host-1-2-2", true)
+	open("host-1-2-2", false)
+	end("host-1-2-2")
+	open("host-1-2-3", true)
+	// An id the user chose is reopened as asked.
+	if s, _, err := r.OpenSession(Session{ID: "host-1-2", HostPID: 1}); err != nil || s.State != SessionActive {
+		t.Fatalf("OpenSession of the ended id: %+v %v, want it reopened", s, err)
+	}
+}

@@ -98,7 +98,7 @@ func Identify(ppid int, explicit string, env []string) (Identity, error) {
 	}
 	cmd, _ := proc.Cmdline(host.PID)
 	id := Identity{
-		ID:          fmt.Sprintf("host-%d-%d", host.PID, host.Token.StartTicks),
+		ID:          DerivedID(host.PID, host.Token),
 		HostPID:     host.PID,
 		HostToken:   host.Token,
 		HostCommand: strings.Join(cmd, " "),
@@ -111,6 +111,13 @@ func Identify(ppid int, explicit string, env []string) (Identity, error) {
 	}
 	id.Label, _ = proc.EnvValue(env, EnvClaudeSession)
 	return id, nil
+}
+
+// DerivedID is the session id of a host process: its pid and start time.
+// A daemon opens a host's later sessions (after one ended) under this id
+// with -2, -3, ... appended (registry.OpenGeneration).
+func DerivedID(pid int, tok proc.Token) string {
+	return fmt.Sprintf("host-%d-%d", pid, tok.StartTicks)
 }
 
 func findHost(ppid int) (proc.Info, error) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -300,4 +301,39 @@ func killByPIDNow(t *testing.T, pid int) {
 	tok := mustToken(t, pid)
 	killByToken(pid, tok)
 	waitGonePID(t, pid, tok)
+}
+
+// Issue 28: a host whose session was ended (Claude Code's /clear runs the
+// SessionEnd hook) and that goes on starting servers opens a new session,
+// with an id of its own, never the ended one again: each session's
+// processes and events stay apart.
+func TestEndedSessionIsNeverReopenedByItsHost(t *testing.T) {
+	in := newInstance(t)
+	sessionsOf := func() []string {
+		var out []string
+		for _, p := range in.mustProcesses(true) {
+			if !slices.Contains(out, p.Session) {
+				out = append(out, p.Session)
+			}
+		}
+		return out
+	}
+	in.mustRun("run", "--", bin, "_fixture", "exit", "0") // this test process is the host
+	first := sessionsOf()
+	if len(first) != 1 || !strings.HasPrefix(first[0], "host-") {
+		t.Fatalf("sessions %v, want one derived from the host", first)
+	}
+	in.mustRun("session", "end", first[0])
+	in.mustRun("run", "--", bin, "_fixture", "exit", "0")
+	in.mustRun("run", "--", bin, "_fixture", "exit", "0")
+	got := sessionsOf()
+	want := []string{first[0], first[0] + "-2"}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("sessions after the end and two more runs: %v, want %v", got, want)
+	}
+	ev := in.mustRun("events", "--session", first[0])
+	if n := strings.Count(ev, "session.start"); n != 1 {
+		t.Errorf("the ended session has %d session.start events, want 1:\n%s", n, ev)
+	}
 }
