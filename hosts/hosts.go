@@ -158,6 +158,8 @@ var (
 	continueSchema   = Schema{Path: []string{"mcpServers"}, List: true, Command: "command", Args: "args"}
 	gooseSchema      = Schema{Path: []string{"extensions"}, Command: "cmd", Args: "args"}
 	opencodeSchema   = Schema{Path: []string{"mcp"}, Command: "command"}
+	// Amp keeps its servers under one top-level key with a dot in it.
+	ampSchema = Schema{Path: []string{"amp.mcpServers"}, Command: "command", Args: "args"}
 )
 
 func user(p string, f Format, s Schema) File { return File{Path: p, Format: f, Schema: s} }
@@ -214,6 +216,16 @@ var table = []Host{
 			proj(p, e, ".gemini/settings.json", JSON, mcpServersSchema),
 		}
 	}},
+	{"qwen", "Qwen Code", func(e Env, p string) []File {
+		// A fork of Gemini CLI: the same layout. Newer releases also
+		// read a project's .mcp.json, which is Claude Code's project
+		// file (install claude-code --project wraps it).
+		return []File{
+			user(e.join(e.Home, ".qwen", "settings.json"), JSON, mcpServersSchema),
+			proj(p, e, ".qwen/settings.json", JSON, mcpServersSchema),
+			proj(p, e, ".qwen/settings.local.json", JSON, mcpServersSchema),
+		}
+	}},
 	{"zed", "Zed", func(e Env, p string) []File {
 		dir := e.join(e.xdgConfig(), "zed")
 		if e.GOOS == "windows" {
@@ -237,6 +249,46 @@ var table = []Host{
 			f = e.join(data, "settings", "cline_mcp_settings.json")
 		}
 		return []File{user(f, JSON, mcpServersSchema)}
+	}},
+	{"roo-code", "Roo Code", func(e Env, p string) []File {
+		return []File{
+			user(e.join(e.appConfig(), "Code", "User", "globalStorage", "rooveterinaryinc.roo-cline", "settings", "mcp_settings.json"), JSON, mcpServersSchema),
+			proj(p, e, ".roo/mcp.json", JSON, mcpServersSchema),
+		}
+	}},
+	{"kilo", "Kilo Code", func(e Env, p string) []File {
+		// Kilo Code 7 keeps its servers in opencode's format in
+		// kilo.json[c] (~/.config/kilo on every OS); .kilocode/mcp.json is
+		// the older extension's project file.
+		dir := e.join(e.Home, ".config", "kilo")
+		if e.GOOS != "windows" {
+			dir = e.join(e.xdgConfig(), "kilo")
+		}
+		return []File{
+			user(e.join(dir, "kilo.json"), JSON, opencodeSchema),
+			user(e.join(dir, "kilo.jsonc"), JSON, opencodeSchema),
+			proj(p, e, "kilo.json", JSON, opencodeSchema),
+			proj(p, e, "kilo.jsonc", JSON, opencodeSchema),
+			proj(p, e, ".kilo/kilo.json", JSON, opencodeSchema),
+			proj(p, e, ".kilo/kilo.jsonc", JSON, opencodeSchema),
+			proj(p, e, ".kilocode/mcp.json", JSON, mcpServersSchema),
+		}
+	}},
+	{"amp", "Amp", func(e Env, p string) []File {
+		// ~/.config/amp on every OS (%USERPROFILE%\.config\amp on Windows).
+		dir := e.join(e.Home, ".config", "amp")
+		if e.GOOS != "windows" {
+			dir = e.join(e.xdgConfig(), "amp")
+		}
+		return []File{
+			user(e.join(dir, "settings.json"), JSON, ampSchema),
+			user(e.join(dir, "settings.jsonc"), JSON, ampSchema),
+			proj(p, e, ".amp/settings.json", JSON, ampSchema),
+			proj(p, e, ".amp/settings.jsonc", JSON, ampSchema),
+		}
+	}},
+	{"lmstudio", "LM Studio", func(e Env, p string) []File {
+		return []File{user(e.join(e.Home, ".lmstudio", "mcp.json"), JSON, mcpServersSchema)}
 	}},
 	{"continue", "Continue", func(e Env, p string) []File {
 		return []File{user(e.join(e.Home, ".continue", "config.yaml"), YAML, continueSchema)}

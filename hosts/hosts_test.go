@@ -27,6 +27,11 @@ func TestPathsPerOS(t *testing.T) {
 			"continue":       {"/home/u/.continue/config.yaml"},
 			"goose":          {"/home/u/.config/goose/config.yaml"},
 			"opencode":       {"/home/u/.config/opencode/opencode.json", "/home/u/.config/opencode/opencode.jsonc"},
+			"qwen":           {"/home/u/.qwen/settings.json"},
+			"roo-code":       {"/home/u/.config/Code/User/globalStorage/rooveterinaryinc.roo-cline/settings/mcp_settings.json"},
+			"kilo":           {"/home/u/.config/kilo/kilo.json", "/home/u/.config/kilo/kilo.jsonc"},
+			"amp":            {"/home/u/.config/amp/settings.json", "/home/u/.config/amp/settings.jsonc"},
+			"lmstudio":       {"/home/u/.lmstudio/mcp.json"},
 		}},
 		{"linux", "/home/u", map[string]string{
 			"CLAUDE_CONFIG_DIR": "/cfg/claude", "CODEX_HOME": "/cfg/codex", "XDG_CONFIG_HOME": "/xdg",
@@ -67,6 +72,11 @@ func TestPathsPerOS(t *testing.T) {
 			"continue":       {`C:\Users\u\.continue\config.yaml`},
 			"goose":          {`C:\Users\u\AppData\Roaming\Block\goose\config\config.yaml`},
 			"opencode":       {`C:\Users\u\.config\opencode\opencode.json`, `C:\Users\u\.config\opencode\opencode.jsonc`},
+			"qwen":           {`C:\Users\u\.qwen\settings.json`},
+			"roo-code":       {`C:\Users\u\AppData\Roaming\Code\User\globalStorage\rooveterinaryinc.roo-cline\settings\mcp_settings.json`},
+			"kilo":           {`C:\Users\u\.config\kilo\kilo.json`, `C:\Users\u\.config\kilo\kilo.jsonc`},
+			"amp":            {`C:\Users\u\.config\amp\settings.json`, `C:\Users\u\.config\amp\settings.jsonc`},
+			"lmstudio":       {`C:\Users\u\.lmstudio\mcp.json`},
 		}},
 	} {
 		t.Run(tc.goos+" "+strings.Join(keys(tc.env), ","), func(t *testing.T) {
@@ -98,6 +108,10 @@ func TestProjectFiles(t *testing.T) {
 		"gemini":      {"/p/.gemini/settings.json"},
 		"zed":         {"/p/.zed/settings.json"},
 		"opencode":    {"/p/opencode.json", "/p/opencode.jsonc"},
+		"qwen":        {"/p/.qwen/settings.json", "/p/.qwen/settings.local.json"},
+		"roo-code":    {"/p/.roo/mcp.json"},
+		"kilo":        {"/p/kilo.json", "/p/kilo.jsonc", "/p/.kilo/kilo.json", "/p/.kilo/kilo.jsonc", "/p/.kilocode/mcp.json"},
+		"amp":         {"/p/.amp/settings.json", "/p/.amp/settings.jsonc"},
 	}
 	for _, h := range All() {
 		var got []string

@@ -134,7 +134,7 @@ func TestInstallErrors(t *testing.T) {
 		wantStderr string
 	}{
 		{[]string{"install"}, "supervisor: no host given\nhint: name one or more of claude-code, claude-desktop, cursor,"},
-		{[]string{"install", "claude"}, `supervisor: unknown host "claude" (valid: claude-code, claude-desktop, cursor, vscode, windsurf, codex, gemini, zed, cline, continue, goose, opencode)`},
+		{[]string{"install", "claude"}, `supervisor: unknown host "claude" (valid: claude-code, claude-desktop, cursor, vscode, windsurf, codex, gemini, qwen, zed, cline, roo-code, kilo, amp, lmstudio, continue, goose, opencode)`},
 		{[]string{"uninstall", "--all", "cursor"}, "supervisor: name hosts or give --all, not both"},
 		{[]string{"install", "cursor"}, "supervisor: " + path + ":3:29: invalid character ','"},
 		{[]string{"install", "--all", "--project", filepath.Join(home, "nope")}, "supervisor: --project " + filepath.Join(home, "nope") + ": "},
