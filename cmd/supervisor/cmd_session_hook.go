@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/session"
 )
 
 // hookBudget bounds `session end --hook`: Claude Code gives SessionEnd hooks
@@ -26,10 +29,14 @@ type hookInput struct {
 	SessionID string `json:"session_id"`
 }
 
-// endHookSession ends the sessions labelled with the hook's session_id.
-// Only malformed input is an error: no daemon, no such session or a slow
-// daemon must not break the host, so those exit 0 silently. It never
-// starts a daemon.
+// endHookSession ends the sessions labelled with the hook's session_id
+// (Claude Code passes its id to its servers too). A host that tells its
+// session id to hooks only (Gemini CLI, Qwen Code) labels no session: the
+// hook then ends the active sessions of the host it runs under, found the
+// way a shim finds its host (the first ancestor that is not a shell or
+// launcher), matched by pid and start time. Only malformed input is an
+// error: no daemon, no such session or a slow daemon must not break the
+// host, so those exit 0 silently. It never starts a daemon.
 func endHookSession(stdin io.Reader, grace time.Duration) error {
 	data, err := io.ReadAll(io.LimitReader(stdin, 1<<20))
 	if err != nil {
@@ -60,10 +67,8 @@ func endHookSession(stdin io.Reader, grace time.Duration) error {
 		if c.Call(api.TypeSessions, &api.SessionsRequest{}, &list) != nil {
 			return
 		}
-		for _, s := range list.Sessions {
-			if s.Label == in.SessionID && s.State == registry.SessionActive {
-				c.Call(api.TypeSessionEnd, &api.SessionEndRequest{ID: s.ID, GraceMS: api.Millis(grace)}, &api.Outcomes{})
-			}
+		for _, id := range hookSessions(list.Sessions, in.SessionID, hookHost) {
+			c.Call(api.TypeSessionEnd, &api.SessionEndRequest{ID: id, GraceMS: api.Millis(grace)}, &api.Outcomes{})
 		}
 	}()
 	select {
@@ -71,4 +76,38 @@ func endHookSession(stdin io.Reader, grace time.Duration) error {
 	case <-time.After(hookBudget):
 	}
 	return nil
+}
+
+// hookSessions picks the active sessions a hook ends: those labelled with
+// its session id, else those of its host (host() finds it; it is asked
+// only when no label matched).
+func hookSessions(sessions []api.SessionInfo, label string, host func() (int, proc.Token, bool)) []string {
+	var out []string
+	for _, s := range sessions {
+		if s.Label == label && s.State == registry.SessionActive {
+			out = append(out, s.ID)
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	pid, tok, ok := host()
+	if !ok {
+		return nil
+	}
+	for _, s := range sessions {
+		if s.State == registry.SessionActive && s.Label == "" && s.HostPID == pid && s.HostToken.Matches(tok) {
+			out = append(out, s.ID)
+		}
+	}
+	return out
+}
+
+// hookHost is the host this hook runs under.
+func hookHost() (int, proc.Token, bool) {
+	id, err := session.Identify(os.Getppid(), "", nil)
+	if err != nil {
+		return 0, proc.Token{}, false
+	}
+	return id.HostPID, id.HostToken, true
 }

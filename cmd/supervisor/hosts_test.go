@@ -336,3 +336,24 @@ func TestSessionEndHookNoDaemon(t *testing.T) {
 		t.Fatalf("the hook started a daemon (pid %d)", pid)
 	}
 }
+
+// Gemini CLI and Qwen Code tell their session id to hooks only: a
+// SessionEnd hook whose session_id labels no session ends the unlabelled
+// session of the host it runs under (here this test process), and not
+// another host's. (A labelled session is matched by its label only: see
+// hookSessions' unit test.)
+func TestSessionEndHookByHost(t *testing.T) {
+	in := newInstance(t)
+	mine := in.startShim("--", bin, "_fixture", "sleep") // its host: this process
+	mpid := mine.readyPID(t)
+	mtok := mustToken(t, mpid)
+	other := in.startHost(t, 1, "--", bin, "_fixture", "sleep")
+	hook := `{"session_id":"3f0c-gemini","hook_event_name":"SessionEnd","reason":"exit"}`
+	if out, errOut, code := runEnv(t, in.env, hook, "session", "end", "--hook"); code != 0 || out+errOut != "" {
+		t.Fatalf("session end --hook: exit %d, %q %q; want 0 and silence", code, out, errOut)
+	}
+	waitGonePID(t, mpid, mtok)
+	if !alive(other.servers[0], other.tokens[0]) {
+		t.Error("another host's session was stopped")
+	}
+}
