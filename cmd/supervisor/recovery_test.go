@@ -477,10 +477,16 @@ func TestFaultInjection(t *testing.T) {
 		return ps[0].ID
 	}
 
-	for _, point := range []string{"run.intent", "run.forked"} {
-		t.Run(point, func(t *testing.T) {
+	// run.intent comes before the fork or the exec in place: both paths.
+	// run.forked is the daemon's own fork.
+	for _, tc := range []struct{ point, inPlace string }{{"run.intent", "off"}, {"run.intent", "auto"}, {"run.forked", "off"}} {
+		point := tc.point
+		t.Run(point+"/in-place="+tc.inPlace, func(t *testing.T) {
+			if tc.inPlace == "auto" {
+				skipWithoutInPlace(t)
+			}
 			in := newInstance(t)
-			in.env = append(in.env, "SUPERVISOR_IN_PLACE=off") // run.forked is the daemon's own fork
+			in.env = append(in.env, "SUPERVISOR_IN_PLACE="+tc.inPlace)
 			_, died := in.startDaemonWith(t, fbin, "SUPERVISOR_FAULT="+point)
 			s := in.startShim("--session", "fault", "--", bin, "_fixture", "echo", "--ready")
 			<-died
