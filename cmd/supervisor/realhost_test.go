@@ -1,0 +1,284 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/proc"
+)
+
+// realHost is an agent host from npm (testdata/hosts, testdata/npm), as
+// the real-host test drives it: offline, in a private HOME, through the
+// command that connects to every configured server and exits.
+type realHost struct {
+	name      string   // as `supervisor install` takes it
+	bin       string   // from the repository's root
+	list      []string // connects to every server, prints them, exits
+	connected string   // what list prints for a connected server
+	env       []string
+	// config writes the host's config with one stdio server "fx" running
+	// argv with env tag, and returns its path.
+	config func(t *testing.T, home string, argv []string, tag string) string
+}
+
+func writeJSONFile(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// geminiLike is Gemini CLI's settings.json, which Qwen Code forked: folder
+// trust off, or servers are not started in a folder never trusted.
+func geminiLike(dir string) func(t *testing.T, home string, argv []string, tag string) string {
+	return func(t *testing.T, home string, argv []string, tag string) string {
+		path := filepath.Join(home, dir, "settings.json")
+		writeJSONFile(t, path, map[string]any{
+			"security":   map[string]any{"folderTrust": map[string]any{"enabled": false}},
+			"mcpServers": map[string]any{"fx": map[string]any{"command": argv[0], "args": argv[1:], "env": map[string]string{"E2E_TAG": tag}}},
+		})
+		return path
+	}
+}
+
+var realHosts = []realHost{
+	{name: "claude-code", bin: "testdata/npm/node_modules/.bin/claude", list: []string{"mcp", "list"}, connected: "Connected",
+		env: []string{"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
+		config: func(t *testing.T, home string, argv []string, tag string) string {
+			path := filepath.Join(home, ".claude.json")
+			writeJSONFile(t, path, map[string]any{
+				"mcpServers": map[string]any{"fx": map[string]any{"type": "stdio", "command": argv[0], "args": argv[1:], "env": map[string]string{"E2E_TAG": tag}}},
+			})
+			return path
+		}},
+	{name: "gemini", bin: "testdata/hosts/node_modules/.bin/gemini", list: []string{"mcp", "list"}, connected: "Connected", config: geminiLike(".gemini")},
+	{name: "qwen", bin: "testdata/hosts/node_modules/.bin/qwen", list: []string{"mcp", "list"}, connected: "Connected", config: geminiLike(".qwen")},
+	{name: "opencode", bin: "testdata/hosts/node_modules/.bin/opencode", list: []string{"mcp", "list"}, connected: "connected",
+		config: func(t *testing.T, home string, argv []string, tag string) string {
+			path := filepath.Join(home, ".config", "opencode", "opencode.json")
+			writeJSONFile(t, path, map[string]any{
+				"mcp": map[string]any{"fx": map[string]any{"type": "local", "command": argv, "environment": map[string]string{"E2E_TAG": tag}}},
+			})
+			return path
+		}},
+}
+
+// offline runs argv without a network where this user may (root: a
+// network namespace of its own), so a host that would phone home cannot.
+func offline(argv []string) []string {
+	if os.Getuid() == 0 {
+		if un, err := exec.LookPath("unshare"); err == nil {
+			return append([]string{un, "-n", "--"}, argv...)
+		}
+	}
+	return argv
+}
+
+// Issue 28: every real host this repository pins, installed through
+// `supervisor install`, starts its server through `supervisor run`; the
+// host's own exit and its SIGKILL leave nothing of the server (an escaped
+// setsid grandchild included); the daemon serving another host's server
+// beside it stays the same process; uninstall gives the file back byte for
+// byte. In place and with SUPERVISOR_IN_PLACE=off.
+func TestRealHosts(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range realHosts {
+		for _, inPlace := range []string{"auto", "off"} {
+			t.Run(h.name+"/in-place="+inPlace, func(t *testing.T) {
+				exe := filepath.Join(root, h.bin)
+				if _, err := os.Stat(exe); err != nil {
+					msg := fmt.Sprintf("%s is not installed (%s): .ci/run installs it with npm", h.name, h.bin)
+					if os.Getenv("CI") == "true" && strings.HasPrefix(h.bin, "testdata/npm/") {
+						t.Fatal(msg)
+					}
+					t.Skip(msg)
+				}
+				in := newInstance(t)
+				in.env = append(slices.Clone(in.env), "SUPERVISOR_IN_PLACE="+inPlace)
+				home, env := in.homeEnv(t)
+				env = append(env, h.env...)
+				// Another host's server, beside this one all along: the
+				// daemon that serves it must never change.
+				beside := in.startShim("--", bin, "_fixture", "sleep")
+				bpid := beside.readyPID(t)
+				btok := mustToken(t, bpid)
+				daemon := in.daemonPID()
+
+				for _, how := range []string{"exit", "SIGKILL"} {
+					tag := fmt.Sprintf("%s-%s-%d", h.name, how, time.Now().UnixNano())
+					argv := []string{bin, "_fixture", "mcp", "--escape"}
+					if how == "SIGKILL" {
+						argv = append(argv, "--hang") // the host waits for it until killed
+					}
+					path := h.config(t, home, argv, tag)
+					orig, _ := os.ReadFile(path)
+					if out, errOut, code := runEnv(t, env, "", "install", h.name); code != 0 {
+						t.Fatalf("install %s: exit %d\n%s%s", h.name, code, out, errOut)
+					}
+					wrapped, _ := os.ReadFile(path)
+					if !strings.Contains(string(wrapped), `"run"`) {
+						t.Fatalf("install left %s unwrapped:\n%s", path, wrapped)
+					}
+
+					ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+					argvHost := offline(append([]string{exe}, h.list...))
+					cmd := exec.CommandContext(ctx, argvHost[0], argvHost[1:]...)
+					cmd.Env, cmd.Dir = env, home
+					if how == "exit" {
+						out, err := cmd.CombinedOutput()
+						cancel()
+						if err != nil || !strings.Contains(string(out), h.connected) {
+							t.Fatalf("%s %v: %v; want the server %s:\n%s", h.name, h.list, err, h.connected, out)
+						}
+					} else {
+						if err := cmd.Start(); err != nil {
+							cancel()
+							t.Fatal(err)
+						}
+						done := make(chan struct{})
+						go func() { cmd.Wait(); close(done) }()
+						// The host whose servers they are: the session's
+						// host, which may be a child of the command run.
+						var host int
+						waitCond(t, func() error {
+							for _, p := range in.mustProcesses(false) {
+								if p.Name == "fx" {
+									host = sessionHost(t, in, p.Session)
+									return nil
+								}
+							}
+							return fmt.Errorf("%s started no server fx", h.name)
+						})
+						if host <= 1 {
+							t.Fatalf("no host pid for the session of fx")
+						}
+						unix.Kill(host, unix.SIGKILL)
+						cmd.Process.Kill() // a launcher in front of it (node, unshare)
+						<-done
+						cancel()
+					}
+					waitCond(t, func() error {
+						if left := taggedProcesses("E2E_TAG=" + tag); len(left) > 0 {
+							return fmt.Errorf("after the host's %s, still running: %v", how, left)
+						}
+						return nil
+					})
+					started := false
+					for _, p := range in.mustProcesses(true) {
+						started = started || p.Name == "fx"
+					}
+					if !started {
+						t.Errorf("%s: the server was not started through supervisor run", how)
+					}
+					// Most hosts write their own file too (Claude Code a
+					// userID, Qwen Code a $version, opencode a $schema): then
+					// uninstall cannot give the original bytes back, only
+					// the server's own command, keeping what the host added.
+					hostWrote := false
+					if now, _ := os.ReadFile(path); string(now) != string(wrapped) {
+						hostWrote = true
+					}
+					if out, errOut, code := runEnv(t, env, "", "uninstall", h.name); code != 0 {
+						t.Fatalf("uninstall %s: exit %d\n%s%s", h.name, code, out, errOut)
+					}
+					got, _ := os.ReadFile(path)
+					switch {
+					case !hostWrote && string(got) != string(orig):
+						t.Fatalf("uninstall did not give %s back byte for byte:\n%s", path, got)
+					case hostWrote && !slices.Equal(serverArgv(t, got, "fx"), argv):
+						t.Fatalf("uninstall left fx as %q in %s, want %q:\n%s", serverArgv(t, got, "fx"), path, argv, got)
+					}
+				}
+				if !alive(bpid, btok) {
+					t.Error("the other host's server beside it was stopped")
+				}
+				if now := in.daemonPID(); now != daemon {
+					t.Errorf("the daemon changed from %d to %d while the host came and went", daemon, now)
+				}
+				killByToken(bpid, btok)
+			})
+		}
+	}
+}
+
+// serverArgv finds the server name in a host's JSON config, wherever the
+// host keeps its servers, and returns its command line: command and args,
+// or opencode's command array.
+func serverArgv(t *testing.T, data []byte, name string) []string {
+	t.Helper()
+	var root any
+	if err := json.Unmarshal(data, &root); err != nil {
+		t.Fatalf("the config does not parse after uninstall: %v\n%s", err, data)
+	}
+	var find func(v any) []string
+	find = func(v any) []string {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		if srv, ok := m[name].(map[string]any); ok {
+			var argv []string
+			switch c := srv["command"].(type) {
+			case string:
+				argv = append(argv, c)
+			case []any:
+				for _, a := range c {
+					argv = append(argv, fmt.Sprint(a))
+				}
+			}
+			if args, ok := srv["args"].([]any); ok {
+				for _, a := range args {
+					argv = append(argv, fmt.Sprint(a))
+				}
+			}
+			return argv
+		}
+		for _, sub := range m {
+			if argv := find(sub); argv != nil {
+				return argv
+			}
+		}
+		return nil
+	}
+	return find(root)
+}
+
+// sessionHost is the host pid of session id.
+func sessionHost(t *testing.T, in *instance, id string) int {
+	t.Helper()
+	var sessions []api.SessionInfo
+	if err := json.Unmarshal([]byte(in.mustRun("sessions", "--all", "--json")), &sessions); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sessions {
+		if s.ID == id {
+			if proc.Verify(s.HostPID, s.HostToken) == nil {
+				return s.HostPID
+			}
+		}
+	}
+	return 0
+}
