@@ -90,8 +90,10 @@ type Daemon struct {
 	store       *store.Store
 	reg         *registry.Registry
 	reaper      *spawn.Reaper
-	exe         string   // this binary, run as the servers' log hub; "" when unknown
-	hubs        *logHubs // the log hubs (loghub_unix.go); nil when none can start
+	exe         string     // this binary, run as the servers' log hub; "" when unknown
+	keeperPID   int        // a keeper that replaced the first one and watches from outside (keeper.go)
+	keeperTok   proc.Token // its token
+	hubs        *logHubs   // the log hubs (loghub_unix.go); nil when none can start
 	usage       usageCache
 	watcher     *session.Watcher
 	cgroups     *cgroup.Manager // nil: no cgroups (none writable, or turned off)
@@ -283,6 +285,15 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	defer d.watcher.Close()
+	// A stop on purpose is told to a keeper that is not the parent.
+	defer func() {
+		if err == nil && cfg.Init == nil {
+			markStopped(paths.StateDir)
+		}
+	}()
+	if cfg.Init == nil && d.exe != "" {
+		d.watchKeeper(parentKeeper())
+	}
 
 	// Reconcile before the socket accepts anything (design §7).
 	rec := d.reconcile()

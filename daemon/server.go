@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/keeper"
+	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/service"
 	"github.com/seed-86a41135/supervisor/session"
@@ -272,15 +271,22 @@ func (d *Daemon) status() *api.Status {
 		Recovery:       d.recovery,
 		LogHubs:        d.hubs.status(),
 		ResourceLimits: d.resourceLimits(),
-		Restarter:      restarter(),
+		Restarter:      d.restarter(),
 	}
 }
 
-// restarter says what would start this daemon again after a crash. The
-// keeper counts only while it is still this process's parent.
-func restarter() string {
-	if v := os.Getenv(keeper.EnvPID); v != "" && v == strconv.Itoa(os.Getppid()) {
-		return "keeper pid " + v + " (restarts it at once)"
+// restarter says what would start this daemon again after a crash: the
+// keeper it runs under while that is still its parent, or the one that
+// replaced it and watches it from outside while that lives.
+func (d *Daemon) restarter() string {
+	if pid := parentKeeper(); pid > 0 {
+		return fmt.Sprintf("keeper pid %d (restarts it at once)", pid)
+	}
+	d.mu.Lock()
+	k, ktok := d.keeperPID, d.keeperTok
+	d.mu.Unlock()
+	if k > 0 && proc.Verify(k, ktok) == nil {
+		return fmt.Sprintf("keeper pid %d, watching (restarts it at once; the first keeper died)", k)
 	}
 	switch {
 	case os.Getenv("INVOCATION_ID") != "":

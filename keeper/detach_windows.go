@@ -27,3 +27,9 @@ func StartDetached(cmd *exec.Cmd) error {
 	*cmd = *retry
 	return cmd.Start()
 }
+
+// DetachedAttr is StartDetached's for os.StartProcess, without the
+// breakaway (a job that forbids it would fail the start).
+func DetachedAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{CreationFlags: windows.CREATE_NEW_PROCESS_GROUP | windows.CREATE_NO_WINDOW}
+}

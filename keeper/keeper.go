@@ -29,6 +29,17 @@ const Command = "_keeper"
 // daemon can tell whether a crash of its own would be recovered.
 const EnvPID = "SUPERVISOR_KEEPER_PID"
 
+// EnvWatch, "PID:STARTTICKS", makes a keeper watch a daemon that is not
+// its child: one whose keeper died, started by that daemon (the keepers
+// and the daemon watch each other). When it ends, the keeper starts a
+// daemon again unless the one it watched stopped on purpose (Stopped).
+const EnvWatch = "SUPERVISOR_KEEPER_WATCH"
+
+// StoppedFile, in the state directory, names the last daemon that stopped
+// on purpose: a keeper that is not the daemon's parent cannot see its exit
+// status, and reads this instead.
+const StoppedFile = "daemon.stopped"
+
 // StartWindow is how long a daemon may take to fail its start: a daemon
 // that exits 1 within it refused to start (a bad config file, a state
 // directory it cannot use), and starting it again would fail the same way.
@@ -106,6 +117,11 @@ type Options struct {
 	// user reads one story).
 	Logf   func(format string, args ...any)
 	Policy *Policy
+	// Watch, when set, is a daemon to wait for before starting one: the
+	// keeper is not its parent. Stopped says whether that daemon (by pid)
+	// stopped on purpose.
+	Watch   interface{ Wait(time.Duration) bool }
+	Stopped func() bool
 	// Signals delivers the signals the keeper handles: SIGTERM and SIGINT
 	// are passed on to the daemon and end the keeping, SIGHUP (reload) is
 	// passed on.
@@ -124,6 +140,34 @@ func Keep(ctx context.Context, o Options) error {
 		}
 	}
 	defer closeReport()
+	if o.Watch != nil {
+		gone, quit := make(chan struct{}), make(chan struct{})
+		defer close(quit)
+		go func() {
+			for !o.Watch.Wait(time.Second) {
+				select {
+				case <-quit:
+					return
+				default:
+				}
+			}
+			close(gone)
+		}()
+		select {
+		case <-gone:
+		case sig := <-o.Signals:
+			if sig != syscall.SIGHUP {
+				return nil // told to stop: the watched daemon runs on
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if o.Stopped != nil && o.Stopped() {
+			o.Logf("keeper: the daemon it watched stopped on purpose")
+			return nil
+		}
+		o.Logf("keeper: the daemon it watched is gone without stopping; starting it again")
+	}
 	stopping := false
 	for first := true; ; first = false {
 		cmd := exec.Command(o.Exe, o.Args...)

@@ -6,9 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/seed-86a41135/supervisor/proc"
 )
 
 // Main runs `supervisor _keeper STAGE LOG REPORT -- DAEMON-ARGS...` and
@@ -59,16 +63,67 @@ func Main(args []string) int {
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	err = Keep(context.Background(), Options{
-		Exe: exe, Args: daemonArgs, Env: os.Environ(), Report: report,
+	o := Options{
+		Exe: exe, Args: daemonArgs, Report: report,
 		Logf: func(format string, a ...any) { appendLine(logPath, format, a...) }, Policy: DefaultPolicy(), Signals: sigs,
-	})
+	}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, EnvWatch+"=") {
+			o.Env = append(o.Env, kv)
+		}
+	}
+	if w := os.Getenv(EnvWatch); w != "" {
+		pid, h := watched(w)
+		if h == nil {
+			// Gone before we could look: it stopped or it crashed.
+			h = goneHandle{}
+		} else {
+			defer h.Close()
+		}
+		o.Watch = h
+		stopped := filepath.Join(filepath.Dir(logPath), StoppedFile)
+		o.Stopped = func() bool {
+			b, err := os.ReadFile(stopped)
+			return err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(pid)
+		}
+	}
+	err = Keep(context.Background(), o)
 	if err != nil {
 		appendLine(logPath, "keeper: %v", err)
 		return 1
 	}
 	return 0
 }
+
+// watched opens the daemon named by EnvWatch ("PID:STARTTICKS"), or
+// returns a nil handle when it is gone (or its pid is another process's).
+func watched(v string) (int, waitCloser) {
+	p, ticks, _ := strings.Cut(v, ":")
+	pid, err := strconv.Atoi(p)
+	if err != nil || pid <= 1 {
+		return 0, nil
+	}
+	tok, err := proc.TokenOf(pid)
+	if err != nil || strconv.FormatUint(tok.StartTicks, 10) != ticks {
+		return pid, nil
+	}
+	h, err := proc.OpenHandle(pid, tok)
+	if err != nil {
+		return pid, nil
+	}
+	return pid, h
+}
+
+type waitCloser interface {
+	Wait(time.Duration) bool
+	Close() error
+}
+
+// goneHandle is a daemon already gone.
+type goneHandle struct{}
+
+func (goneHandle) Wait(time.Duration) bool { return true }
+func (goneHandle) Close() error            { return nil }
 
 // appendLine adds one line to the daemon's log in a single write, so it
 // does not tear a line the daemon writes at the same moment.

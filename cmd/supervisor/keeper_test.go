@@ -67,13 +67,14 @@ func TestKeeperRestartsAKilledDaemon(t *testing.T) {
 	if pid := in.daemonPID(); pid != 0 {
 		t.Fatalf("daemon %d answers after a stop on purpose", pid)
 	}
-	// A keeper SIGKILLed is no longer counted on.
-	in.mustRun("daemon")
-	for _, k := range in.keepers() {
-		killByPIDNow(t, k)
-	}
+}
+
+// A daemon started by hand in the foreground has no keeper, and says so.
+func TestForegroundDaemonSaysNothingRestartsIt(t *testing.T) {
+	in := newInstance(t)
+	in.startDaemonWith(t, bin)
 	if got := in.status(t).Restarter; !strings.HasPrefix(got, "none: ") {
-		t.Errorf("status says the restarter is %q once the keeper is gone, want none", got)
+		t.Errorf("status says the restarter is %q, want none", got)
 	}
 }
 
@@ -249,5 +250,50 @@ func TestHostKillingItsTreeSparesTheDaemon(t *testing.T) {
 				t.Fatalf("the other host's server %d was stopped", b.servers[0])
 			}
 		})
+	}
+}
+
+// The keeper and the daemon watch each other: a keeper SIGKILLed is
+// replaced by one that watches the daemon from outside. That one restarts
+// a daemon that dies without stopping, and ends with one that stops on
+// purpose (it reads daemon.stopped, as it sees no exit status).
+func TestKeeperReplacedWhenKilled(t *testing.T) {
+	in := newInstance(t)
+	replaced := func(old int) int {
+		t.Helper()
+		var k int
+		waitCond(t, func() error {
+			ks := in.keepers()
+			if len(ks) != 1 || ks[0] == old {
+				return fmt.Errorf("keepers %v, want one other than %d", ks, old)
+			}
+			k = ks[0]
+			if got := in.status(t).Restarter; !strings.Contains(got, fmt.Sprintf("keeper pid %d, watching", k)) {
+				return fmt.Errorf("status says the restarter is %q", got)
+			}
+			return nil
+		})
+		return k
+	}
+	// A stop on purpose ends the watching keeper too.
+	in.mustRun("daemon")
+	k1 := in.keepers()[0]
+	killByPIDNow(t, k1)
+	k2 := replaced(k1)
+	k2tok := mustToken(t, k2)
+	in.mustRun("daemon", "stop")
+	waitGonePID(t, k2, k2tok)
+	if pid := in.daemonPID(); pid != 0 {
+		t.Fatalf("daemon %d answers after a stop on purpose under a watching keeper", pid)
+	}
+	// A crash is recovered by it.
+	in.mustRun("daemon")
+	k3 := in.keepers()[0]
+	killByPIDNow(t, k3)
+	k4 := replaced(k3)
+	d1 := in.killDaemon(t)
+	d2 := in.waitNewDaemon(t, d1)
+	if p := ppidOf(t, d2); p != k4 {
+		t.Fatalf("the daemon started after the crash is the child of %d, want the watching keeper %d", p, k4)
 	}
 }
