@@ -84,6 +84,16 @@ func (e Env) xdgConfig() string {
 	return e.join(e.Home, ".config")
 }
 
+// dotConfig is ~/.config/NAME on every OS, where the CLIs that ignore the
+// platform's own config directory keep theirs (%USERPROFILE%\.config\NAME
+// on Windows; $XDG_CONFIG_HOME/NAME elsewhere when that is set).
+func (e Env) dotConfig(name string) string {
+	if e.GOOS == "windows" {
+		return e.join(e.Home, ".config", name)
+	}
+	return e.join(e.xdgConfig(), name)
+}
+
 // Format is a config file's syntax.
 type Format string
 
@@ -258,12 +268,9 @@ var table = []Host{
 	}},
 	{"kilo", "Kilo Code", func(e Env, p string) []File {
 		// Kilo Code 7 keeps its servers in opencode's format in
-		// kilo.json[c] (~/.config/kilo on every OS); .kilocode/mcp.json is
-		// the older extension's project file.
-		dir := e.join(e.Home, ".config", "kilo")
-		if e.GOOS != "windows" {
-			dir = e.join(e.xdgConfig(), "kilo")
-		}
+		// kilo.json[c]; .kilocode/mcp.json is the older extension's
+		// project file.
+		dir := e.dotConfig("kilo")
 		return []File{
 			user(e.join(dir, "kilo.json"), JSON, opencodeSchema),
 			user(e.join(dir, "kilo.jsonc"), JSON, opencodeSchema),
@@ -275,11 +282,7 @@ var table = []Host{
 		}
 	}},
 	{"amp", "Amp", func(e Env, p string) []File {
-		// ~/.config/amp on every OS (%USERPROFILE%\.config\amp on Windows).
-		dir := e.join(e.Home, ".config", "amp")
-		if e.GOOS != "windows" {
-			dir = e.join(e.xdgConfig(), "amp")
-		}
+		dir := e.dotConfig("amp")
 		return []File{
 			user(e.join(dir, "settings.json"), JSON, ampSchema),
 			user(e.join(dir, "settings.jsonc"), JSON, ampSchema),
