@@ -30,6 +30,7 @@ import (
 	"gopkg.in/natefinch/lumberjack.v2"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/keeper"
 	"github.com/seed-86a41135/supervisor/cgroup"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
@@ -85,26 +86,27 @@ type Config struct {
 
 // Daemon is one running supervisor daemon.
 type Daemon struct {
-	cfg         Config
-	log         hclog.Logger
-	store       *store.Store
-	reg         *registry.Registry
-	reaper      *spawn.Reaper
-	exe         string     // this binary, run as the servers' log hub; "" when unknown
-	keeperPID   int        // a keeper that replaced the first one and watches from outside (keeper.go)
-	keeperTok   proc.Token // its token
-	hubs        *logHubs   // the log hubs (loghub_unix.go); nil when none can start
-	usage       usageCache
-	watcher     *session.Watcher
-	cgroups     *cgroup.Manager // nil: no cgroups (none writable, or turned off)
-	breakers    *breakers
-	instance    string // the SUPERVISOR_INSTANCE marker of this state directory
-	initSession string // supervisor init: the command's session marker
-	cascade     *shutdown.Cascade
-	started     time.Time
-	feat        map[string]bool
-	limits      []string // why a facility is off, for status
-	metrics     *metrics // Prometheus metrics (metrics.go)
+	cfg           Config
+	log           hclog.Logger
+	store         *store.Store
+	reg           *registry.Registry
+	reaper        *spawn.Reaper
+	exe           string     // this binary, run as the servers' log hub; "" when unknown
+	keeperPID     int        // the keeper that restarts this daemon (keeper.go)
+	keeperTok     proc.Token // its token
+	keeperWatches bool       // it watches from outside: it replaced the first one
+	hubs          *logHubs   // the log hubs (loghub_unix.go); nil when none can start
+	usage         usageCache
+	watcher       *session.Watcher
+	cgroups       *cgroup.Manager // nil: no cgroups (none writable, or turned off)
+	breakers      *breakers
+	instance      string // the SUPERVISOR_INSTANCE marker of this state directory
+	initSession   string // supervisor init: the command's session marker
+	cascade       *shutdown.Cascade
+	started       time.Time
+	feat          map[string]bool
+	limits        []string // why a facility is off, for status
+	metrics       *metrics // Prometheus metrics (metrics.go)
 
 	mu       sync.Mutex
 	live     map[string]*live      // by process id
@@ -291,8 +293,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			markStopped(paths.StateDir)
 		}
 	}()
+	// What an earlier daemon said of its stop is no longer news.
+	os.Remove(filepath.Join(paths.StateDir, keeper.StoppedFile))
 	if cfg.Init == nil && d.exe != "" {
-		d.watchKeeper(parentKeeper())
+		d.watchKeepers()
 	}
 
 	// Reconcile before the socket accepts anything (design §7).

@@ -17,25 +17,34 @@ import (
 // daemon from outside (it cannot become its parent), so a crash of the
 // daemon afterwards is still recovered at once.
 
-// parentKeeper is the keeper this daemon was started by, while it is still
-// its parent; 0 if none.
-func parentKeeper() int {
-	if v := os.Getenv(keeper.EnvPID); v != "" && v == strconv.Itoa(os.Getppid()) {
-		return os.Getppid()
+// watchKeepers starts watching the keeper this daemon was started by, if
+// any; one already gone (it died before we looked) is replaced at once.
+func (d *Daemon) watchKeepers() {
+	v := os.Getenv(keeper.EnvPID)
+	if v == "" {
+		return // started by hand or by a service manager
 	}
-	return 0
-}
-
-// watchKeeper watches the keeper this daemon runs under, if any.
-func (d *Daemon) watchKeeper(pid int) {
-	if pid <= 1 {
+	pid, err := strconv.Atoi(v)
+	if err != nil || pid != os.Getppid() {
+		d.log.Warn("the daemon's keeper is gone already: starting one that watches this daemon", "keeper", v)
+		go d.replaceKeeper()
 		return
 	}
 	tok, err := proc.TokenOf(pid)
 	if err != nil {
-		d.log.Warn("cannot watch the daemon's keeper", "keeper", pid, "err", err)
+		d.log.Warn("the daemon's keeper is gone already: starting one that watches this daemon", "keeper", pid, "err", err)
+		go d.replaceKeeper()
 		return
 	}
+	d.watchKeeper(pid, tok, false)
+}
+
+// watchKeeper records keeper pid (its parent, or watching from outside)
+// and replaces it when it dies while this daemon lives.
+func (d *Daemon) watchKeeper(pid int, tok proc.Token, watching bool) {
+	d.mu.Lock()
+	d.keeperPID, d.keeperTok, d.keeperWatches = pid, tok, watching
+	d.mu.Unlock()
 	if _, err := d.watcher.Watch(pid, tok, func() {
 		if d.isStopping() {
 			return
@@ -47,15 +56,35 @@ func (d *Daemon) watchKeeper(pid int) {
 	}
 }
 
+// keeperNow is the live keeper of this daemon, if any.
+func (d *Daemon) keeperNow() (pid int, watching bool) {
+	d.mu.Lock()
+	pid, tok, watching := d.keeperPID, d.keeperTok, d.keeperWatches
+	d.mu.Unlock()
+	if pid <= 0 || proc.Verify(pid, tok) != nil {
+		return 0, false
+	}
+	return pid, watching
+}
+
+// selfWatch is what a keeper watching this daemon is told to watch, and
+// what daemon.stopped says once it stopped on purpose: "PID:STARTTICKS".
+func selfWatch() (string, error) {
+	self, err := proc.TokenOf(os.Getpid())
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d:%d", os.Getpid(), self.StartTicks), nil
+}
+
 // replaceKeeper starts a keeper that watches this daemon, then watches it
 // in turn once it is found.
 func (d *Daemon) replaceKeeper() {
-	self, err := proc.TokenOf(os.Getpid())
+	watch, err := selfWatch()
 	if err != nil {
 		d.log.Error("start a new keeper", "err", err)
 		return
 	}
-	watch := fmt.Sprintf("%d:%d", os.Getpid(), self.StartTicks)
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, keeper.EnvPID+"=") && !strings.HasPrefix(kv, keeper.EnvWatch+"=") {
@@ -71,7 +100,7 @@ func (d *Daemon) replaceKeeper() {
 		return
 	}
 	defer devnull.Close()
-	argv := append([]string{d.exe, keeper.Command, "detach", d.cfg.Paths.Log(), "-", "--"}, os.Args[1:]...)
+	argv := append([]string{d.exe, keeper.Command, "detach", filepath.Join(d.cfg.Paths.StateDir, keeper.LogFile), "-", "--"}, os.Args[1:]...)
 	p, err := os.StartProcess(d.exe, argv, &os.ProcAttr{Dir: "/", Env: env, Files: []*os.File{devnull, devnull, devnull}, Sys: keeper.DetachedAttr()})
 	if err != nil {
 		d.log.Error("start a new keeper", "err", err)
@@ -81,13 +110,11 @@ func (d *Daemon) replaceKeeper() {
 	// The keeper is the detach stage's child: find it by what it watches.
 	for range 100 {
 		if pid := findKeeper(watch); pid > 0 {
-			d.log.Info("a new keeper watches this daemon", "keeper", pid)
-			tok, _ := proc.TokenOf(pid)
-			d.mu.Lock()
-			d.keeperPID, d.keeperTok = pid, tok
-			d.mu.Unlock()
-			d.watchKeeper(pid)
-			return
+			if tok, err := proc.TokenOf(pid); err == nil {
+				d.log.Info("a new keeper watches this daemon", "keeper", pid)
+				d.watchKeeper(pid, tok, true)
+				return
+			}
 		}
 		if d.isStopping() {
 			return
@@ -114,8 +141,10 @@ func findKeeper(watch string) int {
 }
 
 // markStopped tells a keeper that is not this daemon's parent that it
-// stopped on purpose.
+// stopped on purpose. The pid and start time name this daemon alone: a
+// later one on a recycled pid is not taken for it.
 func markStopped(stateDir string) {
-	path := filepath.Join(stateDir, keeper.StoppedFile)
-	os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
+	if watch, err := selfWatch(); err == nil {
+		os.WriteFile(filepath.Join(stateDir, keeper.StoppedFile), []byte(watch+"\n"), 0o600)
+	}
 }

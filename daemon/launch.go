@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -32,7 +33,7 @@ func Launch(ctx context.Context, exe string, paths api.Paths, env []string) erro
 		return fmt.Errorf("open %s: %w", os.DevNull, err)
 	}
 	defer devnull.Close()
-	cmd := exec.Command(exe, keeper.Command, "detach", paths.Log(), "-", "--", "daemon", "--foreground")
+	cmd := exec.Command(exe, keeper.Command, "detach", filepath.Join(paths.StateDir, keeper.LogFile), "-", "--", "daemon", "--foreground")
 	cmd.Env = daemonEnv(env)
 	cmd.Dir = "/"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
@@ -46,11 +47,12 @@ func Launch(ctx context.Context, exe string, paths api.Paths, env []string) erro
 	if report != nil {
 		defer report.Close() // also ends the reader below
 	}
-	if err := keeper.StartDetached(cmd); err != nil {
-		return fmt.Errorf("start daemon %s: %w", exe, err)
-	}
+	err = keeper.StartDetached(cmd)
 	if len(cmd.ExtraFiles) > 0 {
 		cmd.ExtraFiles[0].Close() // the keeper's copy is the write end left
+	}
+	if err != nil {
+		return fmt.Errorf("start daemon %s: %w", exe, err)
 	}
 	detached := make(chan error, 1)
 	go func() { detached <- cmd.Wait() }()

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/service"
 	"github.com/seed-86a41135/supervisor/session"
@@ -275,18 +274,13 @@ func (d *Daemon) status() *api.Status {
 	}
 }
 
-// restarter says what would start this daemon again after a crash: the
-// keeper it runs under while that is still its parent, or the one that
-// replaced it and watches it from outside while that lives.
+// restarter says what would start this daemon again after a crash.
 func (d *Daemon) restarter() string {
-	if pid := parentKeeper(); pid > 0 {
+	switch pid, watching := d.keeperNow(); {
+	case pid > 0 && watching:
+		return fmt.Sprintf("keeper pid %d, watching (restarts it at once; the first keeper died)", pid)
+	case pid > 0:
 		return fmt.Sprintf("keeper pid %d (restarts it at once)", pid)
-	}
-	d.mu.Lock()
-	k, ktok := d.keeperPID, d.keeperTok
-	d.mu.Unlock()
-	if k > 0 && proc.Verify(k, ktok) == nil {
-		return fmt.Sprintf("keeper pid %d, watching (restarts it at once; the first keeper died)", k)
 	}
 	switch {
 	case os.Getenv("INVOCATION_ID") != "":

@@ -78,13 +78,18 @@ type Policy struct {
 func DefaultPolicy() *Policy { return &Policy{Free: 3, Window: time.Minute, Max: 30 * time.Second} }
 
 // Next says whether a daemon that ended as e at now is started again, and
-// after what pause; why is set when it is not.
-func (p *Policy) Next(e Exit, now time.Time) (restart bool, pause time.Duration, why string) {
+// after what pause; why is set when it is not. first says it was the first
+// daemon this keeper started: only that one's exit 1 within StartWindow is
+// taken for a refused start (a bad config file, which the launcher hears
+// about). A later one that fails so (a config edited since, fds run out
+// for a moment) is started again, backing off: giving up would leak the
+// servers.
+func (p *Policy) Next(e Exit, first bool, now time.Time) (restart bool, pause time.Duration, why string) {
 	switch {
 	case e.Code == 0:
 		return false, 0, "the daemon stopped on purpose"
-	case e.Code == 1 && e.Ran < StartWindow:
-		return false, 0, "the daemon refused to start (its reason is in this log); starting it again would fail the same way"
+	case first && e.Code == 1 && e.Ran < StartWindow:
+		return false, 0, "the daemon refused to start (its reason is in the daemon's log); starting it again would fail the same way"
 	}
 	kept := p.recent[:0]
 	for _, t := range p.recent {
@@ -153,14 +158,18 @@ func Keep(ctx context.Context, o Options) error {
 			}
 			close(gone)
 		}()
-		select {
-		case <-gone:
-		case sig := <-o.Signals:
-			if sig != syscall.SIGHUP {
-				return nil // told to stop: the watched daemon runs on
+	watching:
+		for {
+			select {
+			case <-gone:
+				break watching
+			case sig := <-o.Signals:
+				if sig != syscall.SIGHUP { // a reload is the daemon's own business
+					return nil // told to stop: the watched daemon runs on
+				}
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-		case <-ctx.Done():
-			return ctx.Err()
 		}
 		if o.Stopped != nil && o.Stopped() {
 			o.Logf("keeper: the daemon it watched stopped on purpose")
@@ -182,8 +191,11 @@ func Keep(ctx context.Context, o Options) error {
 		}
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
+		// The launcher hears how the start went until a daemon has run
+		// StartWindow (one restarted after a SIGKILL during its start
+		// included: that start has not failed).
 		var startOver <-chan time.Time
-		if first && report != nil {
+		if report != nil {
 			startOver = time.After(StartWindow)
 		}
 	wait:
@@ -205,26 +217,40 @@ func Keep(ctx context.Context, o Options) error {
 			}
 		}
 		e := exitOf(cmd.ProcessState, time.Since(started))
-		if first && report != nil && e.Code != 0 {
-			fmt.Fprintf(report, "%v\n", e)
-		}
-		closeReport()
 		if stopping {
 			o.Logf("keeper: daemon pid %d %v; the keeper was told to stop", cmd.Process.Pid, e)
 			return nil
 		}
-		restart, pause, why := o.Policy.Next(e, time.Now())
+		restart, pause, why := o.Policy.Next(e, first, time.Now())
 		if !restart {
+			if report != nil && e.Code != 0 {
+				fmt.Fprintf(report, "%v\n", e)
+			}
 			if e.Code != 0 {
 				o.Logf("keeper: daemon pid %d %v; not restarting: %s", cmd.Process.Pid, e, why)
 			}
 			return nil
 		}
 		o.Logf("keeper: daemon pid %d %v; restarting it after %v", cmd.Process.Pid, e, pause)
+		if err := o.pause(ctx, pause); err != nil {
+			return nil // told to stop (`daemon stop` finds a keeper between daemons)
+		}
+	}
+}
+
+// pause waits d before a restart. SIGHUP (a reload, with no daemon to
+// reload) is ignored; SIGTERM or SIGINT, or ctx, end it with an error.
+func (o Options) pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
 		select {
-		case <-time.After(pause):
-		case <-o.Signals:
+		case <-t.C:
 			return nil
+		case sig := <-o.Signals:
+			if sig != syscall.SIGHUP {
+				return fmt.Errorf("told to stop (%v)", sig)
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}

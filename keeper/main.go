@@ -2,7 +2,9 @@ package keeper
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -22,7 +24,8 @@ import (
 // server in its own place, it would otherwise be a descendant of a host
 // for its whole life, and a host that kills its server's tree would take
 // it along. Stage keep runs the daemon (Keep). REPORT is the fd the
-// first start's failure is told on, "-" for none; LOG is the daemon's log.
+// first start's failure is told on, "-" for none; LOG is the keepers' log
+// (LogFile in the state directory).
 func Main(args []string) int {
 	if len(args) < 5 || args[3] != "--" || (args[0] != "detach" && args[0] != "keep") {
 		fmt.Fprintf(os.Stderr, "supervisor: %s is internal: `%s detach|keep LOG REPORT-FD -- ARGS...`\n", Command, Command)
@@ -73,18 +76,13 @@ func Main(args []string) int {
 		}
 	}
 	if w := os.Getenv(EnvWatch); w != "" {
-		pid, h := watched(w)
-		if h == nil {
-			// Gone before we could look: it stopped or it crashed.
-			h = goneHandle{}
-		} else {
-			defer h.Close()
-		}
+		h := watched(w)
+		defer h.Close()
 		o.Watch = h
 		stopped := filepath.Join(filepath.Dir(logPath), StoppedFile)
 		o.Stopped = func() bool {
 			b, err := os.ReadFile(stopped)
-			return err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(pid)
+			return err == nil && strings.TrimSpace(string(b)) == w
 		}
 	}
 	err = Keep(context.Background(), o)
@@ -95,23 +93,27 @@ func Main(args []string) int {
 	return 0
 }
 
-// watched opens the daemon named by EnvWatch ("PID:STARTTICKS"), or
-// returns a nil handle when it is gone (or its pid is another process's).
-func watched(v string) (int, waitCloser) {
+// watched is the daemon named by EnvWatch ("PID:STARTTICKS"): a handle on
+// it where one can be had, else (out of fds, say) one that polls it. A
+// daemon already gone, or whose pid now names another process, is gone.
+func watched(v string) waitCloser {
 	p, ticks, _ := strings.Cut(v, ":")
 	pid, err := strconv.Atoi(p)
 	if err != nil || pid <= 1 {
-		return 0, nil
+		return goneHandle{}
 	}
+	poll := &pollHandle{pid: pid, ticks: ticks}
 	tok, err := proc.TokenOf(pid)
-	if err != nil || strconv.FormatUint(tok.StartTicks, 10) != ticks {
-		return pid, nil
-	}
-	h, err := proc.OpenHandle(pid, tok)
 	if err != nil {
-		return pid, nil
+		return poll
 	}
-	return pid, h
+	if strconv.FormatUint(tok.StartTicks, 10) != ticks {
+		return goneHandle{}
+	}
+	if h, err := proc.OpenHandle(pid, tok); err == nil {
+		return h
+	}
+	return poll
 }
 
 type waitCloser interface {
@@ -125,9 +127,49 @@ type goneHandle struct{}
 func (goneHandle) Wait(time.Duration) bool { return true }
 func (goneHandle) Close() error            { return nil }
 
-// appendLine adds one line to the daemon's log in a single write, so it
-// does not tear a line the daemon writes at the same moment.
+// pollHandle looks at the daemon every pollEvery: gone when its pid is
+// free or names another process; an error reading it (out of fds) is no
+// verdict, and is looked at again.
+type pollHandle struct {
+	pid   int
+	ticks string
+}
+
+const pollEvery = 200 * time.Millisecond
+
+func (h *pollHandle) Wait(limit time.Duration) bool {
+	end := time.Now().Add(limit)
+	for {
+		tok, err := proc.TokenOf(h.pid)
+		switch {
+		case errors.Is(err, proc.ErrGone) || errors.Is(err, fs.ErrNotExist):
+			return true
+		case err == nil && strconv.FormatUint(tok.StartTicks, 10) != h.ticks:
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+func (h *pollHandle) Close() error { return nil }
+
+// LogFile, in the state directory, is the keepers' log: their own file,
+// since the daemon's log is written at its own offset (not appended to)
+// and would overwrite their lines.
+const LogFile = "keeper.log"
+
+// logCap is the size past which the keepers' log is renamed to .1 before
+// the next line: keepers say little, a crash-looping daemon aside.
+const logCap = 1 << 20
+
+// appendLine adds one line to the keepers' log in a single write.
 func appendLine(path, format string, a ...any) {
+	if fi, err := os.Stat(path); err == nil && fi.Size() > logCap {
+		os.Rename(path, path+".1")
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return

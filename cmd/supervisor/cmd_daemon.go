@@ -12,6 +12,7 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/config"
 	"github.com/seed-86a41135/supervisor/daemon"
+	"github.com/seed-86a41135/supervisor/keeper"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/shutdown"
 )
@@ -156,6 +157,16 @@ func newDaemonStopCommand() *cobra.Command {
 			}
 			pid, outcomes, err := stopDaemon(api.DaemonStop{KeepProcesses: keep, GraceMS: wireGrace(cmd, grace), Progress: true},
 				progressTo(cmd.ErrOrStderr()))
+			if errors.Is(err, api.ErrNotRunning) {
+				// A keeper between a crash and the next daemon would
+				// start one again in a moment: it is what runs.
+				if p, perr := paths(); perr == nil {
+					if ks := keeper.Stop(p.StateDir, 10*time.Second); len(ks) > 0 {
+						fmt.Fprintf(cmd.OutOrStdout(), "no daemon was running; stopped its keeper (pid %v), which was about to start it again\n", ks)
+						return nil
+					}
+				}
+			}
 			if err != nil {
 				return err
 			}

@@ -128,23 +128,8 @@ func (in *instance) logHubs() []int {
 	return out
 }
 
-// keepers lists the running daemon keepers of this instance (by the state
-// directory in their environment).
-func (in *instance) keepers() []int {
-	infos, _ := proc.Scan()
-	var out []int
-	for _, info := range infos {
-		argv, _ := proc.Cmdline(info.PID)
-		if len(argv) < 2 || argv[0] != bin || argv[1] != keeper.Command || info.State == 'Z' {
-			continue
-		}
-		env, _ := proc.Environ(info.PID)
-		if v, _ := proc.EnvValue(env, api.EnvStateDir); v == in.state {
-			out = append(out, info.PID)
-		}
-	}
-	return out
-}
+// keepers lists the running daemon keepers of this instance.
+func (in *instance) keepers() []int { return keeper.Find(in.state) }
 
 // daemonPID returns the pid of this instance's daemon, 0 if none runs.
 func (in *instance) daemonPID() int {

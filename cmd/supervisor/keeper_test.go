@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/seed-86a41135/supervisor/keeper"
 	"github.com/seed-86a41135/supervisor/proc"
 )
 
@@ -54,7 +55,7 @@ func TestKeeperRestartsAKilledDaemon(t *testing.T) {
 	if p := ppidOf(t, d2); p != k {
 		t.Fatalf("restarted daemon %d is the child of %d, want the keeper %d", d2, p, k)
 	}
-	log, _ := os.ReadFile(filepath.Join(in.state, "supervisor.log"))
+	log, _ := os.ReadFile(filepath.Join(in.state, keeper.LogFile))
 	if want := fmt.Sprintf("keeper: daemon pid %d killed by signal 9", d1); !strings.Contains(string(log), want) {
 		t.Errorf("the log does not say %q:\n%s", want, log)
 	}
@@ -93,7 +94,7 @@ func TestKeeperReportsARefusedStart(t *testing.T) {
 		}
 		return nil
 	})
-	log, _ := os.ReadFile(filepath.Join(in.state, "supervisor.log"))
+	log, _ := os.ReadFile(filepath.Join(in.state, keeper.LogFile))
 	if !strings.Contains(string(log), "not restarting: the daemon refused to start") {
 		t.Errorf("the log does not say why the keeper gave up:\n%s", log)
 	}
@@ -296,4 +297,104 @@ func TestKeeperReplacedWhenKilled(t *testing.T) {
 	if p := ppidOf(t, d2); p != k4 {
 		t.Fatalf("the daemon started after the crash is the child of %d, want the watching keeper %d", p, k4)
 	}
+}
+
+// A daemon SIGKILLed while it starts is started again by its keeper, and
+// the start it was part of succeeds: the launcher is told only of a start
+// that is given up on (review of issue 27's keeper).
+func TestKilledDuringStartIsNoFailedStart(t *testing.T) {
+	exercised := 0
+	for round := 0; round < 5; round++ {
+		in := newInstance(t)
+		killed := make(chan bool, 1)
+		stop := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case <-stop:
+					killed <- false
+					return
+				default:
+				}
+				for _, d := range daemonsOf(in.state) {
+					// The daemon itself, not the `supervisor daemon`
+					// launching it.
+					if argv, _ := proc.Cmdline(d); len(argv) > 2 && argv[2] == "--foreground" {
+						killed <- in.daemonPID() == 0 // not answering yet: mid-start
+						unix.Kill(d, unix.SIGKILL)
+						return
+					}
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		out, errOut, code := in.run("daemon")
+		close(stop)
+		if <-killed {
+			exercised++
+		}
+		if code != 0 {
+			log, _ := os.ReadFile(filepath.Join(in.state, keeper.LogFile))
+			t.Fatalf("round %d: supervisor daemon exited %d: %s%s\nkeeper log:\n%s", round, code, out, errOut, log)
+		}
+		waitCond(t, func() error {
+			if in.daemonPID() == 0 {
+				return fmt.Errorf("no daemon answers after the keeper's restart")
+			}
+			return nil
+		})
+		in.cleanup()
+	}
+	if exercised == 0 {
+		t.Skip("no round killed the daemon before it answered (this machine started it too fast to catch)")
+	}
+	t.Logf("%d of 5 rounds killed the daemon during its start", exercised)
+}
+
+// `daemon stop` with no daemon but a keeper about to start one stops the
+// keeper: a stop means stopped.
+func TestDaemonStopStopsAPausingKeeper(t *testing.T) {
+	in := newInstance(t)
+	in.mustRun("daemon")
+	// Three quick crashes use the free restarts; the fourth pauses 250
+	// ms, the fifth 500 ms, ... : catch a keeper without a daemon.
+	var k int
+	for i := 0; ; i++ {
+		if ks := in.keepers(); len(ks) == 1 {
+			k = ks[0]
+		}
+		if in.daemonPID() == 0 && k > 0 && len(foregroundDaemons(in.state)) == 0 {
+			break
+		}
+		if i > 20 {
+			t.Skip("never caught the keeper between two daemons")
+		}
+		if d := in.daemonPID(); d > 0 {
+			in.killDaemon(t)
+		}
+	}
+	ktok, err := proc.TokenOf(k)
+	if err != nil {
+		t.Skip("the keeper ended meanwhile")
+	}
+	out, errOut, code := in.run("daemon", "stop")
+	if code != 0 || !strings.Contains(out, "stopped its keeper") {
+		t.Fatalf("daemon stop between two daemons: exit %d, %q %q; want the keeper stopped", code, out, errOut)
+	}
+	waitGonePID(t, k, ktok)
+	time.Sleep(time.Second) // past the pause it was in: nothing may start now
+	if pid := in.daemonPID(); pid != 0 || len(foregroundDaemons(in.state)) > 0 {
+		t.Fatalf("a daemon runs after daemon stop stopped its keeper")
+	}
+}
+
+// foregroundDaemons are the running `daemon --foreground` of state.
+func foregroundDaemons(state string) []int {
+	var out []int
+	for _, d := range daemonsOf(state) {
+		if argv, _ := proc.Cmdline(d); len(argv) > 2 && argv[2] == "--foreground" {
+			out = append(out, d)
+		}
+	}
+	return out
 }
