@@ -230,8 +230,11 @@ func (r *run) wait(ctx context.Context, deadline time.Time) {
 				m.gone = time.Now()
 			}
 		}
-		if r.untilLeaders && !r.leaderAlive() {
-			return
+		if r.untilLeaders {
+			r.eofEarly()
+			if !r.eofPending() {
+				return
+			}
 		}
 		if pokeIdx >= 0 && fds[pokeIdx].Revents != 0 {
 			r.poke.drain()
@@ -288,16 +291,6 @@ func ctxWaker(ctx context.Context) (*waker, func()) {
 		}
 		w.close()
 	}
-}
-
-// leaderAlive reports whether some target's own process still runs.
-func (r *run) leaderAlive() bool {
-	for _, m := range r.members {
-		if m.h != nil && m.role == RoleLeader {
-			return true
-		}
-	}
-	return false
 }
 
 // anyAlive reports whether a process that gets graces still runs.

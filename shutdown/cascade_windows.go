@@ -443,16 +443,6 @@ func (r *run) watchForces(ctx context.Context) {
 }
 
 // anyAlive reports whether some target still has a process to wait for.
-// leaderAlive reports whether some target's own process still runs.
-func (r *run) leaderAlive() bool {
-	for _, m := range r.members {
-		if m.h != nil && m.role == RoleLeader {
-			return true
-		}
-	}
-	return false
-}
-
 func (r *run) anyAlive() bool {
 	for _, m := range r.members {
 		if m.h != nil {
@@ -705,8 +695,11 @@ func (r *run) wait(ctx context.Context, deadline time.Time) {
 		if poked {
 			return // forced or cancelled: re-evaluate
 		}
-		if r.untilLeaders && !r.leaderAlive() {
-			return
+		if r.untilLeaders {
+			r.eofEarly()
+			if !r.eofPending() {
+				return
+			}
 		}
 	}
 }

@@ -503,3 +503,43 @@ func TestEOFGraceEndsWithTheServer(t *testing.T) {
 		t.Fatalf("the stop still waits on the EOF grace %v after the server itself exited", eofGrace/2)
 	}
 }
+
+// Issue 28: a session's stop has several targets; one server exits on
+// EOF and leaves an escapee, another does not read stdin at all. The
+// escapee gets SIGTERM as soon as its own server is gone, not when the
+// other's EOF grace ends.
+func TestEOFGraceIsPerTarget(t *testing.T) {
+	a := start(t, exec.Command("sh", "-c", `setsid sleep 300 & echo "ready $!"; sleep 0.3`))
+	line := a.line(t)
+	gc, err := strconv.Atoi(strings.TrimPrefix(line, "ready "))
+	if err != nil {
+		t.Fatalf("helper said %q", line)
+	}
+	gtok, err := proc.TokenOf(gc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if h, err := proc.OpenHandle(gc, gtok); err == nil {
+			h.Signal(syscall.SIGKILL)
+			h.Close()
+		}
+	})
+	b := start(t, exec.Command("sleep", "300")) // never exits on its own
+	const eofGrace = 60 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan []Outcome, 1)
+	go func() {
+		done <- (&Cascade{}).Stop(ctx, []Target{a.target("a"), b.target("b")}, Options{EOFGrace: eofGrace, Grace: time.Second})
+	}()
+	if !proc.WaitExit(gc, gtok, eofGrace/2) {
+		cancel()
+		<-done
+		t.Fatalf("the escapee of the server that exited still runs %v into the other's EOF grace", eofGrace/2)
+	}
+	cancel() // ends b's grace: the rest of the stop is not this test's
+	out := <-done
+	if out[0].Result != ExitedOnSIGTERM {
+		t.Errorf("target a: %q, want %q (its escapee ended on SIGTERM)", out[0].Result, ExitedOnSIGTERM)
+	}
+}

@@ -32,10 +32,12 @@ type state struct {
 	// /proc unreadable): nothing is signalled, the stop fails and is
 	// for the caller to retry.
 	failure error
-	// untilLeaders ends a wait once no target's own process (its leader)
-	// is alive: the EOF grace waits for servers to exit on their own, and
-	// once they have, their leftovers (an escaped grandchild that never
-	// reads stdin) have nothing left to wait for.
+	// untilLeaders makes a wait move each target whose own process (its
+	// leader) has exited on to SIGTERM at once (eofEarly), and end once
+	// none waits on its leader: the EOF grace waits for servers to exit on
+	// their own, and once one has, what it left (an escaped grandchild
+	// that never reads stdin) has nothing to wait for, whatever the other
+	// targets of the stop still do.
 	untilLeaders bool
 }
 
@@ -66,6 +68,43 @@ func (s *state) grace(i int) time.Duration {
 		return min(g, MaxGrace)
 	}
 	return s.opt.Grace
+}
+
+// eofEarly moves each target in its EOF grace whose own process has exited,
+// and that left processes behind, on to SIGTERM now.
+func (r *run) eofEarly() {
+	moved := false
+	for i := range r.targets {
+		if r.result[i] == "" && r.tphase[i] == ExitedOnEOF && !r.aliveOf(i, RoleLeader) && r.aliveOf(i, "") {
+			r.tphase[i] = ExitedOnSIGTERM
+			moved = true
+		}
+	}
+	if moved {
+		r.signalNew()
+	}
+}
+
+// eofPending says whether a target still waits in its EOF grace for its
+// own process to exit.
+func (r *run) eofPending() bool {
+	for i := range r.targets {
+		if r.result[i] == "" && r.tphase[i] == ExitedOnEOF && r.aliveOf(i, RoleLeader) {
+			return true
+		}
+	}
+	return false
+}
+
+// aliveOf says whether a member of target i with role (any but a pipe
+// holder when role is "") is alive.
+func (r *run) aliveOf(i int, role Role) bool {
+	for _, m := range r.members {
+		if m.target == i && m.h != nil && (m.role == role || (role == "" && m.role != RoleHolder)) {
+			return true
+		}
+	}
+	return false
 }
 
 // setPhase moves every unfinished target to phase p.
@@ -153,7 +192,8 @@ func (c *Cascade) Stop(ctx context.Context, targets []Target, opt Options) []Out
 
 	if opt.EOFGrace > 0 && r.anyAlive() && !r.anyForced() {
 		r.setPhase(ExitedOnEOF)
-		if r.leaderAlive() {
+		r.eofEarly()
+		if r.eofPending() {
 			r.report(ExitedOnEOF, time.Until(entered.Add(opt.EOFGrace)))
 			r.untilLeaders = true
 			r.wait(graceCtx, entered.Add(opt.EOFGrace))
