@@ -282,3 +282,103 @@ func sessionHost(t *testing.T, in *instance, id string) int {
 	}
 	return 0
 }
+
+// Issue 28: the SessionEnd hooks `install --hooks` adds end the session
+// through the real hosts' own hook runners: Claude Code (which labels its
+// servers' sessions) when `claude -p` ends, and Gemini CLI (which tells
+// its session id to hooks only: the hook finds the session by the host it
+// runs under) when it is told to stop. Offline; the session must end by
+// the hook's request, not by the host's death, and leave nothing running.
+func TestRealHostSessionEndHooks(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		host, bin string
+		env       []string
+		config    func(t *testing.T, home string, argv []string, tag string) string
+		args      func(config string) []string
+		stop      bool // the host runs on until told to stop (SIGTERM)
+	}{
+		{host: "claude-code", bin: "testdata/npm/node_modules/.bin/claude", config: realHosts[0].config,
+			// A closed port and no retries: the prompt fails at once.
+			env:  []string{"ANTHROPIC_API_KEY=sk-offline", "ANTHROPIC_BASE_URL=http://127.0.0.1:9", "CLAUDE_CODE_MAX_RETRIES=0", "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1"},
+			args: func(config string) []string { return []string{"-p", "hi", "--mcp-config", config} }},
+		{host: "gemini", bin: "testdata/hosts/node_modules/.bin/gemini", config: geminiLike(".gemini"),
+			env:  []string{"GEMINI_API_KEY=offline"},
+			args: func(string) []string { return []string{"-p", "hi"} }, stop: true},
+	} {
+		t.Run(tc.host, func(t *testing.T) {
+			exe := filepath.Join(root, tc.bin)
+			if _, err := os.Stat(exe); err != nil {
+				t.Skipf("%s is not installed (%s): .ci/run installs it with npm", tc.host, tc.bin)
+			}
+			in := newInstance(t)
+			home, env := in.homeEnv(t)
+			env = append(env, tc.env...)
+			tag := fmt.Sprintf("hook-%s-%d", tc.host, time.Now().UnixNano())
+			path := tc.config(t, home, []string{bin, "_fixture", "mcp", "--escape"}, tag)
+			if out, errOut, code := runEnv(t, env, "", "install", tc.host, "--hooks"); code != 0 {
+				t.Fatalf("install %s --hooks: exit %d\n%s%s", tc.host, code, out, errOut)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+			defer cancel()
+			argv := offline(append([]string{exe}, tc.args(path)...))
+			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+			cmd.Env, cmd.Dir = env, home
+			if !tc.stop {
+				out, _ := cmd.CombinedOutput() // the prompt fails offline; the session ends all the same
+				t.Logf("%s: %s", tc.host, lastLines(string(out), 3))
+			} else {
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan struct{})
+				go func() { cmd.Wait(); close(done) }()
+				var host int
+				waitCond(t, func() error {
+					ps, err := in.processes(false) // no daemon until the host starts fx
+					if err != nil {
+						return err
+					}
+					for _, p := range ps {
+						if p.Name == "fx" {
+							if host = sessionHost(t, in, p.Session); host > 1 {
+								return nil
+							}
+						}
+					}
+					return fmt.Errorf("%s started no server fx", tc.host)
+				})
+				unix.Kill(host, unix.SIGTERM) // the host's own, orderly exit
+				<-done
+			}
+			waitCond(t, func() error {
+				for _, ev := range in.eventsJSON("--lines", "0") {
+					if ev.Kind == "session.end" {
+						if ev.Detail != "ended by request" {
+							return fmt.Errorf("the session ended %q, not by the hook's request", ev.Detail)
+						}
+						return nil
+					}
+				}
+				return fmt.Errorf("no session ended (events: %s)", in.mustRun("events"))
+			})
+			waitCond(t, func() error {
+				if left := taggedProcesses("E2E_TAG=" + tag); len(left) > 0 {
+					return fmt.Errorf("still running after the session ended: %v", left)
+				}
+				return nil
+			})
+			if out, errOut, code := runEnv(t, env, "", "uninstall", tc.host, "--hooks"); code != 0 {
+				t.Fatalf("uninstall %s --hooks: exit %d\n%s%s", tc.host, code, out, errOut)
+			}
+		})
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
