@@ -80,6 +80,9 @@ func selfWatch() (string, error) {
 // replaceKeeper starts a keeper that watches this daemon, then watches it
 // in turn once it is found.
 func (d *Daemon) replaceKeeper() {
+	if d.isStopping() {
+		return
+	}
 	watch, err := selfWatch()
 	if err != nil {
 		d.log.Error("start a new keeper", "err", err)

@@ -81,6 +81,11 @@ func Main(args []string) int {
 		o.Watch = h
 		stopped := filepath.Join(filepath.Dir(logPath), StoppedFile)
 		o.Stopped = func() bool {
+			// A state directory removed with its daemon is an instance
+			// that is gone: nothing to start again.
+			if _, err := os.Stat(filepath.Dir(stopped)); errors.Is(err, fs.ErrNotExist) {
+				return true
+			}
 			b, err := os.ReadFile(stopped)
 			return err == nil && strings.TrimSpace(string(b)) == w
 		}

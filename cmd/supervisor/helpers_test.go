@@ -108,6 +108,15 @@ func (in *instance) cleanup() {
 			unix.Kill(p.PID, unix.SIGKILL)
 		}
 	}
+	// A keeper the daemon started while this cleanup killed the first.
+	for _, pid := range in.keepers() {
+		if tok, err := proc.TokenOf(pid); err == nil {
+			killByToken(pid, tok)
+		}
+	}
+	for _, pid := range foregroundDaemons(in.state) {
+		killByPID(pid)
+	}
 	// A log hub ends with its last pipe once no daemon is left.
 	for _, pid := range in.logHubs() {
 		killByPID(pid)
