@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/proc"
@@ -91,23 +90,26 @@ func dialOnce(ctx context.Context, socket string) (*Client, error) {
 
 func (c *Client) handshake() error {
 	c.own = NewHello()
-	sendErr := c.Send(TypeHello, c.own)
-	if sendErr != nil && !errors.Is(sendErr, syscall.EPIPE) && !errors.Is(sendErr, syscall.ECONNRESET) {
-		return sendErr
-	}
-	// A daemon at its connection cap answers at once and closes without
-	// reading the hello: the write fails, but its answer (a retryable
-	// error) is waiting to be read.
-	m, fds, err := c.Recv()
-	CloseFds(fds)
-	if err != nil {
-		if sendErr != nil {
-			return sendErr
+	if err := c.Send(TypeHello, c.own); err != nil {
+		// A daemon at its connection cap answers at once and closes
+		// without reading the hello: the write fails (EPIPE on unix, a
+		// broken pipe of another name on Windows), and its answer, a
+		// retryable error, waits to be read. A second at most: a peer that
+		// wrote nothing has closed, or is no daemon.
+		c.SetDeadline(time.Now().Add(time.Second))
+		if m, fds, rerr := c.Recv(); rerr == nil {
+			CloseFds(fds)
+			var e Error
+			if m.Type == TypeError && Decode(m, &e) == nil {
+				return &e
+			}
 		}
 		return err
 	}
-	if sendErr != nil && m.Type != TypeError {
-		return sendErr
+	m, fds, err := c.Recv()
+	CloseFds(fds)
+	if err != nil {
+		return err
 	}
 	if m.Type == TypeError {
 		var e Error
