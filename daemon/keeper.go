@@ -112,7 +112,7 @@ func (d *Daemon) replaceKeeper() {
 	p.Release()
 	// The keeper is the detach stage's child: find it by what it watches.
 	for range 100 {
-		if pid := findKeeper(watch); pid > 0 {
+		if pid := d.findKeeper(watch); pid > 0 {
 			if tok, err := proc.TokenOf(pid); err == nil {
 				d.log.Info("a new keeper watches this daemon", "keeper", pid)
 				d.watchKeeper(pid, tok, true)
@@ -127,17 +127,13 @@ func (d *Daemon) replaceKeeper() {
 	d.log.Warn("the new keeper did not show up; a crash of this daemon is recovered only by the next supervisor command")
 }
 
-// findKeeper is the pid of the keeper whose EnvWatch is watch, 0 if none.
-func findKeeper(watch string) int {
-	infos, _ := proc.Scan()
-	for _, info := range infos {
-		argv, _ := proc.Cmdline(info.PID)
-		if len(argv) < 3 || argv[1] != keeper.Command || argv[2] != "keep" {
-			continue
-		}
-		env, _ := proc.Environ(info.PID)
+// findKeeper is the pid of this instance's keeper whose EnvWatch is
+// watch, 0 if none.
+func (d *Daemon) findKeeper(watch string) int {
+	for _, pid := range keeper.Find(d.cfg.Paths.StateDir) {
+		env, _ := proc.Environ(pid)
 		if v, _ := proc.EnvValue(env, keeper.EnvWatch); v == watch {
-			return info.PID
+			return pid
 		}
 	}
 	return 0

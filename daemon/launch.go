@@ -33,23 +33,28 @@ func Launch(ctx context.Context, exe string, paths api.Paths, env []string) erro
 		return fmt.Errorf("open %s: %w", os.DevNull, err)
 	}
 	defer devnull.Close()
-	cmd := exec.Command(exe, keeper.Command, "detach", filepath.Join(paths.StateDir, keeper.LogFile), "-", "--", "daemon", "--foreground")
-	cmd.Env = daemonEnv(env)
-	cmd.Dir = "/"
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
 	// The keeper tells how the first daemon's start failed on a pipe
 	// (where fds can be passed): a refused start is reported at once, not
 	// after ctx's whole timeout.
-	report, err := withReport(cmd)
+	report, w, err := reportPipe()
 	if err != nil {
 		return err
 	}
+	fdArg := "-"
 	if report != nil {
 		defer report.Close() // also ends the reader below
+		fdArg = "3"
+	}
+	cmd := exec.Command(exe, keeper.Command, "detach", filepath.Join(paths.StateDir, keeper.LogFile), fdArg, "--", "daemon", "--foreground")
+	cmd.Env = daemonEnv(env)
+	cmd.Dir = "/"
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
+	if w != nil {
+		cmd.ExtraFiles = []*os.File{w} // fd 3
 	}
 	err = keeper.StartDetached(cmd)
-	if len(cmd.ExtraFiles) > 0 {
-		cmd.ExtraFiles[0].Close() // the keeper's copy is the write end left
+	if w != nil {
+		w.Close() // the keeper's copy is the write end left
 	}
 	if err != nil {
 		return fmt.Errorf("start daemon %s: %w", exe, err)

@@ -5,17 +5,14 @@ package daemon
 import (
 	"fmt"
 	"os"
-	"os/exec"
 )
 
-// withReport gives cmd (the keeper's first stage) the write end of a pipe
-// as fd 3 and returns the read end.
-func withReport(cmd *exec.Cmd) (*os.File, error) {
-	r, w, err := os.Pipe()
+// reportPipe is the pipe the keeper tells a failed first start on: the
+// read end, and the write end the keeper gets as fd 3.
+func reportPipe() (r, w *os.File, err error) {
+	r, w, err = os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("pipe for the daemon's start report: %w", err)
+		return nil, nil, fmt.Errorf("pipe for the daemon's start report: %w", err)
 	}
-	cmd.ExtraFiles = []*os.File{w}
-	cmd.Args[4] = "3"
-	return r, nil
+	return r, w, nil
 }

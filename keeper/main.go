@@ -47,11 +47,14 @@ func Main(args []string) int {
 		return 1
 	}
 	if stage == "detach" {
-		rep := "-"
-		cmd := exec.Command(exe, append([]string{Command, "keep", logPath, rep, "--"}, daemonArgs...)...)
+		// The report goes on as fd 3 (os/exec numbers ExtraFiles from 3).
+		fdArg := "-"
+		if report != nil {
+			fdArg = "3"
+		}
+		cmd := exec.Command(exe, append([]string{Command, "keep", logPath, fdArg, "--"}, daemonArgs...)...)
 		if report != nil {
 			cmd.ExtraFiles = []*os.File{report}
-			cmd.Args[4] = "3"
 		}
 		cmd.Dir = "/"
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
