@@ -470,22 +470,7 @@ func TestStopNoTargets(t *testing.T) {
 // its group and never reads stdin is sent SIGTERM at once, not after the
 // whole grace.
 func TestEOFGraceEndsWithTheServer(t *testing.T) {
-	c := start(t, exec.Command("sh", "-c", `setsid sleep 300 & echo "ready $!"; sleep 0.3`))
-	line := c.line(t)
-	gc, err := strconv.Atoi(strings.TrimPrefix(line, "ready "))
-	if err != nil {
-		t.Fatalf("helper said %q", line)
-	}
-	gtok, err := proc.TokenOf(gc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if h, err := proc.OpenHandle(gc, gtok); err == nil {
-			h.Signal(syscall.SIGKILL)
-			h.Close()
-		}
-	})
+	c, gc, gtok := startEscaping(t)
 	const eofGrace = 60 * time.Second
 	done := make(chan []Outcome, 1)
 	go func() {
@@ -509,22 +494,7 @@ func TestEOFGraceEndsWithTheServer(t *testing.T) {
 // escapee gets SIGTERM as soon as its own server is gone, not when the
 // other's EOF grace ends.
 func TestEOFGraceIsPerTarget(t *testing.T) {
-	a := start(t, exec.Command("sh", "-c", `setsid sleep 300 & echo "ready $!"; sleep 0.3`))
-	line := a.line(t)
-	gc, err := strconv.Atoi(strings.TrimPrefix(line, "ready "))
-	if err != nil {
-		t.Fatalf("helper said %q", line)
-	}
-	gtok, err := proc.TokenOf(gc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if h, err := proc.OpenHandle(gc, gtok); err == nil {
-			h.Signal(syscall.SIGKILL)
-			h.Close()
-		}
-	})
+	a, gc, gtok := startEscaping(t)
 	b := start(t, exec.Command("sleep", "300")) // never exits on its own
 	const eofGrace = 60 * time.Second
 	ctx, cancel := context.WithCancel(context.Background())
@@ -542,4 +512,28 @@ func TestEOFGraceIsPerTarget(t *testing.T) {
 	if out[0].Result != ExitedOnSIGTERM {
 		t.Errorf("target a: %q, want %q (its escapee ended on SIGTERM)", out[0].Result, ExitedOnSIGTERM)
 	}
+}
+
+// startEscaping starts a server that leaves an escapee (setsid sleep 300,
+// which never reads stdin) and exits 0.3 s later, as one does on EOF; the
+// escapee is SIGKILLed at cleanup if the test left it.
+func startEscaping(t *testing.T) (*child, int, proc.Token) {
+	t.Helper()
+	c := start(t, exec.Command("sh", "-c", `setsid sleep 300 & echo "ready $!"; sleep 0.3`))
+	line := c.line(t)
+	gc, err := strconv.Atoi(strings.TrimPrefix(line, "ready "))
+	if err != nil {
+		t.Fatalf("helper said %q", line)
+	}
+	gtok, err := proc.TokenOf(gc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if h, err := proc.OpenHandle(gc, gtok); err == nil {
+			h.Signal(syscall.SIGKILL)
+			h.Close()
+		}
+	})
+	return c, gc, gtok
 }
