@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -428,6 +429,7 @@ func TestStop(t *testing.T) {
 func TestStopEscalates(t *testing.T) {
 	h := newHarness(t, []string{bin, "_fixture", "ignore-term"}, func(c *Config) { c.StopTimeout = 100 * time.Millisecond })
 	pid := h.b.Stats().UpstreamPID
+	waitIgnoresTerm(t, pid) // a SIGTERM before that would end it: no test of the escalation
 	h.cancel()
 	if err := <-h.runErr; err != nil {
 		t.Errorf("Run = %v, want nil", err)
@@ -584,4 +586,27 @@ func TestLargeAnswersPooled(t *testing.T) {
 			}
 		}
 	}
+}
+
+// waitIgnoresTerm waits until pid ignores SIGTERM (its SigIgn mask in
+// /proc says so): the fixture sets that up first thing, but a loaded
+// machine may signal it before. Where /proc cannot tell, it returns.
+func waitIgnoresTerm(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			return
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if hex, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+				if mask, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64); err == nil && mask&(1<<(15-1)) != 0 {
+					return
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("upstream %d does not ignore SIGTERM after 30s", pid)
 }
