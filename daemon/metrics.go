@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -271,11 +270,7 @@ func (d *Daemon) listenMetrics(addr string) (*metricsServer, error) {
 	if d.cfg.Pprof {
 		// Opt-in: profiles show the daemon's internals (and cost CPU while
 		// taken); the handlers go on this mux, never on http's default one.
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("/debug/pprof/", servePprof)
 		log.Info("serving pprof profiles", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
 	}
 	return &metricsServer{

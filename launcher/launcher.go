@@ -32,6 +32,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // NotARunner is Flatten's why for a command that is no package runner's.
@@ -268,11 +269,14 @@ func parseNpx(args []string, npmExec bool) (spec string, rest []string, why stri
 	return "", nil, "npx with no command"
 }
 
-// npmName is a registry package name, optionally scoped.
-var npmName = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*$`)
+// npmName is a registry package name, optionally scoped. Compiled when
+// first used, like exactVersion: an init would cost every command's start.
+var npmName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*$`) })
 
 // exactVersion is a plain semver version (no range, no tag).
-var exactVersion = regexp.MustCompile(`^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+var exactVersion = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+})
 
 // findNpx finds what npm exec would run for spec from dir, in npm's order:
 // a bin of that name in a node_modules/.bin from dir up to /; the package
@@ -338,12 +342,12 @@ func splitSpec(spec string) (name, version string, ok bool) {
 	name = spec
 	if i := strings.LastIndexByte(spec, '@'); i > 0 {
 		name, version = spec[:i], spec[i+1:]
-		if !exactVersion.MatchString(version) {
+		if !exactVersion().MatchString(version) {
 			return "", "", false
 		}
 		version = strings.TrimPrefix(version, "v")
 	}
-	return name, version, npmName.MatchString(name)
+	return name, version, npmName().MatchString(name)
 }
 
 // binOf finds the bin npm exec would run for package name installed in

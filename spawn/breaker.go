@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -79,12 +80,13 @@ func (e *OpenError) Error() string {
 }
 
 // safeName is a name a user can paste into a shell as it is.
-var safeName = regexp.MustCompile(`^[A-Za-z0-9._@+-]+$`)
+// Compiled when first used: an init would cost every command's start.
+var safeName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._@+-]+$`) })
 
 // resetTarget is what `breaker reset` is told to close b: its name, or
 // its key when the name is empty or would need quoting.
 func (b *Breaker) resetTarget() string {
-	if safeName.MatchString(b.Name) {
+	if safeName().MatchString(b.Name) {
 		return b.Name
 	}
 	return b.Key

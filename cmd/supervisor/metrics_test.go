@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -212,6 +213,22 @@ func TestPprofOptIn(t *testing.T) {
 			if got := resp.StatusCode == 200 && strings.Contains(string(body), "goroutine"); got != on {
 				t.Fatalf("pprof %v: GET /debug/pprof/goroutine: %d %.200q", on, resp.StatusCode, body)
 			}
+			if !on {
+				return
+			}
+			// What `go tool pprof URL` reads: gzipped protobuf profiles.
+			for _, path := range []string{"heap", "profile?seconds=0.2"} {
+				code, body := get(t, "http://"+addr+"/debug/pprof/"+path)
+				if code != 200 || !bytes.HasPrefix(body, []byte{0x1f, 0x8b}) {
+					t.Fatalf("GET /debug/pprof/%s: %d %.60q, want a gzipped profile", path, code, body)
+				}
+			}
+			if code, body := get(t, "http://"+addr+"/debug/pprof/profile?seconds=x"); code != 400 || !strings.Contains(string(body), "seconds") {
+				t.Fatalf("GET /debug/pprof/profile?seconds=x: %d %q, want 400 naming seconds", code, body)
+			}
+			if code, _ := get(t, "http://"+addr+"/debug/pprof/nosuch"); code != 404 {
+				t.Fatalf("GET /debug/pprof/nosuch: %d, want 404", code)
+			}
 		})
 	}
 	in := newInstance(t)
@@ -219,4 +236,19 @@ func TestPprofOptIn(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "--pprof needs --metrics-addr") {
 		t.Fatalf("daemon --pprof without an address: exit %d, %q", code, errOut)
 	}
+}
+
+// get is one HTTP GET: its status and body.
+func get(t *testing.T, url string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode, body
 }

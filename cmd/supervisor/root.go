@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -146,8 +147,26 @@ func newRootCommand(inherited []int) *cobra.Command {
 		newMetricsCommand(),
 	)
 	withCompletion(root)
-	finishHelp(root)
+	finishHelpWhenShown(root)
 	return root
+}
+
+// finishHelpWhenShown runs finishHelp the first time any help or usage is
+// rendered, not at every start: it rewrites every command's usage line
+// through a regexp, about a millisecond that `ps` or `status` would pay
+// for text they never print.
+func finishHelpWhenShown(root *cobra.Command) {
+	var once sync.Once
+	finish := func() { once.Do(func() { finishHelp(root) }) }
+	help, usage := root.HelpFunc(), root.UsageFunc()
+	root.SetHelpFunc(func(c *cobra.Command, args []string) {
+		finish()
+		help(c, args)
+	})
+	root.SetUsageFunc(func(c *cobra.Command) error {
+		finish()
+		return usage(c)
+	})
 }
 
 func paths() (api.Paths, error) { return api.ResolvePaths(os.Getenv) }

@@ -3,6 +3,7 @@ package main
 import (
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -52,8 +53,10 @@ var examples = map[string]string{
 }
 
 // flagMention finds the flags a Use line names already: --name, or -f
-// as its own token.
-var flagMention = regexp.MustCompile(`--([a-z0-9-]+)|(?:^|[\s\[|])-([a-zA-Z])\b`)
+// as its own token. Compiled when help is first shown, not at each start.
+var flagMention = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`--([a-z0-9-]+)|(?:^|[\s\[|])-([a-zA-Z])\b`)
+})
 
 // finishHelp completes every command's help: its examples, and a usage
 // line that names every flag. A hand-written Use line keeps its wording
@@ -80,7 +83,7 @@ func finishHelp(root *cobra.Command) {
 
 func useWithFlags(c *cobra.Command) string {
 	named := map[string]bool{}
-	for _, m := range flagMention.FindAllStringSubmatch(c.Use, -1) {
+	for _, m := range flagMention().FindAllStringSubmatch(c.Use, -1) {
 		named[m[1]+m[2]] = true
 	}
 	var add []string
