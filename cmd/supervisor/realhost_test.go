@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pelletier/go-toml/v2"
 	"golang.org/x/sys/unix"
 
 	"github.com/seed-86a41135/supervisor/api"
@@ -30,8 +31,10 @@ type realHost struct {
 	connected string   // what list prints for a connected server
 	env       []string
 	// config writes the host's config with one stdio server "fx" running
-	// argv with env tag, and returns its path.
-	config func(t *testing.T, home string, argv []string, tag string) string
+	// argv with environment env, and returns its path.
+	config func(t *testing.T, home string, argv []string, env map[string]string) string
+	// tui drives the host's interactive UI; nil: the list command only.
+	tui *tuiRecipe
 }
 
 func writeJSONFile(t *testing.T, path string, v any) {
@@ -50,12 +53,12 @@ func writeJSONFile(t *testing.T, path string, v any) {
 
 // geminiLike is Gemini CLI's settings.json, which Qwen Code forked: folder
 // trust off, or servers are not started in a folder never trusted.
-func geminiLike(dir string) func(t *testing.T, home string, argv []string, tag string) string {
-	return func(t *testing.T, home string, argv []string, tag string) string {
+func geminiLike(dir string) func(t *testing.T, home string, argv []string, env map[string]string) string {
+	return func(t *testing.T, home string, argv []string, env map[string]string) string {
 		path := filepath.Join(home, dir, "settings.json")
 		writeJSONFile(t, path, map[string]any{
 			"security":   map[string]any{"folderTrust": map[string]any{"enabled": false}},
-			"mcpServers": map[string]any{"fx": map[string]any{"command": argv[0], "args": argv[1:], "env": map[string]string{"E2E_TAG": tag}}},
+			"mcpServers": map[string]any{"fx": map[string]any{"command": argv[0], "args": argv[1:], "env": env}},
 		})
 		return path
 	}
@@ -64,23 +67,31 @@ func geminiLike(dir string) func(t *testing.T, home string, argv []string, tag s
 var realHosts = []realHost{
 	{name: "claude-code", bin: "testdata/npm/node_modules/.bin/claude", list: []string{"mcp", "list"}, connected: "Connected",
 		env: []string{"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
-		config: func(t *testing.T, home string, argv []string, tag string) string {
+		config: func(t *testing.T, home string, argv []string, env map[string]string) string {
 			path := filepath.Join(home, ".claude.json")
 			writeJSONFile(t, path, map[string]any{
-				"mcpServers": map[string]any{"fx": map[string]any{"type": "stdio", "command": argv[0], "args": argv[1:], "env": map[string]string{"E2E_TAG": tag}}},
+				"mcpServers": map[string]any{"fx": map[string]any{"type": "stdio", "command": argv[0], "args": argv[1:], "env": env}},
 			})
 			return path
 		}},
 	{name: "gemini", bin: "testdata/hosts/node_modules/.bin/gemini", list: []string{"mcp", "list"}, connected: "Connected", config: geminiLike(".gemini")},
 	{name: "qwen", bin: "testdata/hosts/node_modules/.bin/qwen", list: []string{"mcp", "list"}, connected: "Connected", config: geminiLike(".qwen")},
 	{name: "opencode", bin: "testdata/hosts/node_modules/.bin/opencode", list: []string{"mcp", "list"}, connected: "connected",
-		config: func(t *testing.T, home string, argv []string, tag string) string {
+		config: func(t *testing.T, home string, argv []string, env map[string]string) string {
 			path := filepath.Join(home, ".config", "opencode", "opencode.json")
 			writeJSONFile(t, path, map[string]any{
-				"mcp": map[string]any{"fx": map[string]any{"type": "local", "command": argv, "environment": map[string]string{"E2E_TAG": tag}}},
+				"mcp": map[string]any{"fx": map[string]any{"type": "local", "command": argv, "environment": env}},
 			})
 			return path
 		}},
+	// Codex's `mcp list` starts no server: only its UI does, about 20 s in
+	// when offline (after its model list times out).
+	{name: "codex", bin: "testdata/hosts/node_modules/.bin/codex", config: codexConfig, tui: &tuiRecipe{
+		args:       []string{"-c", "features.daemon_auto_start=false"},
+		filtersEnv: true,
+		setup:      codexLogin,
+		quit:       []string{"/quit", "Enter"},
+	}},
 }
 
 // offline runs argv without a network where this user may (root: a
@@ -99,7 +110,12 @@ func offline(argv []string) []string {
 // host's own exit and its SIGKILL leave nothing of the server (an escaped
 // setsid grandchild included); the daemon serving another host's server
 // beside it stays the same process; uninstall gives the file back byte for
-// byte. In place and with SUPERVISOR_IN_PLACE=off.
+// byte. In place and with SUPERVISOR_IN_PLACE=off. A host is ended:
+//   - exit: its list command (`mcp list`) connects and exits on its own;
+//   - quit: its interactive UI, in a real terminal (tmux), is quit the way
+//     a user does it (`/quit`, Ctrl-C, Ctrl-D: the host's tui.quit);
+//   - SIGKILL: while its server hangs in the handshake (list command), or
+//     once its UI has started the server.
 func TestRealHosts(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -120,6 +136,9 @@ func TestRealHosts(t *testing.T) {
 				in.env = append(slices.Clone(in.env), "SUPERVISOR_IN_PLACE="+inPlace)
 				home, env := in.homeEnv(t)
 				env = append(env, h.env...)
+				if h.tui != nil && h.tui.setup != nil {
+					h.tui.setup(t, exe, home, env)
+				}
 				// Another host's server, beside this one all along: the
 				// daemon that serves it must never change.
 				beside := in.startShim("--", bin, "_fixture", "sleep")
@@ -127,13 +146,32 @@ func TestRealHosts(t *testing.T) {
 				btok := mustToken(t, bpid)
 				daemon := in.daemonPID()
 
-				for _, how := range []string{"exit", "SIGKILL"} {
+				var hows []string
+				if h.list != nil {
+					hows = append(hows, "exit")
+				}
+				if h.tui != nil {
+					hows = append(hows, "quit")
+				}
+				hows = append(hows, "SIGKILL")
+				for _, how := range hows {
 					tag := fmt.Sprintf("%s-%s-%d", h.name, how, time.Now().UnixNano())
 					argv := []string{bin, "_fixture", "mcp", "--escape"}
-					if how == "SIGKILL" {
+					if how == "SIGKILL" && h.list != nil {
 						argv = append(argv, "--hang") // the host waits for it until killed
 					}
-					path := h.config(t, home, argv, tag)
+					serverEnv := map[string]string{"E2E_TAG": tag}
+					if h.tui != nil && h.tui.filtersEnv {
+						// The host passes its servers only a few variables of
+						// its own (HOME, PATH, ...): this instance's are named
+						// in the server's entry, as a user who sets them would.
+						for _, kv := range in.env {
+							if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "SUPERVISOR_") {
+								serverEnv[k] = v
+							}
+						}
+					}
+					path := h.config(t, home, argv, serverEnv)
 					orig, _ := os.ReadFile(path)
 					if out, errOut, code := runEnv(t, env, "", "install", h.name); code != 0 {
 						t.Fatalf("install %s: exit %d\n%s%s", h.name, code, out, errOut)
@@ -143,42 +181,42 @@ func TestRealHosts(t *testing.T) {
 						t.Fatalf("install left %s unwrapped:\n%s", path, wrapped)
 					}
 
-					ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
-					argvHost := offline(append([]string{exe}, h.list...))
-					cmd := exec.CommandContext(ctx, argvHost[0], argvHost[1:]...)
-					cmd.Env, cmd.Dir = env, home
-					if how == "exit" {
+					switch {
+					case how == "exit":
+						ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+						argvHost := offline(append([]string{exe}, h.list...))
+						cmd := exec.CommandContext(ctx, argvHost[0], argvHost[1:]...)
+						cmd.Env, cmd.Dir = env, home
 						out, err := cmd.CombinedOutput()
 						cancel()
 						if err != nil || !strings.Contains(string(out), h.connected) {
 							t.Fatalf("%s %v: %v; want the server %s:\n%s", h.name, h.list, err, h.connected, out)
 						}
-					} else {
+					case h.list != nil: // SIGKILL during the handshake
+						ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+						argvHost := offline(append([]string{exe}, h.list...))
+						cmd := exec.CommandContext(ctx, argvHost[0], argvHost[1:]...)
+						cmd.Env, cmd.Dir = env, home
 						if err := cmd.Start(); err != nil {
 							cancel()
 							t.Fatal(err)
 						}
 						done := make(chan struct{})
 						go func() { cmd.Wait(); close(done) }()
-						// The host whose servers they are: the session's
-						// host, which may be a child of the command run.
-						var host int
-						waitCond(t, func() error {
-							for _, p := range in.mustProcesses(false) {
-								if p.Name == "fx" {
-									host = sessionHost(t, in, p.Session)
-									return nil
-								}
-							}
-							return fmt.Errorf("%s started no server fx", h.name)
-						})
-						if host <= 1 {
-							t.Fatalf("no host pid for the session of fx")
-						}
-						unix.Kill(host, unix.SIGKILL)
+						unix.Kill(serverHost(t, in, "fx"), unix.SIGKILL)
 						cmd.Process.Kill() // a launcher in front of it (node, unshare)
 						<-done
 						cancel()
+					default: // its UI, quit or SIGKILLed
+						ui := startTUI(t, in, h, exe, home, env)
+						host := serverHost(t, in, "fx")
+						hostTok := mustToken(t, host)
+						if how == "SIGKILL" {
+							unix.Kill(host, unix.SIGKILL)
+						} else {
+							ui.quit(t, host, hostTok)
+						}
+						ui.gone(t)
 					}
 					waitCond(t, func() error {
 						if left := taggedProcesses("E2E_TAG=" + tag); len(left) > 0 {
@@ -208,8 +246,8 @@ func TestRealHosts(t *testing.T) {
 					switch {
 					case !hostWrote && string(got) != string(orig):
 						t.Fatalf("uninstall did not give %s back byte for byte:\n%s", path, got)
-					case hostWrote && !slices.Equal(serverArgv(t, got, "fx"), argv):
-						t.Fatalf("uninstall left fx as %q in %s, want %q:\n%s", serverArgv(t, got, "fx"), path, argv, got)
+					case hostWrote && !slices.Equal(serverArgv(t, path, got, "fx"), argv):
+						t.Fatalf("uninstall left fx as %q in %s, want %q:\n%s", serverArgv(t, path, got, "fx"), path, argv, got)
 					}
 				}
 				if !alive(bpid, btok) {
@@ -224,14 +262,38 @@ func TestRealHosts(t *testing.T) {
 	}
 }
 
+// serverHost waits for the host to start server name and returns the
+// session's host: the host whose servers they are, which may be a child
+// of the command run (node in front of a native binary, unshare).
+func serverHost(t *testing.T, in *instance, name string) int {
+	t.Helper()
+	var host int
+	waitCond(t, func() error {
+		for _, p := range in.mustProcesses(false) {
+			if p.Name == name {
+				if host = sessionHost(t, in, p.Session); host > 1 {
+					return nil
+				}
+				return fmt.Errorf("no live host pid for the session of %s", name)
+			}
+		}
+		return fmt.Errorf("the host started no server %s", name)
+	})
+	return host
+}
+
 // serverArgv finds the server name in a host's JSON config, wherever the
 // host keeps its servers, and returns its command line: command and args,
 // or opencode's command array.
-func serverArgv(t *testing.T, data []byte, name string) []string {
+func serverArgv(t *testing.T, path string, data []byte, name string) []string {
 	t.Helper()
 	var root any
-	if err := json.Unmarshal(data, &root); err != nil {
-		t.Fatalf("the config does not parse after uninstall: %v\n%s", err, data)
+	unmarshal := json.Unmarshal
+	if strings.HasSuffix(path, ".toml") {
+		unmarshal = toml.Unmarshal
+	}
+	if err := unmarshal(data, &root); err != nil {
+		t.Fatalf("%s does not parse after uninstall: %v\n%s", path, err, data)
 	}
 	var find func(v any) []string
 	find = func(v any) []string {
@@ -296,7 +358,7 @@ func TestRealHostSessionEndHooks(t *testing.T) {
 	for _, tc := range []struct {
 		host, bin string
 		env       []string
-		config    func(t *testing.T, home string, argv []string, tag string) string
+		config    func(t *testing.T, home string, argv []string, env map[string]string) string
 		args      func(config string) []string
 		stop      bool // the host runs on until told to stop (SIGTERM)
 	}{
@@ -318,7 +380,7 @@ func TestRealHostSessionEndHooks(t *testing.T) {
 			home, env := in.homeEnv(t)
 			env = append(env, tc.env...)
 			tag := fmt.Sprintf("hook-%s-%d", tc.host, time.Now().UnixNano())
-			path := tc.config(t, home, []string{bin, "_fixture", "mcp", "--escape"}, tag)
+			path := tc.config(t, home, []string{bin, "_fixture", "mcp", "--escape"}, map[string]string{"E2E_TAG": tag})
 			if out, errOut, code := runEnv(t, env, "", "install", tc.host, "--hooks"); code != 0 {
 				t.Fatalf("install %s --hooks: exit %d\n%s%s", tc.host, code, out, errOut)
 			}

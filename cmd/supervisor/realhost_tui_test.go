@@ -1,0 +1,164 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed-86a41135/supervisor/proc"
+)
+
+// tuiRecipe is how a real host's interactive UI is driven in a terminal:
+// started with no dialog to answer (config and environment chosen for
+// that), left to start its servers, and quit the way a user quits it.
+type tuiRecipe struct {
+	args []string // after the host's binary
+	// filtersEnv: the host passes its servers only a few variables of its
+	// own, so this instance's SUPERVISOR_* go into the server's entry.
+	filtersEnv bool
+	// setup runs once per private HOME before the UI first starts.
+	setup func(t *testing.T, exe, home string, env []string)
+	// quit is what a user types to quit, one tmux send-keys argument at a
+	// time ("/quit", then "Enter"), with a pause between for the UI.
+	quit []string
+}
+
+// tuiWait is how long a UI may take to start its servers: Codex, offline,
+// starts them only after its model list times out (about 20 s).
+const tuiWait = 3 * wait
+
+// tui is one host UI running in its own tmux server.
+type tui struct {
+	tm     func(args ...string) (string, error)
+	recipe *tuiRecipe
+	host   string
+}
+
+// startTUI starts h's UI in a real terminal, offline, with exactly env
+// (nothing of the test's own environment), in home, and waits until it
+// has started server fx through `supervisor run`.
+func startTUI(t *testing.T, in *instance, h realHost, exe, home string, env []string) *tui {
+	t.Helper()
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		npmMissing(t, "tmux is not installed (.ci/run installs it as root)")
+	}
+	sock := filepath.Join(in.state, "tmux-"+h.name+".sock")
+	ui := &tui{recipe: h.tui, host: h.name, tm: func(args ...string) (string, error) {
+		out, err := exec.Command(tmux, append([]string{"-S", sock}, args...)...).CombinedOutput()
+		return string(out), err
+	}}
+	t.Cleanup(func() { ui.tm("kill-server") })
+	words := []string{"env", "-i"}
+	for _, kv := range append(slices.Clone(env), "TERM=xterm-256color") {
+		if k, v, _ := strings.Cut(kv, "="); k != "" && v != "" { // an empty one is one the host must not see
+			words = append(words, shellQuote(kv))
+		}
+	}
+	for _, a := range offline(append([]string{exe}, h.tui.args...)) {
+		words = append(words, shellQuote(a))
+	}
+	command := "cd " + shellQuote(home) + " && exec " + strings.Join(words, " ")
+	if out, err := ui.tm("new-session", "-d", "-s", "host", "-x", "160", "-y", "45", command); err != nil {
+		t.Fatalf("tmux new-session: %v: %s", err, out)
+	}
+	deadline := time.Now().Add(tuiWait)
+	for {
+		for _, p := range in.mustProcesses(false) {
+			if p.Name == "fx" {
+				return ui
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's UI started no server fx within %v; its screen:\n%s", h.name, tuiWait, ui.screen())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (ui *tui) screen() string {
+	out, _ := ui.tm("capture-pane", "-p", "-t", "host")
+	return out
+}
+
+// quit types the recipe's quit keys and waits until the host process
+// (pid, tok) has exited.
+func (ui *tui) quit(t *testing.T, pid int, tok proc.Token) {
+	t.Helper()
+	for _, k := range ui.recipe.quit {
+		if out, err := ui.tm("send-keys", "-t", "host", k); err != nil {
+			t.Fatalf("tmux send-keys %q: %v: %s", k, err, out)
+		}
+		time.Sleep(500 * time.Millisecond) // a slash command's menu opens before Enter picks it
+	}
+	deadline := time.Now().Add(wait)
+	for alive(pid, tok) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not exit on %q within %v; its screen:\n%s", ui.host, ui.recipe.quit, wait, ui.screen())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// gone waits until the UI's terminal has closed: everything the host ran
+// in it (a node launcher in front of a native binary) has exited.
+func (ui *tui) gone(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		if _, err := ui.tm("has-session", "-t", "host"); err != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's terminal is still open %v after the host ended:\n%s", ui.host, wait, ui.screen())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// codexConfig writes Codex's config.toml with server fx.
+func codexConfig(t *testing.T, home string, argv []string, env map[string]string) string {
+	t.Helper()
+	quoted := func(ss []string) string {
+		q := make([]string, len(ss))
+		for i, s := range ss {
+			q[i] = strconv.Quote(s)
+		}
+		return strings.Join(q, ", ")
+	}
+	var kv []string
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		kv = append(kv, k+" = "+strconv.Quote(env[k]))
+	}
+	path := filepath.Join(home, ".codex", "config.toml")
+	text := fmt.Sprintf("[mcp_servers.fx]\ncommand = %s\nargs = [%s]\nenv = { %s }\n", strconv.Quote(argv[0]), quoted(argv[1:]), strings.Join(kv, ", "))
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// codexLogin saves an API key, offline, so the UI skips its sign-in
+// screen; the key is checked only when a prompt is sent, never here.
+func codexLogin(t *testing.T, exe, home string, env []string) {
+	t.Helper()
+	argv := offline([]string{exe, "login", "--with-api-key"})
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir = env, home
+	cmd.Stdin = strings.NewReader("sk-offline-test\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("codex login --with-api-key: %v\n%s", err, out)
+	}
+}
