@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,12 +53,17 @@ func writeJSONFile(t *testing.T, path string, v any) {
 }
 
 // geminiLike is Gemini CLI's settings.json, which Qwen Code forked: folder
-// trust off, or servers are not started in a folder never trusted.
-func geminiLike(dir string) func(t *testing.T, home string, argv []string, env map[string]string) string {
+// trust off, or servers are not started in a folder never trusted; auth,
+// when not "", the sign-in method chosen (its UI asks for one otherwise).
+func geminiLike(dir, auth string) func(t *testing.T, home string, argv []string, env map[string]string) string {
 	return func(t *testing.T, home string, argv []string, env map[string]string) string {
 		path := filepath.Join(home, dir, "settings.json")
+		security := map[string]any{"folderTrust": map[string]any{"enabled": false}}
+		if auth != "" {
+			security["auth"] = map[string]any{"selectedType": auth}
+		}
 		writeJSONFile(t, path, map[string]any{
-			"security":   map[string]any{"folderTrust": map[string]any{"enabled": false}},
+			"security":   security,
 			"mcpServers": map[string]any{"fx": map[string]any{"command": argv[0], "args": argv[1:], "env": env}},
 		})
 		return path
@@ -74,8 +80,8 @@ var realHosts = []realHost{
 			})
 			return path
 		}},
-	{name: "gemini", bin: "testdata/hosts/node_modules/.bin/gemini", list: []string{"mcp", "list"}, connected: "Connected", config: geminiLike(".gemini")},
-	{name: "qwen", bin: "testdata/hosts/node_modules/.bin/qwen", list: []string{"mcp", "list"}, connected: "Connected", config: geminiLike(".qwen")},
+	{name: "gemini", bin: "testdata/hosts/node_modules/.bin/gemini", list: []string{"mcp", "list"}, connected: "Connected", config: geminiLike(".gemini", "gemini-api-key")},
+	{name: "qwen", bin: "testdata/hosts/node_modules/.bin/qwen", list: []string{"mcp", "list"}, connected: "Connected", config: geminiLike(".qwen", "")},
 	{name: "opencode", bin: "testdata/hosts/node_modules/.bin/opencode", list: []string{"mcp", "list"}, connected: "connected",
 		config: func(t *testing.T, home string, argv []string, env map[string]string) string {
 			path := filepath.Join(home, ".config", "opencode", "opencode.json")
@@ -346,10 +352,12 @@ func sessionHost(t *testing.T, in *instance, id string) int {
 }
 
 // Issue 28: the SessionEnd hook `install --hooks` adds ends the session
-// through the real host's own hook runner: Claude Code's, when `claude -p`
-// ends. Offline; the session must end by the hook's request, not by the
-// host's death, and leave nothing running. (The stop field is for hosts
-// that run on until told to stop.)
+// through the real host's own hook runner, when the host's one-shot prompt
+// (`-p`) fails offline and it exits on its own: Claude Code (which labels
+// its servers' sessions) and Gemini CLI (which tells its session id to
+// hooks only: the hook finds the session by the host it runs under). The
+// session must end by the hook's request, not by the host's death, and
+// leave nothing running.
 func TestRealHostSessionEndHooks(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -360,16 +368,20 @@ func TestRealHostSessionEndHooks(t *testing.T) {
 		env       []string
 		config    func(t *testing.T, home string, argv []string, env map[string]string) string
 		args      func(config string) []string
-		stop      bool // the host runs on until told to stop (SIGTERM)
+		// apiEnv names the variable that sends the host's API calls to a
+		// base URL: there, beside it, an API that refuses every key
+		// (`_fixture refusing-api`), so the prompt fails at once. Offline,
+		// Gemini CLI would retry for minutes; told to stop instead, it
+		// runs its hooks while it exits, a race with its own death.
+		apiEnv string
 	}{
 		{host: "claude-code", bin: "testdata/npm/node_modules/.bin/claude", config: realHosts[0].config,
 			// A closed port and no retries: the prompt fails at once.
 			env:  []string{"ANTHROPIC_API_KEY=sk-offline", "ANTHROPIC_BASE_URL=http://127.0.0.1:9", "CLAUDE_CODE_MAX_RETRIES=0", "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1"},
 			args: func(config string) []string { return []string{"-p", "hi", "--mcp-config", config} }},
-		// Gemini CLI runs its SessionEnd hooks when told to stop, but
-		// races its own exit: under CI's load the host's death was seen
-		// first (the session then ends as the host's, which is no test of
-		// the hook). Its host match is TestSessionEndHookByHost's.
+		{host: "gemini", bin: "testdata/hosts/node_modules/.bin/gemini", config: geminiLike(".gemini", "gemini-api-key"),
+			env: []string{"GEMINI_API_KEY=offline"}, apiEnv: "GOOGLE_GEMINI_BASE_URL",
+			args: func(string) []string { return []string{"-p", "hi"} }},
 	} {
 		t.Run(tc.host, func(t *testing.T) {
 			exe := filepath.Join(root, tc.bin)
@@ -384,38 +396,22 @@ func TestRealHostSessionEndHooks(t *testing.T) {
 			if out, errOut, code := runEnv(t, env, "", "install", tc.host, "--hooks"); code != 0 {
 				t.Fatalf("install %s --hooks: exit %d\n%s%s", tc.host, code, out, errOut)
 			}
+			argv := append([]string{exe}, tc.args(path)...)
+			if tc.apiEnv != "" {
+				port := strconv.Itoa(freePort(t))
+				env = append(env, tc.apiEnv+"=http://127.0.0.1:"+port)
+				argv = append([]string{bin, "_fixture", "refusing-api", port, "--"}, argv...)
+			}
+			argv = offline(argv)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
 			defer cancel()
-			argv := offline(append([]string{exe}, tc.args(path)...))
 			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 			cmd.Env, cmd.Dir = env, home
-			if !tc.stop {
-				out, _ := cmd.CombinedOutput() // the prompt fails offline; the session ends all the same
-				t.Logf("%s: %s", tc.host, lastLines(string(out), 3))
-			} else {
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				done := make(chan struct{})
-				go func() { cmd.Wait(); close(done) }()
-				var host int
-				waitCond(t, func() error {
-					ps, err := in.processes(false) // no daemon until the host starts fx
-					if err != nil {
-						return err
-					}
-					for _, p := range ps {
-						if p.Name == "fx" {
-							if host = sessionHost(t, in, p.Session); host > 1 {
-								return nil
-							}
-						}
-					}
-					return fmt.Errorf("%s started no server fx", tc.host)
-				})
-				unix.Kill(host, unix.SIGTERM) // the host's own, orderly exit
-				<-done
+			out, _ := cmd.CombinedOutput() // the prompt fails; the session ends all the same
+			if ctx.Err() != nil {
+				t.Fatalf("%s -p did not exit within %v:\n%s", tc.host, 2*wait, lastLines(string(out), 10))
 			}
+			t.Logf("%s: %s", tc.host, lastLines(string(out), 3))
 			waitCond(t, func() error {
 				for _, ev := range in.eventsJSON("--lines", "0") {
 					if ev.Kind == "session.end" {
