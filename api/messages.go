@@ -14,8 +14,14 @@ import (
 // Protocol is the wire protocol number; a peer with another is refused.
 const Protocol = 1
 
-// Version is the supervisor release, set at link time.
-var Version = "0.1.0-dev"
+// Version is the supervisor release; Commit and Date are the commit it was
+// built from and that commit's time. A release build sets all three at
+// link time (scripts/release, -ldflags -X); see Build for the others.
+var (
+	Version = "0.1.0-dev"
+	Commit  = ""
+	Date    = ""
+)
 
 // Message types.
 const (

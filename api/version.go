@@ -1,6 +1,7 @@
 package api
 
 import (
+	"runtime/debug"
 	"strconv"
 	"strings"
 )
@@ -40,4 +41,34 @@ func versionParts(v string) ([3]int, bool) {
 		out[i] = n
 	}
 	return out, true
+}
+
+// Build is what `supervisor version` reports: the stamped Version, Commit
+// and Date, or, where a build was not stamped (go build or go install from
+// a checkout, go install pkg@version), what the Go toolchain recorded: the
+// module's version and the VCS revision and time. An unknown part is "".
+func Build() (version, commit, date string) {
+	version, commit, date = Version, Commit, Date
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return version, commit, date
+	}
+	if v := info.Main.Version; version == "0.1.0-dev" && v != "" && v != "(devel)" {
+		version = strings.TrimPrefix(v, "v")
+	}
+	dirty := false
+	for _, s := range info.Settings {
+		switch {
+		case s.Key == "vcs.revision" && commit == "":
+			commit = s.Value
+		case s.Key == "vcs.time" && date == "":
+			date = s.Value
+		case s.Key == "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if dirty && Commit == "" && commit != "" {
+		commit += "-dirty"
+	}
+	return version, commit, date
 }

@@ -285,16 +285,17 @@ func TestDoctorBadInput(t *testing.T) {
 	in := newInstance(t)
 	for _, tc := range []struct {
 		args []string
+		code int // 2: a command line the CLI cannot take
 		want string
 	}{
-		{[]string{"doctor", "--bogus"}, "supervisor: unknown flag: --bogus\nhint: see `supervisor doctor --help`\n"},
-		{[]string{"doctor", "extra"}, "supervisor: unknown command \"extra\" for \"supervisor doctor\"\nhint: see `supervisor doctor --help`\n"},
-		{[]string{"doctor", "--only-pid", "0"}, "supervisor: --only-pid 0: must be a process id (1 or more)\n"},
-		{[]string{"doctor", "--only-pid", "x"}, "invalid argument \"x\" for \"--only-pid\""},
+		{[]string{"doctor", "--bogus"}, 2, "supervisor: unknown flag: --bogus\nhint: see `supervisor doctor --help`\n"},
+		{[]string{"doctor", "extra"}, 2, "supervisor: unknown command \"extra\" for \"supervisor doctor\"\nhint: see `supervisor doctor --help`\n"},
+		{[]string{"doctor", "--only-pid", "0"}, 1, "supervisor: --only-pid 0: must be a process id (1 or more)\n"},
+		{[]string{"doctor", "--only-pid", "x"}, 2, "invalid argument \"x\" for \"--only-pid\""},
 	} {
 		out, errOut, code := in.run(tc.args...)
-		if code != 1 || out != "" || !strings.Contains(errOut, tc.want) {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and %q", tc.args, code, out, errOut, tc.want)
+		if code != tc.code || out != "" || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.args, code, out, errOut, tc.code, tc.want)
 		}
 	}
 	if help := in.mustRun("doctor", "--help"); strings.Contains(help, "only-pid") || !strings.Contains(help, "--fix") {

@@ -64,6 +64,10 @@ func execute(args []string, inherited []int) int {
 			return code
 		}
 	}
+	var ue *usageError
+	if (errors.As(err, &ue) || (cmd != nil && isUsageError(err))) && code == 1 {
+		code = 2 // run keeps 125: its status space is the server's
+	}
 	if cmd != nil {
 		err = friendlierArgs(cmd, err)
 	}
@@ -113,9 +117,43 @@ func newBareRoot() *cobra.Command {
 		Version:       api.Version,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &hintError{err: err, hint: fmt.Sprintf("see `%s --help`", c.CommandPath())}
+		return &usageError{hintError{err: err, hint: fmt.Sprintf("see `%s --help`", c.CommandPath())}}
 	})
 	return root
+}
+
+// usageError is a command line this CLI cannot take: an unknown command or
+// flag, a missing argument. It exits 2, as getopt's users do, so a script
+// (a host's hook line) can tell a typo from a command that ran and failed.
+type usageError struct{ hintError }
+
+func (e *usageError) Unwrap() error { return &e.hintError }
+
+// refuseUnknownSubcommands makes every command that only groups others
+// (`session`, `breaker`, `config`) refuse an argument that names none of
+// them, with cobra's suggestion, where cobra would print the group's help
+// and exit 0: `supervisor session ned` in a hook line would fail silently.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if !c.HasParent() || !c.HasSubCommands() || c.Runnable() {
+		return // the root's own check is cobra's
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return c.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+		if c.SuggestionsMinimumDistance <= 0 {
+			c.SuggestionsMinimumDistance = 2 // cobra's own default, set only where it looks
+		}
+		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "; did you mean " + strings.Join(s, " or ") + "?"
+		}
+		return &usageError{hintError{err: errors.New(msg), hint: fmt.Sprintf("see `%s --help`", c.CommandPath())}}
+	}
 }
 
 func newRootCommand(inherited []int) *cobra.Command {
@@ -147,6 +185,7 @@ func newRootCommand(inherited []int) *cobra.Command {
 		newMetricsCommand(),
 	)
 	withCompletion(root)
+	refuseUnknownSubcommands(root)
 	finishHelpWhenShown(root)
 	return root
 }
