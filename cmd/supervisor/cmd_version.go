@@ -15,8 +15,17 @@ func newVersionCommand() *cobra.Command {
 		Short: "Print the version",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintf(cmd.OutOrStdout(), "supervisor %s (protocol %d, %s, %s/%s)\n",
-				api.Version, api.Protocol, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			version, commit, date := api.Build()
+			built := ""
+			if commit != "" {
+				built = "commit " + commit
+				if date != "" {
+					built += " of " + date
+				}
+				built += ", "
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "supervisor %s (%sprotocol %d, %s, %s/%s)\n",
+				version, built, api.Protocol, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		},
 	}
 }
