@@ -158,6 +158,9 @@ func (o *Options) command(f File) (cmd, why string, err error) {
 	if f.Project {
 		return BareName, "", nil
 	}
+	if dst, why, err := o.settled(exe); err != nil || dst != "" {
+		return dst, why, err
+	}
 	if dir := o.temporary(exe); dir != "" {
 		return BareName, fmt.Sprintf("this supervisor runs from a temporary location (%s is under %s): writing the bare name %q, which hosts look up on PATH; install the binary (e.g. `go install`) and rerun to pin its absolute path", exe, dir, BareName), nil
 	}
@@ -237,6 +240,9 @@ func Install(hs []Host, o Options) ([]Result, error) {
 			}
 			fmt.Fprintf(o.warn(), "warning: %v; writing it anyway (--force): until `supervisor` on PATH is this binary the hosts cannot start the wrapped servers\n", err)
 		}
+	}
+	if err := o.settle(); err != nil {
+		return nil, err
 	}
 	var out []Result
 	noted := false
@@ -604,4 +610,139 @@ func (o *Options) applyCheck(f File, edit func([]byte) ([]byte, []Entry, error),
 	r.Err = err
 	r.Changed = written
 	return r
+}
+
+// npxCache returns npx's cache directory exe runs from (`npx -y <package>`
+// runs the binary from ~/.npm/_npx/<hash>/node_modules/...), or "". npm
+// cleans that cache when it likes, so a path into it is no path to pin.
+func npxCache(exe string) string {
+	dir := filepath.Dir(exe)
+	for {
+		if filepath.Base(dir) == "_npx" {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+// StableBinDir is where a binary run from npx's cache settles before its
+// path goes into host configs: the user's data directory, which nothing
+// cleans. $XDG_DATA_HOME/supervisor/bin (default ~/.local/share/...),
+// ~/Library/Application Support/supervisor/bin on macOS,
+// %LOCALAPPDATA%\supervisor\bin on Windows.
+func StableBinDir(e Env) string {
+	switch e.GOOS {
+	case "windows":
+		if d := e.getenv("LOCALAPPDATA"); d != "" {
+			return filepath.Join(d, "supervisor", "bin")
+		}
+		return filepath.Join(e.Home, "AppData", "Local", "supervisor", "bin")
+	case "darwin":
+		return filepath.Join(e.Home, "Library", "Application Support", "supervisor", "bin")
+	}
+	if d := e.getenv("XDG_DATA_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "supervisor", "bin")
+	}
+	return filepath.Join(e.Home, ".local", "share", "supervisor", "bin")
+}
+
+// settled is where a binary run from npx's cache is pinned (the copy
+// Install makes in StableBinDir), with the note saying so; "" when exe is
+// not in npx's cache.
+func (o *Options) settled(exe string) (dst, why string, err error) {
+	cache := npxCache(exe)
+	if cache == "" {
+		return "", "", nil
+	}
+	e, err := o.env()
+	if err != nil {
+		return "", "", err
+	}
+	dst = filepath.Join(StableBinDir(e), filepath.Base(exe))
+	verb := "copied it"
+	if o.DryRun {
+		verb = "would copy it"
+	}
+	return dst, fmt.Sprintf("this supervisor runs from npx's cache (%s), which npm may clean: %s to %s and pinned that", cache, verb, dst), nil
+}
+
+// settle makes the copy settled names, before Install writes its path
+// anywhere. The copy goes through a temp file and a rename, so a host
+// starting a server meanwhile runs the old binary or the new, never half
+// of one (a running daemon keeps its own until it restarts). DryRun and
+// a binary outside npx's cache copy nothing.
+func (o *Options) settle() error {
+	if o.DryRun {
+		return nil
+	}
+	exe, err := o.exe()
+	if err != nil {
+		return err
+	}
+	dst, _, err := o.settled(exe)
+	if err != nil || dst == "" {
+		return err
+	}
+	if err := copyExecutable(exe, dst); err != nil {
+		return fmt.Errorf("copy this binary out of npx's cache: %w", err)
+	}
+	return nil
+}
+
+// copyExecutable copies src to dst (mode 0755) through a temp file in
+// dst's directory and a rename; an identical dst is left alone.
+func copyExecutable(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", src, err)
+	}
+	if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, data) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(dst), err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".*")
+	if err != nil {
+		return fmt.Errorf("create a temp file beside %s: %w", dst, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return fmt.Errorf("rename into %s: %w", dst, err)
+	}
+	return nil
+}
+
+// Pin is the path to write for exe into a service unit or config: exe, or,
+// run from npx's cache, its copy in StableBinDir (made unless dryRun),
+// with the note saying so.
+func Pin(exe string, dryRun bool) (path, note string, err error) {
+	o := &Options{Exe: exe, DryRun: dryRun}
+	if err := o.settle(); err != nil {
+		return "", "", err
+	}
+	dst, note, err := o.settled(exe)
+	if err != nil || dst == "" {
+		return exe, "", err
+	}
+	return dst, note, nil
 }

@@ -43,6 +43,14 @@ func newDaemonInstallServiceCommand() *cobra.Command {
 				return err
 			}
 			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			pinned, note, err := hosts.Pin(o.Binary, dryRun)
+			if err != nil {
+				return err
+			}
+			if note != "" {
+				fmt.Fprintf(errOut, "note: %s\n", note)
+				o.Binary = pinned
+			}
 			if dir := hosts.TemporaryDir(o.Binary); dir != "" {
 				fmt.Fprintf(errOut, "supervisor: warning: this binary lives in a temporary location (%s is under %s), and the unit will run it from there; install it (e.g. `go install ./cmd/supervisor`) and rerun install-service from the installed binary\n", o.Binary, dir)
 			}
