@@ -421,7 +421,9 @@ func TestLimitNoneLiftsTheConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	limitsOrSkip(t, in)
-	forks := []string{"--", "sh", "-c", `i=0; while [ $i -lt 60 ]; do sleep 0.3 & i=$((i+1)); done; wait; echo forked 60`}
+	// Sleeps that outlast the loop, however slow the machine forks: all 60
+	// are alive at once, which a limit of 40 cannot allow.
+	forks := []string{"--", "sh", "-c", `i=0; p=; while [ $i -lt 60 ]; do sleep 60 & p="$p $!"; i=$((i+1)); done; echo forked 60; kill $p`}
 	for _, tc := range []struct {
 		args []string
 		ok   bool
