@@ -41,6 +41,9 @@ func TestMain(m *testing.M) {
 	os.Chmod(dir, 0o755)
 	bin = filepath.Join(dir, "supervisor")
 	build := exec.Command("go", "build", "-o", bin, ".")
+	// Without cgo, as releases are built (scripts/release): a pure-Go
+	// binary differs, e.g. it exits where every goroutine blocks.
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build supervisor:", err)

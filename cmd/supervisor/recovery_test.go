@@ -40,6 +40,7 @@ func faultBin(t *testing.T) string {
 		faultPath = filepath.Join(filepath.Dir(bin), "supervisor-fault")
 		build := exec.Command("go", "build", "-tags", "faultinject",
 			"-ldflags", "-X github.com/seed-86a41135/supervisor/api.Version="+oldVersion, "-o", faultPath, ".")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0") // as bin is
 		out, err := build.CombinedOutput()
 		if err != nil {
 			faultErr = fmt.Errorf("build the fault-injection binary: %v\n%s", err, out)
