@@ -70,18 +70,31 @@ func geminiLike(dir, auth string) func(t *testing.T, home string, argv []string,
 	}
 }
 
+// claudeKey is a made-up API key Claude Code's UI is told it approved.
+const claudeKey = "sk-ant-api03-offline-0123456789abcdefghijklmnopqrstuvwxyz-AAAAAAAA"
+
 var realHosts = []realHost{
 	{name: "claude-code", bin: "testdata/npm/node_modules/.bin/claude", list: []string{"mcp", "list"}, connected: "Connected",
 		env: []string{"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"},
 		config: func(t *testing.T, home string, argv []string, env map[string]string) string {
 			path := filepath.Join(home, ".claude.json")
 			writeJSONFile(t, path, map[string]any{
-				"mcpServers": map[string]any{"fx": map[string]any{"type": "stdio", "command": argv[0], "args": argv[1:], "env": env}},
+				// What its UI would ask first: onboarding done, the key and
+				// the folder (its working directory, home) trusted.
+				"hasCompletedOnboarding": true,
+				"customApiKeyResponses":  map[string]any{"approved": []string{claudeKey[len(claudeKey)-20:]}, "rejected": []string{}},
+				"projects":               map[string]any{home: map[string]any{"hasTrustDialogAccepted": true}},
+				"mcpServers":             map[string]any{"fx": map[string]any{"type": "stdio", "command": argv[0], "args": argv[1:], "env": env}},
 			})
 			return path
-		}},
-	{name: "gemini", bin: "testdata/hosts/node_modules/.bin/gemini", list: []string{"mcp", "list"}, connected: "Connected", config: geminiLike(".gemini", "gemini-api-key")},
-	{name: "qwen", bin: "testdata/hosts/node_modules/.bin/qwen", list: []string{"mcp", "list"}, connected: "Connected", config: geminiLike(".qwen", "")},
+		},
+		// A base URL that is no Anthropic host skips its wait for remote
+		// managed settings (about 20 s offline).
+		tui: &tuiRecipe{env: []string{"ANTHROPIC_API_KEY=" + claudeKey, "ANTHROPIC_BASE_URL=http://127.0.0.1:9"}, quit: []string{"/exit", "Enter"}}},
+	{name: "gemini", bin: "testdata/hosts/node_modules/.bin/gemini", list: []string{"mcp", "list"}, connected: "Connected", config: geminiLike(".gemini", "gemini-api-key"),
+		tui: &tuiRecipe{env: []string{"GEMINI_API_KEY=offline"}, quit: []string{"C-c", "C-c"}}}, // twice within 1 s
+	{name: "qwen", bin: "testdata/hosts/node_modules/.bin/qwen", list: []string{"mcp", "list"}, connected: "Connected", config: geminiLike(".qwen", "openai"),
+		tui: &tuiRecipe{env: []string{"OPENAI_API_KEY=offline"}, quit: []string{"C-d", "C-d"}}},
 	{name: "opencode", bin: "testdata/hosts/node_modules/.bin/opencode", list: []string{"mcp", "list"}, connected: "connected",
 		config: func(t *testing.T, home string, argv []string, env map[string]string) string {
 			path := filepath.Join(home, ".config", "opencode", "opencode.json")
@@ -89,7 +102,9 @@ var realHosts = []realHost{
 				"mcp": map[string]any{"fx": map[string]any{"type": "local", "command": argv, "environment": env}},
 			})
 			return path
-		}},
+		},
+		// One key: a second one, while it exits, reaches the terminal's shell.
+		tui: &tuiRecipe{env: []string{"OPENCODE_DISABLE_MODELS_FETCH=1"}, quit: []string{"C-c"}}},
 	// Codex's `mcp list` starts no server: only its UI does, about 20 s in
 	// when offline (after its model list times out).
 	{name: "codex", bin: "testdata/hosts/node_modules/.bin/codex", config: codexConfig, tui: &tuiRecipe{
@@ -161,6 +176,7 @@ func TestRealHosts(t *testing.T) {
 				}
 				hows = append(hows, "SIGKILL")
 				for _, how := range hows {
+					began := time.Now()
 					tag := fmt.Sprintf("%s-%s-%d", h.name, how, time.Now().UnixNano())
 					argv := []string{bin, "_fixture", "mcp", "--escape"}
 					if how == "SIGKILL" && h.list != nil {
@@ -198,7 +214,7 @@ func TestRealHosts(t *testing.T) {
 						if err != nil || !strings.Contains(string(out), h.connected) {
 							t.Fatalf("%s %v: %v; want the server %s:\n%s", h.name, h.list, err, h.connected, out)
 						}
-					case h.list != nil: // SIGKILL during the handshake
+					case how == "SIGKILL" && h.list != nil: // during the handshake
 						ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
 						argvHost := offline(append([]string{exe}, h.list...))
 						cmd := exec.CommandContext(ctx, argvHost[0], argvHost[1:]...)
@@ -237,6 +253,7 @@ func TestRealHosts(t *testing.T) {
 					if !started {
 						t.Errorf("%s: the server was not started through supervisor run", how)
 					}
+					t.Logf("%s: started, ended by %s and gone in %v", h.name, how, time.Since(began).Round(time.Millisecond))
 					// Most hosts write their own file too (Claude Code a
 					// userID, Qwen Code a $version, opencode a $schema): then
 					// uninstall cannot give the original bytes back, only
@@ -273,19 +290,22 @@ func TestRealHosts(t *testing.T) {
 // of the command run (node in front of a native binary, unshare).
 func serverHost(t *testing.T, in *instance, name string) int {
 	t.Helper()
-	var host int
-	waitCond(t, func() error {
+	deadline := time.Now().Add(wait)
+	for {
 		for _, p := range in.mustProcesses(false) {
 			if p.Name == name {
-				if host = sessionHost(t, in, p.Session); host > 1 {
-					return nil
+				if host := sessionHost(t, in, p.Session); host > 1 {
+					return host
 				}
-				return fmt.Errorf("no live host pid for the session of %s", name)
 			}
 		}
-		return fmt.Errorf("the host started no server %s", name)
-	})
-	return host
+		if time.Now().After(deadline) {
+			ev, _, _ := in.run("events")
+			all, _, _ := in.run("ps", "--all")
+			t.Fatalf("after %v no live host has started server %s; events:\n%s\nps --all:\n%s", wait, name, ev, all)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // serverArgv finds the server name in a host's JSON config, wherever the

@@ -22,6 +22,7 @@ import (
 // that), left to start its servers, and quit the way a user quits it.
 type tuiRecipe struct {
 	args []string // after the host's binary
+	env  []string // besides the host's own (realHost.env)
 	// filtersEnv: the host passes its servers only a few variables of its
 	// own, so this instance's SUPERVISOR_* go into the server's entry.
 	filtersEnv bool
@@ -59,7 +60,7 @@ func startTUI(t *testing.T, in *instance, h realHost, exe, home string, env []st
 	}}
 	t.Cleanup(func() { ui.tm("kill-server") })
 	words := []string{"env", "-i"}
-	for _, kv := range append(slices.Clone(env), "TERM=xterm-256color") {
+	for _, kv := range append(append(slices.Clone(env), h.tui.env...), "TERM=xterm-256color") {
 		if k, v, _ := strings.Cut(kv, "="); k != "" && v != "" { // an empty one is one the host must not see
 			words = append(words, shellQuote(kv))
 		}
