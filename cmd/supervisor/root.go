@@ -141,6 +141,9 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 		return // the root's own check is cobra's
 	}
 	c.Args = cobra.ArbitraryArgs
+	if !strings.Contains(c.Use, " ") {
+		c.Use += " COMMAND" // runnable now, it would read as taking nothing
+	}
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if len(args) == 0 {
 			return c.Help()
