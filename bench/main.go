@@ -81,7 +81,7 @@
 // storm, then their median and p99 over the storms (--storm-trials, by
 // default --trials).
 //
-// Regenerate the README's numbers from the repository root with
+// Regenerate docs/benchmarks.md's numbers from the repository root with
 //
 //	go run ./bench            # 20 trials; table on stdout, bench/results.json
 //	go run ./bench --quick    # 3 trials (storms of 20 calls), a smoke run

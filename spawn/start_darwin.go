@@ -9,7 +9,7 @@ import (
 // platformAttr refuses what macOS lacks rather than dropping it silently:
 // there is no cgroup to clone into. A parent-death signal does not exist
 // either, and is dropped: only a local-mode shim asks for one, and on macOS
-// a SIGKILLed local shim leaves its server to launchd (the README says so).
+// a SIGKILLed local shim leaves its server to launchd (docs/platforms.md says so).
 func platformAttr(sys *syscall.SysProcAttr, req Request) error {
 	if req.CgroupFD > 0 {
 		return fmt.Errorf("clone into a cgroup: %w", errors.ErrUnsupported)
