@@ -338,6 +338,21 @@ type StopRequest struct {
 	Progress bool `json:"progress,omitempty"`
 }
 
+// RestartRequest asks the daemon to stop the server Target (an id or a
+// name) and start it again as it was started.
+type RestartRequest struct {
+	Target  string `json:"target"`
+	GraceMS int64  `json:"grace_ms,omitempty"`
+}
+
+// Restarted answers restart: the server's id, its process before and now.
+type Restarted struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	OldPID int    `json:"old_pid"`
+	PID    int    `json:"pid"`
+}
+
 // Outcomes answers session_end and stop.
 type Outcomes struct {
 	Outcomes []shutdown.Outcome `json:"outcomes"`
@@ -434,6 +449,8 @@ const (
 	TypeBreakers     = "breakers"
 	TypeBreakerList  = "breaker_list"
 	TypeBreakerReset = "breaker_reset"
+	TypeRestart      = "restart"   // answered by restarted
+	TypeRestarted    = "restarted" // daemon → client
 )
 
 // EnsureRequest asks for a healthy shared server on Port, started from the

@@ -152,6 +152,8 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 		return d.serveSessionEnd(conn, m)
 	case api.TypeStop:
 		return d.serveStop(conn, m)
+	case api.TypeRestart:
+		return d.serveRestart(conn, m)
 	case api.TypeEnsure:
 		var req api.EnsureRequest
 		if err := api.Decode(m, &req); err != nil {

@@ -50,6 +50,16 @@ type shared struct {
 	finishing bool          // finishShared is under way
 	quit      chan struct{} // closed to end its supervision goroutine
 	stopped   chan struct{} // closed once a stop for good has finished
+	// restartNow takes `supervisor restart`'s orders to its supervision
+	// goroutine (nil for an adopted server: no environment to start it in).
+	restartNow chan restartOrder
+}
+
+// restartOrder asks a shared server's supervision to restart it now; done
+// gets the outcome: nil once the new process is healthy.
+type restartOrder struct {
+	grace time.Duration
+	done  chan error
 }
 
 // portSlot serializes ensure calls for one port: the first starts the
@@ -250,6 +260,7 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 		linger:   orDefault(time.Duration(req.LingerMS)*time.Millisecond, st.Linger),
 		interval: orDefault(time.Duration(req.IntervalMS)*time.Millisecond, st.Interval),
 		sessions: map[string]bool{}, quit: make(chan struct{}), stopped: make(chan struct{}),
+		restartNow: make(chan restartOrder, 1),
 	}
 	if ls := proc.PortListeners(req.Port); len(ls) > 0 {
 		if req.AdoptForeign {
@@ -421,9 +432,12 @@ func (d *Daemon) superviseShared(s *shared) {
 		l := s.cur
 		s.mu.Unlock()
 		restart := ""
+		var order *restartOrder
 		select {
 		case <-s.quit:
 			return
+		case o := <-s.restartNow:
+			order, restart = &o, "restarted by request"
 		case <-l.done:
 			restart = fmt.Sprintf("exited (status %d)", l.status.ExitCode())
 		case <-ticker.C:
@@ -453,32 +467,42 @@ func (d *Daemon) superviseShared(s *shared) {
 			restart = "unhealthy: " + err.Error()
 		}
 		if !s.usable() {
+			order.answer(errStoppedForGood)
 			return // stopped for good meanwhile: its exit is no crash
 		}
 		if s.adopted {
 			d.finishShared(s, "adopted server "+restart)
 			return
 		}
-		d.log.Warn("restarting shared server", "id", s.id, "port", s.port, "why", restart, "in", backoff)
+		wait := backoff
+		if order != nil {
+			wait = 0 // asked for: no crash to back off from
+		}
+		d.log.Warn("restarting shared server", "id", s.id, "port", s.port, "why", restart, "in", wait)
 		d.reg.Event("shared.restart", sharedSession(s.port), s.id, restart)
 		d.setHealth(s.id, "restarting")
-		d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{})
+		d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{Grace: orderGrace(order)})
 		select {
 		case <-s.quit:
+			order.answer(errStoppedForGood)
 			return
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
-		backoff = min(2*backoff, st.RestartMax)
+		if order == nil {
+			backoff = min(2*backoff, st.RestartMax)
+		}
 		fails = 0
 		d.reg.Update(s.id, func(p *registry.Process) error { p.Restarts++; return nil })
 		if l, foreign := portHolderNotOurs(s.port, s.id); foreign {
 			// Someone else took the port while ours was down: never fight.
 			why := foreignError(s.port, l).Error()
 			d.breakers.result(s.bkey, s.argv, s.cwd, s.name, why)
+			order.answer(errors.New(why))
 			d.finishShared(s, why)
 			return
 		}
 		if err := d.spawnShared(context.Background(), s, orDefault(0, st.ReadyTimeout)); err != nil {
+			order.answer(err)
 			if errors.Is(err, errStoppedForGood) {
 				return
 			}
@@ -492,7 +516,25 @@ func (d *Daemon) superviseShared(s *shared) {
 		}
 		d.breakers.result(s.bkey, s.argv, s.cwd, s.name, "") // failures count in a row
 		healthySince = time.Now()
+		order.answer(nil)
 	}
+}
+
+// answer tells a restart's requester how it ended; a nil order (a restart
+// of the supervision's own) has no one to tell.
+func (o *restartOrder) answer(err error) {
+	if o != nil {
+		o.done <- err
+	}
+}
+
+// orderGrace is the SIGTERM grace a restart's stop takes: the order's, or
+// the default.
+func orderGrace(o *restartOrder) time.Duration {
+	if o == nil {
+		return 0
+	}
+	return o.grace
 }
 
 // releaseSession drops a session's reference from every shared server; a

@@ -168,6 +168,8 @@ func newRootCommand(inherited []int) *cobra.Command {
 		newSessionsCommand(),
 		newSessionCommand(),
 		newStopCommand(),
+		newRestartCommand(),
+		newInspectCommand(),
 		newStatusCommand(),
 		newDaemonCommand(inherited),
 		newVersionCommand(),
