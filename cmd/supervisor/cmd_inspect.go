@@ -25,10 +25,10 @@ type inspection struct {
 	Process registry.Process `json:"process"`
 	// Tree is its processes now: its own, its descendants, the rest of its
 	// cgroup and those carrying its marker (escaped ones included).
-	Tree    []treeProc  `json:"tree"`
+	Tree    []treeProc       `json:"tree"`
 	Events  []registry.Event `json:"events"`
-	LogPath string      `json:"log_path,omitempty"`
-	Log     []string    `json:"log"`
+	LogPath string           `json:"log_path,omitempty"`
+	Log     []string         `json:"log"`
 }
 
 type treeProc struct {
