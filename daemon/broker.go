@@ -656,7 +656,7 @@ func askBroker(socket, msgType string, limit time.Duration, out any) error {
 
 // limitedKey is the broker key of a server run within limits l.
 func limitedKey(key string, l *registry.Limits) string {
-	sum := sha256.Sum256([]byte(key + "\x00limits\x00" + describeLimits(l)))
+	sum := sha256.Sum256([]byte(key + "\x00limits\x00" + DescribeLimits(l)))
 	return hex.EncodeToString(sum[:])
 }
 

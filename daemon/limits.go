@@ -39,16 +39,16 @@ func (d *Daemon) setLimits(session, id string, l *registry.Limits, cg cgroup.Ser
 				why = w
 			}
 		}
-		return cgroup.Limited{}, fmt.Errorf("%s cannot be enforced: %s", describeLimits(l), why)
+		return cgroup.Limited{}, fmt.Errorf("%s cannot be enforced: %s", DescribeLimits(l), why)
 	}
 	if cg.Path == "" {
-		return cgroup.Limited{}, fmt.Errorf("%s cannot be enforced: no cgroup for this server: %v", describeLimits(l), cgErr)
+		return cgroup.Limited{}, fmt.Errorf("%s cannot be enforced: no cgroup for this server: %v", DescribeLimits(l), cgErr)
 	}
 	return d.cgroups.SetLimits(cg, session, id, cl)
 }
 
-// describeLimits is "memory_max 512M, pids_max 100".
-func describeLimits(l *registry.Limits) string {
+// DescribeLimits is "memory_max 512M, pids_max 100" ("" for none).
+func DescribeLimits(l *registry.Limits) string {
 	if l == nil {
 		return ""
 	}

@@ -219,21 +219,9 @@ func printInspection(w io.Writer, in inspection) error {
 	if p.Usage != nil {
 		fmt.Fprintf(w, "  usage:    %s memory (%s), %.1f%% CPU, %d processes\n", usage.Bytes(p.Usage.MemoryBytes), orNone(p.Usage.MemorySource), p.Usage.CPUPercent, p.Usage.Procs)
 	}
-	limits := "none"
-	if l := p.Limits; l != nil {
-		var parts []string
-		if l.MemoryMax > 0 {
-			parts = append(parts, "memory "+usage.Bytes(l.MemoryMax))
-		}
-		if l.CPUMax > 0 {
-			parts = append(parts, fmt.Sprintf("cpu %g", l.CPUMax))
-		}
-		if l.PidsMax > 0 {
-			parts = append(parts, fmt.Sprintf("pids %d", l.PidsMax))
-		}
-		if len(parts) > 0 {
-			limits = strings.Join(parts, ", ")
-		}
+	limits := daemon.DescribeLimits(p.Limits)
+	if limits == "" {
+		limits = "none"
 	}
 	if len(p.LimitHit) > 0 {
 		limits += "; hit: " + strings.Join(p.LimitHit, ", ")
