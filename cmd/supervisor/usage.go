@@ -22,6 +22,8 @@ var examples = map[string]string{
 	"supervisor session end":              "  supervisor session end 1a2b3c4d --grace 2s\n  echo '{\"session_id\":\"abc\"}' | supervisor session end --hook",
 	"supervisor stop":                     "  supervisor stop fs\n  supervisor stop p-1a2b3c4d5e --grace 0s --json",
 	"supervisor status":                   "  supervisor status\n  supervisor status --json",
+	"supervisor restart":                  "  supervisor restart web           # a server started with supervisor ensure\n  supervisor restart p-1a2b3c4d5e --grace 10s --json",
+	"supervisor inspect":                  "  supervisor inspect fs\n  supervisor inspect p-1a2b3c4d5e --lines 50 --json",
 	"supervisor daemon":                   "  supervisor daemon                      # start it in the background\n  supervisor daemon --foreground --log-level debug\n  supervisor daemon --metrics-addr 127.0.0.1:9464",
 	"supervisor daemon stop":              "  supervisor daemon stop\n  supervisor daemon stop --keep-processes   # servers keep running for the next daemon",
 	"supervisor daemon restart":           "  supervisor daemon restart          # after an upgrade: servers keep running\n  supervisor daemon restart --json",
