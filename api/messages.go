@@ -262,6 +262,11 @@ func (r Recovery) String() string {
 // StopSelf asks, on a run connection, to stop that connection's server.
 type StopSelf struct {
 	GraceMS int64 `json:"grace_ms,omitempty"`
+	// Interrupt: the shim got SIGINT (Ctrl-C in its terminal). The server,
+	// in a process group of its own, never saw it: it gets SIGINT first,
+	// as a direct child in the terminal's foreground group would, and the
+	// stop cascade after the grace only if it is still running.
+	Interrupt bool `json:"interrupt,omitempty"`
 }
 
 // PsRequest lists processes.

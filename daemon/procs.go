@@ -429,7 +429,11 @@ func (d *Daemon) stopIfSessionEnding(session, id string) {
 func (d *Daemon) lifeline(conn *api.Conn, l *live, sessionID string, shimPID int, defGrace time.Duration) {
 	log := d.log.With("session", sessionID, "id", l.id)
 	shimGone := make(chan struct{})
-	stopReq := make(chan time.Duration, 1)
+	type stopAsk struct {
+		grace     time.Duration
+		interrupt bool
+	}
+	stopReq := make(chan stopAsk, 1)
 	go func() { // ends when the connection is closed (below or by the peer)
 		defer close(shimGone)
 		for {
@@ -442,7 +446,7 @@ func (d *Daemon) lifeline(conn *api.Conn, l *live, sessionID string, shimPID int
 				var s api.StopSelf
 				api.Decode(m, &s)
 				select {
-				case stopReq <- grace(s.GraceMS, defGrace):
+				case stopReq <- stopAsk{grace(s.GraceMS, defGrace), s.Interrupt}:
 				default:
 				}
 				continue
@@ -461,9 +465,21 @@ func (d *Daemon) lifeline(conn *api.Conn, l *live, sessionID string, shimPID int
 			}
 			conn.Send(api.TypeExited, &ex)
 			return
-		case g := <-stopReq:
-			log.Info("shim asked to stop")
-			go d.stopIDs(context.Background(), []string{l.id}, shutdown.Options{Grace: g})
+		case ask := <-stopReq:
+			log.Info("shim asked to stop", "interrupt", ask.interrupt)
+			if ask.interrupt && interruptServer(l.target) == nil {
+				// Its own SIGINT first; the cascade only if that did not
+				// end it within the grace (its exit cascades its leftovers).
+				go func() {
+					select {
+					case <-l.done:
+					case <-time.After(ask.grace):
+						d.stopIDs(context.Background(), []string{l.id}, shutdown.Options{Grace: ask.grace})
+					}
+				}()
+				continue
+			}
+			go d.stopIDs(context.Background(), []string{l.id}, shutdown.Options{Grace: ask.grace})
 		case <-shimGone:
 			if d.isStopping() {
 				return
@@ -1220,4 +1236,15 @@ func (d *Daemon) retryStop(l *live, opt shutdown.Options) {
 		}
 		delay = min(2*delay, 5*time.Second)
 	}
+}
+
+// interruptServer sends SIGINT to the server of t, through a handle checked
+// against its creation token: the very process, never a PID reused since.
+func interruptServer(t shutdown.Target) error {
+	h, err := proc.OpenHandle(t.PID, t.Token)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	return h.Signal(syscall.SIGINT)
 }

@@ -183,7 +183,10 @@ func Run(ctx context.Context, o Options) (int, error) {
 			if signalled > 1 {
 				g = time.Millisecond // asked twice: do not wait out the grace
 			}
-			if err := c.Send(api.TypeStopSelf, &api.StopSelf{GraceMS: api.Millis(g)}); err != nil {
+			// Ctrl-C is the server's too: it gets SIGINT, not the cascade's
+			// SIGTERM, and exits 130 as it would started directly.
+			interrupt := s == syscall.SIGINT && signalled == 1
+			if err := c.Send(api.TypeStopSelf, &api.StopSelf{GraceMS: api.Millis(g), Interrupt: interrupt}); err != nil {
 				// The daemon is going away: the re-attach hands the
 				// signal to the server itself.
 				pending = append(pending, s)
