@@ -258,7 +258,6 @@ func writeJSON(w io.Writer, v any) error {
 // one, for cobra's "accepts 1 arg(s), received 0", which says neither.
 var missingArg = map[string][2]string{
 	"supervisor stop":          {"a process id or name", "supervisor ps"},
-	"supervisor logs":          {"a process id or name", "supervisor ps"},
 	"supervisor session end":   {"a session id (or --hook)", "supervisor sessions"},
 	"supervisor breaker reset": {"a breaker key or server name", "supervisor breaker list"},
 }

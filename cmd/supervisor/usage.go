@@ -37,7 +37,7 @@ var examples = map[string]string{
 	"supervisor breaker":                  "  supervisor breaker list\n  supervisor breaker reset fs",
 	"supervisor breaker list":             "  supervisor breaker list\n  supervisor breaker list --json",
 	"supervisor breaker reset":            "  supervisor breaker reset fs\n  supervisor breaker reset 9f2c4e1a --json",
-	"supervisor logs":                     "  supervisor logs browser\n  supervisor logs browser -f --lines 20",
+	"supervisor logs":                     "  supervisor logs browser\n  supervisor logs browser -f --tail 20\n  supervisor logs -f --timestamps          # every server, each line labelled\n  supervisor logs --since 1h --tail 0",
 	"supervisor doctor":                   "  supervisor doctor\n  supervisor doctor --fix\n  supervisor doctor --json",
 	"supervisor events":                   "  supervisor events\n  supervisor events -f\n  supervisor events --session 1a2b3c4d --lines 0 --json",
 	"supervisor hosts":                    "  supervisor hosts\n  supervisor hosts --project . --json",
