@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
@@ -74,7 +75,9 @@ func Launch(ctx context.Context, exe string, paths api.Paths, env []string) erro
 			c.Close()
 			return nil
 		}
-		if !errors.Is(err, api.ErrNotRunning) {
+		// A daemon killed between accepting and answering (its keeper
+		// starts the next one) is one not running yet, not a failure.
+		if !errors.Is(err, api.ErrNotRunning) && !(isEOF(err) || errors.Is(err, syscall.EPIPE)) {
 			return err
 		}
 		select {
