@@ -231,12 +231,15 @@ func TestRealHosts(t *testing.T) {
 						cancel()
 					default: // its UI, quit or SIGKILLed
 						ui := startTUI(t, in, h, exe, home, env)
-						host := serverHost(t, in, "fx")
-						hostTok := mustToken(t, host)
-						if how == "SIGKILL" {
-							unix.Kill(host, unix.SIGKILL)
-						} else {
-							ui.quit(t, host, hostTok)
+						switch {
+						case ui.hostPID <= 0 || !alive(ui.hostPID, ui.hostTok):
+							// Seen once in CI, for Gemini CLI under heavy load:
+							// what follows still holds after the host's own exit.
+							t.Logf("%s exited on its own before it could be ended by %s; its screen then:\n%s", h.name, how, ui.last)
+						case how == "SIGKILL":
+							unix.Kill(ui.hostPID, unix.SIGKILL)
+						default:
+							ui.quit(t, ui.hostPID, ui.hostTok)
 						}
 						ui.gone(t)
 					}

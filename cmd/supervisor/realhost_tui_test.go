@@ -42,6 +42,11 @@ type tui struct {
 	tm     func(args ...string) (string, error)
 	recipe *tuiRecipe
 	host   string
+	last   string // the screen when last captured
+	// hostPID and hostTok are the session's host once it started fx (0
+	// if it was gone already): the process the UI runs in.
+	hostPID int
+	hostTok proc.Token
 }
 
 // startTUI starts h's UI in a real terminal, offline, with exactly env
@@ -76,6 +81,10 @@ func startTUI(t *testing.T, in *instance, h realHost, exe, home string, env []st
 	for {
 		for _, p := range in.mustProcesses(false) {
 			if p.Name == "fx" {
+				ui.screen()
+				if ui.hostPID = sessionHost(t, in, p.Session); ui.hostPID > 0 {
+					ui.hostTok, _ = proc.TokenOf(ui.hostPID)
+				}
 				return ui
 			}
 		}
@@ -87,7 +96,10 @@ func startTUI(t *testing.T, in *instance, h realHost, exe, home string, env []st
 }
 
 func (ui *tui) screen() string {
-	out, _ := ui.tm("capture-pane", "-p", "-t", "host")
+	out, err := ui.tm("capture-pane", "-p", "-t", "host")
+	if err == nil {
+		ui.last = out
+	}
 	return out
 }
 
@@ -97,7 +109,11 @@ func (ui *tui) quit(t *testing.T, pid int, tok proc.Token) {
 	t.Helper()
 	for _, k := range ui.recipe.quit {
 		if out, err := ui.tm("send-keys", "-t", "host", k); err != nil {
-			t.Fatalf("tmux send-keys %q: %v: %s", k, err, out)
+			if !alive(pid, tok) {
+				t.Logf("%s exited on its own before %q; its last screen:\n%s", ui.host, k, ui.last)
+				return
+			}
+			t.Fatalf("tmux send-keys %q: %v: %s (the host alive: %v; its terminal's last screen:\n%s)", k, err, out, alive(pid, tok), ui.last)
 		}
 		time.Sleep(500 * time.Millisecond) // a slash command's menu opens before Enter picks it
 	}
