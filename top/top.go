@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -155,12 +156,16 @@ func Sort(rows []Row, by string) {
 	})
 }
 
-var columns = []struct {
+// column is one of the table's: its title, width in cells, alignment.
+type column struct {
 	title string
 	width int
 	right bool
-}{
-	{"SESSION", 14, false}, {"HOST", 12, false}, {"NAME", 22, false}, {"PID", 7, true}, {"STATE", 10, false},
+}
+
+// columns are the table's; SESSION widens to its longest id.
+var columns = []column{
+	{"SESSION", 7, false}, {"HOST", 12, false}, {"NAME", 22, false}, {"PID", 7, true}, {"STATE", 10, false},
 	{"MEM", 7, true}, {"CPU", 7, true}, {"PROCS", 5, true}, {"AGE", 5, true}, {"RESTARTS", 8, true},
 }
 
@@ -183,8 +188,15 @@ func Render(snap Snapshot, by string, width, height int) string {
 		b.WriteString(strings.TrimRight(s, " "))
 		b.WriteByte('\n')
 	}
-	line(fmt.Sprintf("supervisor top - %s - %d sessions, %d servers, %s memory, %.1f%% CPU - sorted by %s",
-		snap.At.Format("15:04:05"), snap.Sessions, len(rows), usage.Bytes(mem), cpu, by))
+	line(fmt.Sprintf("supervisor top - %s - %s, %s, %s memory, %.1f%% CPU - sorted by %s",
+		snap.At.Format("15:04:05"), plural(snap.Sessions, "session"), plural(len(rows), "server"), usage.Bytes(mem), cpu, by))
+	// Session ids in full (host-PID-START is how a user finds a host's
+	// servers in ps and events): the column is as wide as the widest.
+	cols := slices.Clone(columns)
+	for _, r := range rows {
+		cols[0].width = min(max(cols[0].width, runewidth.StringWidth(clean(r.Session))), maxSessionWidth)
+	}
+	formatRow := func(cells []string) string { return formatCells(cols, cells) }
 	var keys []string
 	for _, k := range sortKeys {
 		keys = append(keys, k.key+" "+k.name)
@@ -220,7 +232,19 @@ func Render(snap Snapshot, by string, width, height int) string {
 	return b.String()
 }
 
-func formatRow(cells []string) string {
+// maxSessionWidth bounds the SESSION column: an id longer than this (an
+// explicit --session can be anything) is cut, marked with "~".
+const maxSessionWidth = 40
+
+// plural is "1 server", "2 servers".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+func formatCells(columns []column, cells []string) string {
 	var b strings.Builder
 	for i, c := range columns {
 		s := clean(cells[i])

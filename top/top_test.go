@@ -78,3 +78,24 @@ func TestRender(t *testing.T) {
 		t.Errorf("in 6 lines:\n%s\nwant the first row and a count of the rest", out)
 	}
 }
+
+// One server is "1 server", and a session id is shown whole, however long
+// (up to maxSessionWidth): it is how a host's servers are found elsewhere.
+func TestRenderWordsAndWholeSessionIDs(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	long := "host-1234567-98765432101"
+	snap := Build([]registry.Process{{ID: "p-1", Session: long, Name: "fs", State: registry.StateRunning, StartedAt: now}},
+		[]api.SessionInfo{{Session: registry.Session{ID: long}}}, now)
+	out := Render(snap, "name", 0, 0)
+	if !strings.Contains(out, "1 session, 1 server,") {
+		t.Errorf("header of:\n%s\nwant \"1 session, 1 server\"", out)
+	}
+	if !strings.Contains(out, long+"  ") {
+		t.Errorf("table:\n%s\nwant the session id %s whole", out, long)
+	}
+	huge := strings.Repeat("x", 60)
+	snap = Build([]registry.Process{{ID: "p-1", Session: huge, Name: "fs", State: registry.StateRunning, StartedAt: now}}, nil, now)
+	if out := Render(snap, "name", 0, 0); strings.Contains(out, huge) || !strings.Contains(out, strings.Repeat("x", maxSessionWidth-1)+"~") {
+		t.Errorf("table:\n%s\nwant a %d-cell id cut at %d with ~", out, len(huge), maxSessionWidth)
+	}
+}

@@ -115,7 +115,13 @@ reported, never fought over (unless --adopt-foreign and it is healthy).`,
 			if o.json {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %d\n", res.ID, res.PID)
+			// The id and pid first, as scripts read them; then whether this
+			// call started the server or joined the one already running.
+			how := "joined"
+			if res.Started {
+				how = "started"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %d %s: %s on port %d\n", res.ID, res.PID, how, res.Name, res.Port)
 			return nil
 		},
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -167,6 +168,21 @@ func report(cmd *cobra.Command, rs []hosts.Result, o installOptions, named, inst
 		}
 	} else if len(found) == 0 {
 		fmt.Fprintln(w, "no agent host config files found (see `supervisor hosts`)")
+	}
+	// A running host read its config at start: it goes on starting the
+	// servers the old way until it reads it again.
+	var changed []string
+	for _, r := range rs {
+		if r.Changed && r.Err == nil && !o.dryRun && !slices.Contains(changed, r.File.Host) {
+			changed = append(changed, r.File.Host)
+		}
+	}
+	if len(changed) > 0 {
+		verb := "start their servers through supervisor"
+		if !install {
+			verb = "start their servers directly again"
+		}
+		fmt.Fprintf(w, "restart %s so they %s (in Claude Code, /mcp reconnects a server)\n", strings.Join(changed, ", "), verb)
 	}
 	if failed > 0 {
 		return &exitError{code: 1}
