@@ -378,7 +378,14 @@ func TestDaemonStopStopsAPausingKeeper(t *testing.T) {
 		t.Skip("the keeper ended meanwhile")
 	}
 	out, errOut, code := in.run("daemon", "stop")
-	if code != 0 || !strings.Contains(out, "stopped its keeper") {
+	switch {
+	case code == 0 && strings.Contains(out, "stopped its keeper"):
+	case code == 0 && strings.Contains(out, "daemon (pid"):
+		// The keeper's restart won the race (a free one is immediate): a
+		// daemon stopped on purpose ends its keeper all the same, which
+		// is what is checked below.
+		t.Logf("the keeper had started the next daemon already: %q", out)
+	default:
 		t.Fatalf("daemon stop between two daemons: exit %d, %q %q; want the keeper stopped", code, out, errOut)
 	}
 	waitGonePID(t, k, ktok)
