@@ -4,7 +4,13 @@
 // with and `supervisor config show` prints.
 //
 // The file is $SUPERVISOR_CONFIG, else $XDG_CONFIG_HOME/supervisor/config.toml,
-// else ~/.config/supervisor/config.toml; a missing file is no error.
+// else ~/.config/supervisor/config.toml; a missing file is no error, but
+// a missing $SUPERVISOR_CONFIG draws a warning (Effective.Warnings).
+// `supervisor config init` writes a starter (Starter, WriteStarter).
+//
+// A bad file is refused with every problem at once, in file order, each
+// as FILE:LINE: why (Errors); an unknown key names the key it most likely
+// meant.
 //
 // Precedence, lowest first: built-in defaults, the file, the environment
 // overrides (SUPERVISOR_RETENTION, SUPERVISOR_BREAKER_COOLDOWN,
@@ -17,8 +23,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -75,6 +83,9 @@ type Effective struct {
 	Grace    time.Duration
 	EOFGrace time.Duration
 	Settings daemon.Settings
+	// Warnings are things the user should hear about although the
+	// configuration is usable, each a sentence; WriteWarnings prints them.
+	Warnings []string
 	sources  map[string]string
 }
 
@@ -83,6 +94,7 @@ type Error struct {
 	File string
 	Line int
 	Why  string
+	off  int // the key's byte offset: orders the problems of one line
 }
 
 func (e *Error) Error() string {
@@ -93,7 +105,8 @@ func (e *Error) Error() string {
 }
 
 // Load reads the config file named by the environment (missing: defaults
-// only) and then applies the environment overrides.
+// only) and then applies the environment overrides. A file it refuses
+// for what it says is an Errors: every problem, in file order.
 func Load(getenv func(string) string) (*Effective, error) {
 	path, err := Path(getenv)
 	if err != nil {
@@ -104,6 +117,12 @@ func Load(getenv func(string) string) (*Effective, error) {
 	src, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
+		// The default location may well not exist; a file named on
+		// purpose should, and a typo in it would otherwise silently run
+		// everything on the defaults.
+		if getenv(EnvConfig) != "" {
+			e.Warnings = append(e.Warnings, missingWarning(path))
+		}
 	case err != nil:
 		return nil, &Error{File: path, Why: err.Error()}
 	default:
@@ -116,6 +135,21 @@ func Load(getenv func(string) string) (*Effective, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// WriteWarnings writes e's warnings to w, one line each, as
+// "supervisor: warning: ...". A command that loads the config calls it
+// once, right after Load (a daemon not on every reload).
+func (e *Effective) WriteWarnings(w io.Writer) {
+	for _, x := range e.Warnings {
+		fmt.Fprintf(w, "supervisor: warning: %s\n", x)
+	}
+}
+
+// missingWarning is the warning for a $SUPERVISOR_CONFIG naming path,
+// which does not exist.
+func missingWarning(path string) string {
+	return fmt.Sprintf("%s names %s, which does not exist: using the defaults", EnvConfig, path)
 }
 
 // Defaults returns the built-in configuration.
@@ -256,26 +290,30 @@ func quoteKey(k string) string {
 	return k
 }
 
-// file is the config file's schema. Durations are strings ("5s").
+// file is the config file's schema: decode reads it by its toml tags,
+// and the starter (Starter) must name every key of it. Durations are
+// strings ("5s").
 type file struct {
-	Grace          *string `toml:"grace"`
-	EOFGrace       *string `toml:"eof_grace"`
-	Linger         *string `toml:"linger"`
-	Retention      *string `toml:"retention"`
-	HealthInterval *string `toml:"health_interval"`
-	ReadyTimeout   *string `toml:"ready_timeout"`
-	MaxInstances   *int    `toml:"max_instances"`
+	Grace          *duration `toml:"grace"`
+	EOFGrace       *duration `toml:"eof_grace"`
+	Linger         *duration `toml:"linger"`
+	Retention      *duration `toml:"retention"`
+	HealthInterval *duration `toml:"health_interval"`
+	ReadyTimeout   *duration `toml:"ready_timeout"`
+	MaxInstances   *int      `toml:"max_instances"`
 	// VolatileEnv adds to broker.Volatile: environment variables left out
 	// of a shared server's key (a trailing * matches a prefix).
-	VolatileEnv []string `toml:"volatile_env"`
-	Breaker     struct {
-		Threshold   *int    `toml:"threshold"`
-		Cooldown    *string `toml:"cooldown"`
-		MaxCooldown *string `toml:"max_cooldown"`
-		StartPeriod *string `toml:"start_period"`
-	} `toml:"breaker"`
-	Servers map[string]server `toml:"servers"`
+	VolatileEnv []string          `toml:"volatile_env"`
+	Breaker     breaker           `toml:"breaker"`
+	Servers     map[string]server `toml:"servers"`
 	limitKeys
+}
+
+type breaker struct {
+	Threshold   *int      `toml:"threshold"`
+	Cooldown    *duration `toml:"cooldown"`
+	MaxCooldown *duration `toml:"max_cooldown"`
+	StartPeriod *duration `toml:"start_period"`
 }
 
 // limitKeys are memory_max, cpu_max and pids_max, at the top (every
@@ -287,27 +325,39 @@ type limitKeys struct {
 }
 
 type server struct {
-	Grace        *string `toml:"grace"`
-	Health       *string `toml:"health"`
-	MaxInstances *int    `toml:"max_instances"`
-	Share        *bool   `toml:"share"`
-	Lazy         *bool   `toml:"lazy"`
-	Idle         *string `toml:"idle"`
-	Flatten      *bool   `toml:"flatten"`
+	Grace        *duration `toml:"grace"`
+	Health       *string   `toml:"health"`
+	MaxInstances *int      `toml:"max_instances"`
+	Share        *bool     `toml:"share"`
+	Lazy         *bool     `toml:"lazy"`
+	Idle         *duration `toml:"idle"`
+	Flatten      *bool     `toml:"flatten"`
 	limitKeys
 }
 
-// limits parses k into l, each key under prefix p ("" or "servers.NAME.").
-func (e *Effective) limits(k limitKeys, p string, l *registry.Limits, fail func(key, why string) error, at func(string) string) error {
+// limits parses k into l, each key under prefix pre ("" or
+// "servers.NAME."), reporting every bad one.
+func (e *Effective) limits(k limitKeys, pre string, l *registry.Limits, p *problems) {
 	for _, x := range []struct {
-		key   string
-		v     any
-		parse func(string) error
+		key string
+		v   any
+		// parse sets the limit from s; none says s lifted it.
+		parse func(s string) (set func(), none bool, err error)
 	}{
-		{"memory_max", k.MemoryMax, func(s string) (err error) { l.MemoryMax, err = cgroup.ParseMemoryMax(s); return }},
-		{"cpu_max", k.CPUMax, func(s string) (err error) { l.CPUMax, err = cgroup.ParseCPUMax(s); return }},
-		{"pids_max", k.PidsMax, func(s string) (err error) { l.PidsMax, err = cgroup.ParsePidsMax(s); return }},
+		{"memory_max", k.MemoryMax, func(s string) (func(), bool, error) {
+			v, err := cgroup.ParseMemoryMax(s)
+			return func() { l.MemoryMax = v }, v == cgroup.MemoryNone, err
+		}},
+		{"cpu_max", k.CPUMax, func(s string) (func(), bool, error) {
+			v, err := cgroup.ParseCPUMax(s)
+			return func() { l.CPUMax = v }, v == cgroup.CPUNone, err
+		}},
+		{"pids_max", k.PidsMax, func(s string) (func(), bool, error) {
+			v, err := cgroup.ParsePidsMax(s)
+			return func() { l.PidsMax = v }, v == cgroup.PidsNone, err
+		}},
 	} {
+		key := pre + x.key
 		var s string
 		switch v := x.v.(type) {
 		case nil:
@@ -319,57 +369,63 @@ func (e *Effective) limits(k limitKeys, p string, l *registry.Limits, fail func(
 		case float64:
 			s = strconv.FormatFloat(v, 'g', -1, 64)
 		default:
-			return fail(p+x.key, fmt.Sprintf("%v: want a string such as \"512M\" or a number", v))
+			p.add(key, fmt.Sprintf("%v: want a string such as \"512M\" or a number", v))
+			continue
 		}
-		if err := x.parse(s); err != nil {
-			return fail(p+x.key, err.Error())
+		set, none, err := x.parse(s)
+		switch {
+		case err != nil:
+			p.add(key, err.Error())
+		case pre == "" && none:
+			p.add(key, fmt.Sprintf("%q lifts a limit for one server: it goes under [servers.NAME]; leave the key out for no limit", s))
+		default:
+			set()
+			e.sources[key] = p.at(key)
 		}
-		if p == "" && (l.MemoryMax == cgroup.MemoryNone || l.CPUMax == cgroup.CPUNone || l.PidsMax == cgroup.PidsNone) {
-			return fail(x.key, fmt.Sprintf("%q lifts a limit for one server: it goes under [servers.NAME]; leave the key out for no limit", s))
-		}
-		e.sources[p+x.key] = at(p + x.key)
 	}
-	return nil
 }
 
-// apply decodes src strictly and merges it over e.
+// apply decodes src and merges it over e. It reports every problem of
+// the file at once, in file order (Errors): a user fixing a file one
+// error per daemon start would need as many starts as mistakes.
 func (e *Effective) apply(path string, src []byte) error {
-	var f file
-	dec := toml.NewDecoder(bytes.NewReader(src))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return decodeError(path, err)
+	var raw map[string]any
+	if err := toml.Unmarshal(src, &raw); err != nil {
+		// A syntax error ends the parse: there is no more to report.
+		return Errors{decodeError(path, err)}
 	}
-	lines, err := keyLines(src)
+	lines, offs, err := keyLines(src)
 	if err != nil {
-		return decodeError(path, err)
+		return Errors{decodeError(path, err)}
 	}
-	fail := func(key, why string) error {
-		return &Error{File: path, Line: lines[key], Why: key + ": " + why}
-	}
-	at := func(key string) string { return fmt.Sprintf("%s:%d", path, lines[key]) }
-	dur := func(key string, v *string, dst *time.Duration) error {
+	p := &problems{path: path, lines: lines, offs: offs}
+	var f file
+	p.decode(reflect.ValueOf(&f).Elem(), raw, nil)
+
+	// dur sets dst from v and says whether v was good (or absent).
+	dur := func(key string, v *duration, dst *time.Duration) bool {
 		if v == nil {
-			return nil
+			return true
 		}
-		d, err := time.ParseDuration(*v)
+		d, err := time.ParseDuration(string(*v))
 		if err != nil || d <= 0 {
-			return fail(key, fmt.Sprintf("%q: want a positive duration such as 5s, 30m or 168h (days are not a unit)", *v))
+			p.add(key, fmt.Sprintf("%q: want a positive duration such as 5s, 30m or 168h (days are not a unit)", *v))
+			return false
 		}
 		if graceKey(key) && d > shutdown.MaxGrace {
-			return fail(key, fmt.Sprintf("%q is above the maximum grace of %v: a stop must end in bounded time", *v, shutdown.MaxGrace))
+			p.add(key, fmt.Sprintf("%q is above the maximum grace of %v: a stop must end in bounded time", *v, shutdown.MaxGrace))
+			return false
 		}
 		*dst = d
-		e.sources[key] = at(key)
-		return nil
+		e.sources[key] = p.at(key)
+		return true
 	}
 	s := &e.Settings
-	if err := e.limits(f.limitKeys, "", &s.Limits, fail, at); err != nil {
-		return err
-	}
+	e.limits(f.limitKeys, "", &s.Limits, p)
+	breakerOK := true
 	for _, d := range []struct {
 		key string
-		v   *string
+		v   *duration
 		dst *time.Duration
 	}{
 		{"grace", f.Grace, &e.Grace},
@@ -382,43 +438,50 @@ func (e *Effective) apply(path string, src []byte) error {
 		{"breaker.max_cooldown", f.Breaker.MaxCooldown, &s.Breaker.Ceiling},
 		{"breaker.start_period", f.Breaker.StartPeriod, &s.Breaker.StartPeriod},
 	} {
-		if err := dur(d.key, d.v, d.dst); err != nil {
-			return err
+		if !dur(d.key, d.v, d.dst) && strings.HasPrefix(d.key, "breaker.") {
+			breakerOK = false
 		}
 	}
 	if f.HealthInterval != nil && s.Interval < 10*time.Millisecond {
-		return fail("health_interval", "at least 10ms (health checks are not free)")
+		p.add("health_interval", "at least 10ms (health checks are not free)")
 	}
 	if f.MaxInstances != nil {
-		if *f.MaxInstances < 0 {
-			return fail("max_instances", fmt.Sprintf("%d: want 0 (no cap) or more", *f.MaxInstances))
+		if n := *f.MaxInstances; n < 0 {
+			p.add("max_instances", fmt.Sprintf("%d: want 0 (no cap) or more", n))
+		} else {
+			s.MaxInstances = &n
+			e.sources["max_instances"] = p.at("max_instances")
 		}
-		n := *f.MaxInstances
-		s.MaxInstances = &n
-		e.sources["max_instances"] = at("max_instances")
 	}
 	if f.VolatileEnv != nil {
+		good := true
 		for _, v := range f.VolatileEnv {
 			if v == "" || strings.ContainsAny(v, "= ") || strings.Contains(strings.TrimSuffix(v, "*"), "*") {
-				return fail("volatile_env", fmt.Sprintf("%q: want a variable name, or a prefix ending in *", v))
+				p.add("volatile_env", fmt.Sprintf("%q: want a variable name, or a prefix ending in *", v))
+				good = false
 			}
 		}
-		s.VolatileEnv = append([]string(nil), f.VolatileEnv...)
-		e.sources["volatile_env"] = at("volatile_env")
+		if good {
+			s.VolatileEnv = append([]string(nil), f.VolatileEnv...)
+			e.sources["volatile_env"] = p.at("volatile_env")
+		}
 	}
 	if t := f.Breaker.Threshold; t != nil {
 		if *t <= 0 {
-			return fail("breaker.threshold", fmt.Sprintf("%d: want 1 or more consecutive failures", *t))
+			p.add("breaker.threshold", fmt.Sprintf("%d: want 1 or more consecutive failures", *t))
+		} else {
+			s.Breaker.Threshold = *t
+			e.sources["breaker.threshold"] = p.at("breaker.threshold")
 		}
-		s.Breaker.Threshold = *t
-		e.sources["breaker.threshold"] = at("breaker.threshold")
 	}
-	if s.Breaker.Ceiling < s.Breaker.Cooldown {
+	// Only between two good values: against a bad one's default it would
+	// blame a line that is fine.
+	if breakerOK && s.Breaker.Ceiling < s.Breaker.Cooldown {
 		key := "breaker.max_cooldown"
 		if f.Breaker.MaxCooldown == nil {
 			key = "breaker.cooldown"
 		}
-		return fail(key, fmt.Sprintf("max_cooldown %v is below cooldown %v", s.Breaker.Ceiling, s.Breaker.Cooldown))
+		p.add(key, fmt.Sprintf("max_cooldown %v is below cooldown %v", s.Breaker.Ceiling, s.Breaker.Cooldown))
 	}
 	names := make([]string, 0, len(f.Servers))
 	for n := range f.Servers {
@@ -427,53 +490,49 @@ func (e *Effective) apply(path string, src []byte) error {
 	sort.Strings(names)
 	for _, name := range names {
 		sv := f.Servers[name]
-		p := "servers." + quoteKey(name)
+		pre := "servers." + quoteKey(name)
 		if name == "" {
-			return fail(p, "a server name must not be empty")
+			p.add(pre, "a server name must not be empty")
+			continue
 		}
 		var o daemon.ServerOverride
-		if err := dur(p+".grace", sv.Grace, &o.Grace); err != nil {
-			return err
-		}
+		dur(pre+".grace", sv.Grace, &o.Grace)
 		if sv.Health != nil {
 			if _, err := spawn.ParseHealth(*sv.Health); err != nil || *sv.Health == "" {
-				return fail(p+".health", fmt.Sprintf("%q: want none, tcp or an http:// URL", *sv.Health))
+				p.add(pre+".health", fmt.Sprintf("%q: want none, tcp or an http:// URL", *sv.Health))
+			} else {
+				o.Health = *sv.Health
+				e.sources[pre+".health"] = p.at(pre + ".health")
 			}
-			o.Health = *sv.Health
-			e.sources[p+".health"] = at(p + ".health")
 		}
 		if sv.MaxInstances != nil {
-			if *sv.MaxInstances < 0 {
-				return fail(p+".max_instances", fmt.Sprintf("%d: want 0 (no cap) or more", *sv.MaxInstances))
+			if n := *sv.MaxInstances; n < 0 {
+				p.add(pre+".max_instances", fmt.Sprintf("%d: want 0 (no cap) or more", n))
+			} else {
+				o.MaxInstances = &n
+				e.sources[pre+".max_instances"] = p.at(pre + ".max_instances")
 			}
-			n := *sv.MaxInstances
-			o.MaxInstances = &n
-			e.sources[p+".max_instances"] = at(p + ".max_instances")
 		}
 		if sv.Share != nil {
 			o.Share, o.NoShare = *sv.Share, !*sv.Share
-			e.sources[p+".share"] = at(p + ".share")
+			e.sources[pre+".share"] = p.at(pre + ".share")
 		}
 		if sv.Lazy != nil {
 			o.Lazy = *sv.Lazy
-			e.sources[p+".lazy"] = at(p + ".lazy")
+			e.sources[pre+".lazy"] = p.at(pre + ".lazy")
 		}
-		if err := dur(p+".idle", sv.Idle, &o.Idle); err != nil {
-			return err
-		}
+		dur(pre+".idle", sv.Idle, &o.Idle)
 		if sv.Flatten != nil {
 			o.NoFlatten = !*sv.Flatten
-			e.sources[p+".flatten"] = at(p + ".flatten")
+			e.sources[pre+".flatten"] = p.at(pre + ".flatten")
 		}
-		if err := e.limits(sv.limitKeys, p+".", &o.Limits, fail, at); err != nil {
-			return err
-		}
+		e.limits(sv.limitKeys, pre+".", &o.Limits, p)
 		if s.Servers == nil {
 			s.Servers = map[string]daemon.ServerOverride{}
 		}
 		s.Servers[name] = o
 	}
-	return nil
+	return p.err()
 }
 
 // graceKey says key is a grace, capped at shutdown.MaxGrace: grace,
@@ -482,34 +541,12 @@ func graceKey(key string) bool {
 	return key == "grace" || key == "eof_grace" || strings.HasPrefix(key, "servers.") && strings.HasSuffix(key, ".grace")
 }
 
-// decodeError turns go-toml's errors into file:line ones.
-func decodeError(path string, err error) error {
-	var sm *toml.StrictMissingError
-	if errors.As(err, &sm) && len(sm.Errors) > 0 {
-		de := sm.Errors[0]
-		row, _ := de.Position()
-		why := fmt.Sprintf("unknown key %q", strings.Join(de.Key(), "."))
-		for i, more := range sm.Errors[1:] {
-			r, _ := more.Position()
-			sep := ", "
-			if i == 0 {
-				sep = "; also "
-			}
-			why += fmt.Sprintf("%s%q (line %d)", sep, strings.Join(more.Key(), "."), r)
-		}
-		return &Error{File: path, Line: row, Why: why}
-	}
+// decodeError turns go-toml's syntax errors into file:line ones.
+func decodeError(path string, err error) *Error {
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
 		row, _ := de.Position()
 		why := strings.TrimPrefix(de.Error(), "toml: ")
-		// "cannot decode TOML integer into struct field config.file.Grace of type string"
-		if i, j := strings.Index(why, " into struct field "), strings.LastIndex(why, " of type "); i >= 0 && j > i {
-			why = why[:i] + " into a " + why[j+len(" of type "):]
-			if strings.HasSuffix(why, "string") {
-				why += ` (durations are strings such as "5s")`
-			}
-		}
 		if k := de.Key(); len(k) > 0 {
 			why = strings.Join(k, ".") + ": " + why
 		}
@@ -523,24 +560,25 @@ func decodeError(path string, err error) error {
 }
 
 // keyLines maps every dotted key path (servers.NAME.grace, with NAME as
-// quoteKey writes it) to the line it is written on.
-func keyLines(src []byte) (map[string]int, error) {
-	lines := map[string]int{}
+// quoteKey writes it) to the line it is written on, and to its byte
+// offset (which orders the keys of one line).
+func keyLines(src []byte) (lines, offs map[string]int, err error) {
+	lines, offs = map[string]int{}, map[string]int{}
 	lineOf := func(off uint32) int { return 1 + bytes.Count(src[:off], []byte("\n")) }
 	var p unstable.Parser
 	p.Reset(src)
 	var table []string
 	var walk func(prefix []string, kv *unstable.Node)
 	walk = func(prefix []string, kv *unstable.Node) {
-		var line int
+		var line, off int
 		if it := kv.Key(); it.Next() {
-			line = lineOf(it.Node().Raw.Offset)
+			line, off = lineOf(it.Node().Raw.Offset), int(it.Node().Raw.Offset)
 		}
 		key := append(append([]string(nil), prefix...), parts(kv.Key())...)
 		for i := range key {
 			k := dotted(key[:i+1])
 			if _, ok := lines[k]; !ok {
-				lines[k] = line
+				lines[k], offs[k] = line, off
 			}
 		}
 		if v := kv.Value(); v.Kind == unstable.InlineTable {
@@ -559,16 +597,19 @@ func keyLines(src []byte) (map[string]int, error) {
 			table = parts(e.Key())
 			it := e.Key()
 			if it.Next() {
-				k := dotted(table)
-				if _, ok := lines[k]; !ok {
-					lines[k] = lineOf(it.Node().Raw.Offset)
+				// Every prefix: [server.a] is where an unknown "server" is.
+				for i := range table {
+					k := dotted(table[:i+1])
+					if _, ok := lines[k]; !ok {
+						lines[k], offs[k] = lineOf(it.Node().Raw.Offset), int(it.Node().Raw.Offset)
+					}
 				}
 			}
 		case unstable.KeyValue:
 			walk(table, e)
 		}
 	}
-	return lines, p.Error()
+	return lines, offs, p.Error()
 }
 
 func parts(it unstable.Iterator) []string {

@@ -585,6 +585,9 @@ func effectiveLimits(o Options) (l *registry.Limits, unread string) {
 		return v
 	}
 	e, err := config.Load(getenv)
+	if err == nil {
+		e.WriteWarnings(o.Stderr)
+	}
 	switch {
 	case err == nil && len(o.Argv) > 0:
 		name := o.Name

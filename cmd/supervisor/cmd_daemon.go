@@ -58,6 +58,7 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 					logStartError(p, err)
 					return err
 				}
+				eff.WriteWarnings(cmd.ErrOrStderr())
 				settings := eff.Settings
 				err = daemon.Run(context.Background(), daemon.Config{Paths: p, Stderr: cmd.ErrOrStderr(),
 					LogLevel: logLevel, Cgroups: cgroups == "auto", InPlace: inPlace == "auto", Settings: &settings, MetricsAddr: metricsAddr, Pprof: pprof, MetricsNames: metricsNames,
@@ -76,9 +77,11 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 				c.Close()
 				return nil
 			}
-			if _, err := config.Load(os.Getenv); err != nil {
+			eff, err := config.Load(os.Getenv)
+			if err != nil {
 				return err // the daemon would refuse it: say so here, not in its log
 			}
+			eff.WriteWarnings(cmd.ErrOrStderr())
 			exe, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("find this binary: %w", err)
@@ -236,9 +239,11 @@ func newDaemonRestartCommand() *cobra.Command {
 			}
 			// A file the new daemon would refuse must not cost the old one
 			// first: the servers would be left with no daemon at all.
-			if _, err := config.Load(os.Getenv); err != nil {
+			eff, err := config.Load(os.Getenv)
+			if err != nil {
 				return err
 			}
+			eff.WriteWarnings(cmd.ErrOrStderr())
 			old, oldVersion := 0, ""
 			if c, err := dial(); err == nil {
 				old, oldVersion = c.Daemon.PID, c.Daemon.Version

@@ -17,7 +17,9 @@ func newInitCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "init [--grace D] -- CMD [ARG...]",
 		Short: "Be PID 1 of an agent container: reap, forward signals, supervise, clean up, exit with CMD's status",
-		Long: `init runs CMD as the container's main process with the supervisor daemon
+		Long: `This is the container init (PID 1); for a config file, see supervisor config init.
+
+init runs CMD as the container's main process with the supervisor daemon
 in-process: every zombie is reaped, SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/
 SIGUSR2/SIGWINCH are forwarded to CMD, MCP servers CMD starts through
 'supervisor run' are supervised, and when CMD exits every process still left

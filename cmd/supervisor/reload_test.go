@@ -68,7 +68,7 @@ func TestConfigReload(t *testing.T) {
 	if p := in.daemonPID(); p != pid {
 		t.Fatalf("daemon pid %d after a failed reload, want %d still running", p, pid)
 	}
-	if n := in.daemonLogCount("config reload failed: " + want + "; keeping the old config"); n != 1 {
+	if n := in.daemonLogCount("config reload failed: " + want + "; did you mean grace?; keeping the old config"); n != 1 {
 		t.Errorf("daemon log has the reload failure %d times, want 1", n)
 	}
 	if g := in.graceOfNewRun(t, "rl3"); g != 400 {

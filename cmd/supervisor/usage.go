@@ -45,6 +45,7 @@ var examples = map[string]string{
 	"supervisor uninstall":                "  supervisor uninstall --all\n  supervisor uninstall cursor --dry-run",
 	"supervisor config":                   "  supervisor config show",
 	"supervisor config show":              "  supervisor config show\n  supervisor config show --json",
+	"supervisor config init":              "  supervisor config init                 # a commented starter; changes no default\n  supervisor config init --print > my.toml\n  supervisor config init --force",
 	"supervisor metrics":                  "  supervisor metrics | grep supervisor_processes",
 	"supervisor completion":               "  source <(supervisor completion bash)\n  supervisor completion zsh > \"${fpath[1]}/_supervisor\"",
 	"supervisor completion bash":          "  source <(supervisor completion bash)",
