@@ -255,16 +255,16 @@ func suggest(k []string) string {
 func closest(s string, candidates []string) string {
 	best, bestD := "", 3
 	for _, c := range candidates {
-		if d := levenshtein(strings.ToLower(s), c); d < bestD {
+		if d := EditDistance(strings.ToLower(s), c); d < bestD {
 			best, bestD = c, d
 		}
 	}
 	return best
 }
 
-// levenshtein is the edit distance between a and b, in bytes (keys are
+// EditDistance is the Levenshtein distance between a and b, in bytes (keys are
 // ASCII).
-func levenshtein(a, b string) int {
+func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {

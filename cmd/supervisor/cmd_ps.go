@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/config"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/session"
 	"github.com/seed-86a41135/supervisor/usage"
@@ -190,32 +191,11 @@ func closest(s string, candidates []string) string {
 		if strings.EqualFold(s, c) {
 			return c
 		}
-		if d := editDistance(strings.ToLower(s), c); d < bestD {
+		if d := config.EditDistance(strings.ToLower(s), c); d < bestD {
 			best, bestD = c, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // writePsTable prints procs as ps's table. HEALTH and PORT are shared
