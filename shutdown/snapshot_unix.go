@@ -485,7 +485,23 @@ func (r *run) populated(i int) bool {
 		return false
 	}
 	pop, err := cgroup.IsPopulated(r.events[i])
-	return err == nil && pop
+	if err != nil || !pop {
+		return false
+	}
+	// A process that has exited but is not reaped yet (a server exec'd in
+	// its shim's place whose host was killed waits for its new parent)
+	// can keep the cgroup populated: it has ended, and waiting on it would
+	// carry a server that exited on EOF on to SIGTERM, and say so.
+	pids, err := cgroup.Procs(r.targets[i].Cgroup)
+	if err != nil || len(pids) == 0 {
+		return true
+	}
+	for _, pid := range pids {
+		if info, err := proc.Stat(pid); err != nil || info.State != 'Z' {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *run) unspare(pid int) {
