@@ -491,7 +491,14 @@ func (r *run) populated(i int) bool {
 	// A process that has exited but is not reaped yet (a server exec'd in
 	// its shim's place whose host was killed waits for its new parent)
 	// can keep the cgroup populated: it has ended, and waiting on it would
-	// carry a server that exited on EOF on to SIGTERM, and say so.
+	// carry a server that exited on EOF on to SIGTERM, and say so. Only
+	// looked for once no member is known alive: the wait asks on every
+	// round, and a live member means a live cgroup without a read.
+	for _, m := range r.members {
+		if m.target == i && m.h != nil {
+			return true
+		}
+	}
 	pids, err := cgroup.Procs(r.targets[i].Cgroup)
 	if err != nil || len(pids) == 0 {
 		return true
