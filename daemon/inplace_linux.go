@@ -74,20 +74,22 @@ func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 		}
 	}
 	path, _ := spawn.Resolve(r.launch.argv[0], spawn.PathOf(r.launch.env), string(r.req.Cwd))
-	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d %q (exec'd in its shim's place)%s", pid, r.req.Argv, r.launch.note)}
-	rec, err := d.reg.UpdateLogged(r.id, startEvent, func(p *registry.Process) error {
+	running := func(p *registry.Process) error {
 		p.PID, p.PGID, p.Token, p.Path = pid, pid, r.tok, path
 		p.ShimPID, p.ShimToken, p.InPlace = 0, proc.Token{}, true
 		if p.State == registry.StateStarting {
 			p.State = registry.StateRunning
 		}
 		return nil
-	})
-	if err != nil {
-		r.log.Error("record running process", "id", r.id, "err", err)
-		rec.PID, rec.PGID, rec.Token, rec.InPlace = pid, pid, r.tok, true
-		d.reg.Event(startEvent.Kind, r.req.Session, r.id, startEvent.Detail)
 	}
+	// The process is watched as the server from here: its record as it
+	// will be committed below gives the stop target.
+	rec, err := d.reg.Process(r.id)
+	if err != nil {
+		r.log.Error("read the intent record", "id", r.id, "err", err)
+		rec = registry.Process{ID: r.id, Session: r.req.Session, Name: r.name, Argv: r.req.Argv, Cwd: string(r.req.Cwd), Cgroup: r.cg.Path}
+	}
+	running(&rec)
 	startPeriod := d.settings().Breaker.StartPeriod
 	l := &live{id: r.id, done: make(chan struct{}), grace: time.Duration(r.req.GraceMS) * time.Millisecond,
 		target: d.targetOf(rec), started: time.Now(), execDone: make(chan struct{}),
@@ -102,7 +104,8 @@ func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 	d.live[r.id] = l
 	d.mu.Unlock()
 	// The monitor runs once the process has exited, on the watch's own
-	// goroutine: no goroutine (and its stack) waits for each server.
+	// goroutine: no goroutine (and its stack) waits for each server. It
+	// records the end only after execLine, so after the commit below.
 	finish := func(st spawn.Status) {
 		ch := make(chan spawn.Status, 1)
 		ch <- st
@@ -114,16 +117,32 @@ func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 		go finish(spawn.Status{PID: pid, Unknown: true})
 	}
 
-	ex := api.Exec{ID: r.id, Argv: r.launch.argv, Cwd: r.req.Cwd, Env: r.launch.env, Session: r.req.Session,
-		Instance: d.instance, Host: r.host, LogStderr: r.stderr != nil}
-	var fds []int
-	if r.stderr != nil {
-		fds = append(fds, int(r.stderr.Fd()))
+	// The exec goes out before the running record's commit, which only
+	// adds the PID to the durable intent: the shim's exec and the fsync
+	// overlap. A crash between the two leaves the intent, whose markers
+	// the next daemon finds the server by (run.exec, recovery_test.go).
+	sent := false
+	send := func() {
+		sent = true
+		ex := api.Exec{ID: r.id, Argv: r.launch.argv, Cwd: r.req.Cwd, Env: r.launch.env, Session: r.req.Session,
+			Instance: d.instance, Host: r.host, LogStderr: r.stderr != nil}
+		var fds []int
+		if r.stderr != nil {
+			fds = append(fds, int(r.stderr.Fd()))
+		}
+		if err := conn.Send(api.TypeExec, &ex, fds...); err != nil {
+			r.log.Info("shim gone before its exec", "id", r.id, "err", err)
+		}
+		fault("run.exec")
 	}
-	if err := conn.Send(api.TypeExec, &ex, fds...); err != nil {
-		r.log.Info("shim gone before its exec", "id", r.id, "err", err)
+	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d %q (exec'd in its shim's place)%s", pid, r.req.Argv, r.launch.note)}
+	if _, err := d.reg.UpdateLoggedAfter(r.id, send, startEvent, running); err != nil {
+		r.log.Error("record running process", "id", r.id, "err", err)
+		if !sent {
+			send()
+		}
+		d.reg.Event(startEvent.Kind, r.req.Session, r.id, startEvent.Detail)
 	}
-	fault("run.exec")
 	if r.stderr != nil {
 		r.stderr.Close()
 	}

@@ -136,6 +136,11 @@ func (d *Daemon) settle(p registry.Process, holders []proc.Info) (adopted, stopp
 		if leader, ok := leaderOf(holders); ok {
 			if rec, err := d.reg.Update(p.ID, func(r *registry.Process) error {
 				r.PID, r.PGID, r.Token = leader.PID, leader.PGID, leader.Token
+				if r.ShimPID == leader.PID && r.ShimToken.Matches(leader.Token) {
+					// Its shim exec'd it in place before the running
+					// record was committed: the shim is the server.
+					r.ShimPID, r.ShimToken, r.InPlace = 0, proc.Token{}, true
+				}
 				return nil
 			}); err == nil {
 				p = rec

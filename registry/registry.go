@@ -310,7 +310,7 @@ func (r *Registry) AddProcess(p Process) (Process, error) {
 // aborts the update. fn runs with the record locked: it must not wait for
 // another record (Compact holds several at once).
 func (r *Registry) Update(id string, fn func(*Process) error) (Process, error) {
-	return r.update(id, fn, false, nil)
+	return r.update(id, fn, false, nil, nil)
 }
 
 // Logged is an event told of a process's change, committed with it.
@@ -320,10 +320,19 @@ type Logged struct{ Kind, Detail string }
 // filled in) committed in the same transaction: one fsync where the change
 // and its event took two. fn returning an error commits neither.
 func (r *Registry) UpdateLogged(id string, ev Logged, fn func(*Process) error) (Process, error) {
-	return r.update(id, fn, false, &ev)
+	return r.update(id, fn, false, &ev, nil)
 }
 
-func (r *Registry) update(id string, fn func(*Process) error, restart bool, ev *Logged) (Process, error) {
+// UpdateLoggedAfter is UpdateLogged that calls first, with the record
+// locked, after fn succeeded and before the commit. What first sets going
+// (an exec in place) runs beside the commit's fsync instead of after it,
+// and readers of the record, who wait for its lock, still see it only as
+// committed. fn's error skips first; a failed commit comes after it.
+func (r *Registry) UpdateLoggedAfter(id string, first func(), ev Logged, fn func(*Process) error) (Process, error) {
+	return r.update(id, fn, false, &ev, first)
+}
+
+func (r *Registry) update(id string, fn func(*Process) error, restart bool, ev *Logged, first func()) (Process, error) {
 	r.mu.Lock()
 	e, ok := r.procs[id]
 	r.mu.Unlock()
@@ -341,6 +350,9 @@ func (r *Registry) update(id string, fn func(*Process) error, restart bool, ev *
 	}
 	if next.State != e.rec.State && !CanTransition(e.rec.State, next.State) && !restart {
 		return cloneProc(e.rec), fmt.Errorf("process %s: %s → %s: %w", id, e.rec.State, next.State, ErrBadTransition)
+	}
+	if first != nil {
+		first()
 	}
 	var evs []Event
 	if ev != nil {
@@ -383,7 +395,7 @@ func (r *Registry) Restart(id string, mutate func(*Process)) (Process, error) {
 		mutate(p)
 		p.State = StateRunning
 		return nil
-	}, true, nil)
+	}, true, nil, nil)
 }
 
 // Process returns the process with id.

@@ -666,3 +666,55 @@ func TestOpenGeneration(t *testing.T) {
 		t.Fatalf("OpenSession of the ended id: %+v %v, want it reopened", s, err)
 	}
 }
+
+// UpdateLoggedAfter calls first after fn and before the commit, and a
+// reader never sees the change uncommitted; a failing fn skips first, a
+// failing commit comes after it.
+func TestUpdateLoggedAfter(t *testing.T) {
+	r, p := newTestRegistry()
+	if _, err := r.AddProcess(Process{ID: "a", Session: "s", Name: "n"}); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	seen := make(chan Process, 1)
+	first := func() {
+		p.mu.Lock()
+		order = append(order, fmt.Sprintf("first after %d commits", len(p.procs)))
+		p.mu.Unlock()
+		// A reader asks now; it must wait for the commit.
+		go func() {
+			got, _ := r.Process("a")
+			seen <- got
+		}()
+		time.Sleep(20 * time.Millisecond) // give the reader its chance to read too early
+	}
+	got, err := r.UpdateLoggedAfter("a", first, Logged{Kind: "process.start", Detail: "pid 7"}, func(pr *Process) error {
+		pr.PID, pr.State = 7, StateRunning
+		return nil
+	})
+	if err != nil || got.PID != 7 {
+		t.Fatalf("update: %+v, %v", got, err)
+	}
+	if want := []string{"first after 1 commits"}; fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Errorf("first ran %v, want %v (before the second commit)", order, want)
+	}
+	if rd := <-seen; rd.PID != 7 || rd.State != StateRunning {
+		t.Errorf("a reader during first saw pid %d %s, want the committed pid 7 running", rd.PID, rd.State)
+	}
+	if len(p.events) != 1 || p.events[0].Kind != "process.start" {
+		t.Errorf("events %+v, want the start event with the commit", p.events)
+	}
+
+	called := false
+	if _, err := r.UpdateLoggedAfter("a", func() { called = true }, Logged{Kind: "x"}, func(*Process) error { return errors.New("no") }); err == nil || called {
+		t.Errorf("fn failing: err %v, first called %v; want an error and first skipped", err, called)
+	}
+	p.fail = errors.New("disk full")
+	called = false
+	if _, err := r.UpdateLoggedAfter("a", func() { called = true }, Logged{Kind: "x"}, func(pr *Process) error { pr.Name = "m"; return nil }); err == nil || !called {
+		t.Errorf("commit failing: err %v, first called %v; want first called and the error", err, called)
+	}
+	if rd, _ := r.Process("a"); rd.Name != "n" {
+		t.Errorf("name %q after a failed commit, want the old n", rd.Name)
+	}
+}

@@ -81,12 +81,6 @@ func fail(code int, err error) (int, error) { return code, &Error{Code: code, Er
 // Run runs the shim and returns the exit status to use. A non-nil error has
 // not been printed yet.
 func Run(ctx context.Context, o Options) (int, error) {
-	// One P: a shim waits nearly all its life, and every P past the first
-	// lets the runtime start threads that then stay for the server's
-	// life; thread ids count against pid_max with the servers'. (5-6
-	// threads instead of 6-7; the rest are the runtime's own and
-	// os/signal's two.)
-	runtime.GOMAXPROCS(1)
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 10 * time.Second
 	}
@@ -139,6 +133,13 @@ func Run(ctx context.Context, o Options) (int, error) {
 		warnVersion(o.Stderr, c.Daemon.Version)
 		return execServer(c, ex)
 	}
+	// One P for a shim that stays: it waits nearly all its life, and
+	// every P past the first lets the runtime start threads that then stay
+	// for the server's life; thread ids count against pid_max with the
+	// servers'. (5-6 threads instead of 6-7; the rest are the runtime's
+	// own and os/signal's two.) Not before: the call stops the world, a
+	// millisecond of every start in place, where the shim is gone at once.
+	runtime.GOMAXPROCS(1)
 	signal.Notify(sigs, catch...)
 	// The daemon may share a server the run did not ask to (the config,
 	// a stateless server): a broker is never signalled by a shim.

@@ -535,6 +535,12 @@ func TestFaultInjection(t *testing.T) {
 		if p.State != registry.StateExited || p.ExitCode == nil || *p.ExitCode != 0 {
 			t.Errorf("record %s, exit code %v, error %q; want exited 0", p.State, p.ExitCode, p.Error)
 		}
+		// The daemon died after the exec went out and before the running
+		// record was committed: the next one finds the server by its
+		// markers and knows it for the shim itself.
+		if !p.InPlace || p.ShimPID != 0 || p.PID != pid {
+			t.Errorf("record in place %v, shim %d, pid %d; want in place, no shim, pid %d", p.InPlace, p.ShimPID, p.PID, pid)
+		}
 		noLimbo(t, in)
 	})
 
