@@ -488,19 +488,21 @@ func (r *run) populated(i int) bool {
 	if err != nil || !pop {
 		return false
 	}
-	// A process that has exited but is not reaped yet (a server exec'd in
-	// its shim's place whose host was killed waits for its new parent)
-	// can keep the cgroup populated: it has ended, and waiting on it would
-	// carry a server that exited on EOF on to SIGTERM, and say so. Only
-	// looked for once no member is known alive: the wait asks on every
-	// round, and a live member means a live cgroup without a read.
+	// A server that has exited can leave its cgroup counted as populated
+	// for a moment: its leader is listed as a zombie while its other
+	// threads finish exiting, and then nothing is listed (the kernel's
+	// css_task_iter skips a dying leader without live threads) until the
+	// last thread has left. Both are an ended tree: waiting on them
+	// carried a server that had exited on EOF on to SIGTERM, and said so.
+	// Only looked for once no member is known alive: the wait asks on
+	// every round, and a live member means a live cgroup without a read.
 	for _, m := range r.members {
 		if m.target == i && m.h != nil {
 			return true
 		}
 	}
 	pids, err := cgroup.Procs(r.targets[i].Cgroup)
-	if err != nil || len(pids) == 0 {
+	if err != nil {
 		return true
 	}
 	for _, pid := range pids {
