@@ -40,6 +40,11 @@ type LogPipe struct {
 // LogDone names a pipe that reached EOF.
 type LogDone struct {
 	ID string `json:"id"`
+	// Dropped counts the bytes the log file could not take (a full disk,
+	// a log directory gone), and LogError says why the first write
+	// failed: the pipe was read on, so the server never blocked on it.
+	Dropped  int64  `json:"dropped,omitempty"`
+	LogError string `json:"log_error,omitempty"`
 }
 
 // LogHub introduces a hub re-joining a daemon.

@@ -75,7 +75,11 @@ func write(path string, data []byte, like fs.FileInfo, newMode fs.FileMode, stil
 		return err
 	}
 	if d, err := os.Open(dir); err == nil {
-		d.Sync() // the rename is durable once the directory is
+		// The rename is durable once the directory is. Best effort: not
+		// every platform or filesystem syncs a directory (Windows, some
+		// network filesystems refuse), and the file's own bytes were
+		// synced before the rename.
+		_ = d.Sync()
 		d.Close()
 	}
 	return nil

@@ -44,7 +44,10 @@ var newline = []byte{'\n'}
 // descriptor), which the writer meets again and handles.
 func (r rawWriter) writeOnce(msg []byte) int {
 	n := 0
-	r.rc.Write(func(fd uintptr) bool {
+	// RawConn.Write fails only when the file is closed, before the
+	// callback runs: n stays 0, which the caller handles as any failed
+	// write.
+	_ = r.rc.Write(func(fd uintptr) bool {
 		var err error
 		for {
 			n, err = unix.Writev(int(fd), [][]byte{msg, newline})

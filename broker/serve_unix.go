@@ -127,6 +127,20 @@ func (s *server) closeConns() {
 	}
 }
 
+// send answers the daemon; a failed send means the daemon went away (a
+// restart or a crash), which the next one learns by asking again.
+func (s *server) send(conn *api.Conn, typ string, body any) {
+	if err := conn.Send(typ, body); err != nil {
+		s.b.log.Debug("daemon gone before its answer", "type", typ, "err", err)
+	}
+}
+
+func (s *server) sendError(conn *api.Conn, code int, format string, args ...any) {
+	if err := conn.SendError(code, format, args...); err != nil {
+		s.b.log.Debug("daemon gone before its error", "error", fmt.Sprintf(format, args...), "err", err)
+	}
+}
+
 // serve is one daemon connection: an attach makes it that client's
 // connection until the client is detached; a stats request is answered.
 func (s *server) serve(conn *api.Conn) {
@@ -141,20 +155,23 @@ func (s *server) serve(conn *api.Conn) {
 	switch m.Type {
 	case MsgStats:
 		api.CloseFds(fds)
-		conn.Send(MsgStats, s.b.Stats())
+		s.send(conn, MsgStats, s.b.Stats())
 	case MsgCache:
 		api.CloseFds(fds)
 		c, gen := s.b.Cache()
-		conn.Send(MsgCache, CacheReply{Gen: gen, Cache: c})
+		s.send(conn, MsgCache, CacheReply{Gen: gen, Cache: c})
 	case MsgWatch:
 		api.CloseFds(fds)
 		var req AttachRequest
-		api.Decode(m, &req)
+		if err := api.Decode(m, &req); err != nil {
+			s.sendError(conn, 125, "watch: %v", err)
+			return
+		}
 		s.mu.Lock()
 		gone := s.gone[req.ID]
 		s.mu.Unlock()
 		if gone == nil {
-			conn.SendError(125, "watch: client %q is not relayed here", req.ID)
+			s.sendError(conn, 125, "watch: client %q is not relayed here", req.ID)
 			return
 		}
 		if err := conn.Send(MsgAttached, nil); err != nil {
@@ -165,13 +182,13 @@ func (s *server) serve(conn *api.Conn) {
 		var req AttachRequest
 		if err := api.Decode(m, &req); err != nil || req.ID == "" || len(fds) != 2 {
 			api.CloseFds(fds)
-			conn.SendError(125, "attach: want a client id and 2 fds (stdin, stdout), got %d fds (%v)", len(fds), err)
+			s.sendError(conn, 125, "attach: want a client id and 2 fds (stdin, stdout), got %d fds (%v)", len(fds), err)
 			return
 		}
 		s.attach(conn, req, fds)
 	default:
 		api.CloseFds(fds)
-		conn.SendError(125, "broker: unknown request %q", m.Type)
+		s.sendError(conn, 125, "broker: unknown request %q", m.Type)
 	}
 }
 
@@ -184,14 +201,14 @@ func (s *server) attach(conn *api.Conn, req AttachRequest, fds []int) {
 	inf, err := PollableFile(fds[0], "client-stdin")
 	if err != nil {
 		api.CloseFds(fds)
-		conn.SendError(125, "attach %s: %v", req.ID, err)
+		s.sendError(conn, 125, "attach %s: %v", req.ID, err)
 		return
 	}
 	outf, err := PollableFile(fds[1], "client-stdout")
 	if err != nil {
 		inf.Close()
 		api.CloseFds(fds[1:])
-		conn.SendError(125, "attach %s: %v", req.ID, err)
+		s.sendError(conn, 125, "attach %s: %v", req.ID, err)
 		return
 	}
 	in := &closeNotify{File: inf, done: done}
@@ -202,14 +219,14 @@ func (s *server) attach(conn *api.Conn, req AttachRequest, fds []int) {
 	if !s.busy() {
 		in.Close()
 		out.Close()
-		conn.Send(api.TypeError, &api.Error{Code: 125, Retry: true, Message: "the broker is exiting (its linger is over)"})
+		s.send(conn, api.TypeError, &api.Error{Code: 125, Retry: true, Message: "the broker is exiting (its linger is over)"})
 		return
 	}
 	if err := s.b.Attach(req.ID, in, out); err != nil {
 		in.Close()
 		out.Close()
 		s.idle()
-		conn.SendError(125, "attach %s: %v", req.ID, err)
+		s.sendError(conn, 125, "attach %s: %v", req.ID, err)
 		return
 	}
 	s.mu.Lock()
@@ -226,7 +243,7 @@ func (s *server) attach(conn *api.Conn, req AttachRequest, fds []int) {
 	}()
 	// A daemon that went away meanwhile leaves the client attached: the
 	// next one takes it over with MsgWatch.
-	conn.Send(MsgAttached, nil)
+	s.send(conn, MsgAttached, nil)
 	s.relay(conn, req.ID, gone)
 }
 
@@ -248,7 +265,7 @@ func (s *server) relay(conn *api.Conn, id string, gone chan struct{}) {
 	}()
 	select {
 	case <-gone:
-		conn.Send(MsgDetached, nil)
+		s.send(conn, MsgDetached, nil)
 	case <-s.closed:
 	}
 }

@@ -247,12 +247,18 @@ func (b *Broker) listenEnded(line []byte, e jsonrpc.Envelope) {
 // makes sharing it automatic (design §11).
 func (b *Broker) learnDiscover(line []byte) {
 	var versions []string
+	// A list that does not decode (not an array of strings) names no
+	// revision: the server is taken for one without the stateless one.
 	if sp, err := jsonrpc.Lookup(line, "result", "supportedVersions"); err == nil && sp.Present() {
-		json.Unmarshal(span(line, sp), &versions)
+		if err := json.Unmarshal(span(line, sp), &versions); err != nil {
+			versions = nil
+		}
 	} else if sp, err := jsonrpc.Lookup(line, "error", "data", "supported"); err == nil && sp.Present() {
 		// A refusal of the version the client asked for (SEP-2575's
 		// unsupported protocol version error) lists what it does support.
-		json.Unmarshal(span(line, sp), &versions)
+		if err := json.Unmarshal(span(line, sp), &versions); err != nil {
+			versions = nil
+		}
 	}
 	if !slices.ContainsFunc(versions, isStatelessRevision) {
 		// An answer without the revision (or an error): whatever was

@@ -71,7 +71,7 @@ func (m *Manager) NewServer(session, proc string) (Server, error) {
 			// Memory accounting for ps, where the tree delegates it, once
 			// per session (not three writes per spawn): best effort, a
 			// server runs without it.
-			m.delegate(session, "memory")
+			_ = m.delegate(session, "memory")
 		case err != nil && !errors.Is(err, os.ErrExist):
 			return Server{}, fmt.Errorf("create cgroup %s: %w", sdir, err)
 		}

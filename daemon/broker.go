@@ -70,7 +70,7 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 	defer closeFiles()
 	cwd := string(req.Cwd)
 	if err := spawn.CheckDir(cwd); err != nil {
-		conn.SendError(125, "%s: %v", mode, err)
+		d.sendError(conn, 125, "%s: %v", mode, err)
 		return
 	}
 	key, fp, err := d.serverIdentity(req)
@@ -80,14 +80,14 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 		if errors.As(err, &se) {
 			code = se.Code
 		}
-		conn.SendError(code, "%v", err)
+		d.sendError(conn, code, "%v", err)
 		return
 	}
 	clientID := clientPrefix + newID()[2:]
 	serverKey := key
 	if req.Limits != nil {
 		if why := brokerRoom(req.Limits); why != "" {
-			conn.SendError(125, "%s: %s", mode, why)
+			d.sendError(conn, 125, "%s: %s", mode, why)
 			return
 		}
 		// Clients asking other limits get a broker of their own.
@@ -103,7 +103,7 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 	for attempt := 1; ; attempt++ {
 		var err error
 		if br, err = d.brokerFor(req, key, serverKey, fp, name); err != nil {
-			conn.SendError(125, "%s: start the broker of %s: %v", mode, name, err)
+			d.sendError(conn, 125, "%s: start the broker of %s: %v", mode, name, err)
 			return
 		}
 		var retry bool
@@ -112,7 +112,7 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 			break
 		}
 		if !retry || attempt == 3 {
-			conn.SendError(125, "%s: hand the client to the broker of %s: %v", mode, name, err)
+			d.sendError(conn, 125, "%s: hand the client to the broker of %s: %v", mode, name, err)
 			return
 		}
 		// The broker is exiting (its linger ended as this client came):
@@ -174,7 +174,7 @@ func (d *Daemon) shareLifeline(conn *api.Conn, br *brokerRef, bc *api.Conn, clie
 		}
 	}()
 	detach := func() {
-		bc.Send(broker.MsgDetach, &broker.AttachRequest{ID: clientID, Session: session})
+		d.send(bc, broker.MsgDetach, &broker.AttachRequest{ID: clientID, Session: session})
 		select {
 		case <-detached:
 		case <-br.l.done:
@@ -200,7 +200,7 @@ func (d *Daemon) shareLifeline(conn *api.Conn, br *brokerRef, bc *api.Conn, clie
 		code = 1
 	}
 	d.clientDetached(br, clientID, session)
-	conn.Send(api.TypeExited, &api.Exited{ExitCode: code, Code: code})
+	d.send(conn, api.TypeExited, &api.Exited{ExitCode: code, Code: code})
 }
 
 // serveShareAttach re-attaches a shared server's shim after its daemon
@@ -216,30 +216,30 @@ func (d *Daemon) serveShareAttach(conn *api.Conn, a api.Attach) {
 	}
 	d.mu.Unlock()
 	if br == nil {
-		conn.SendError(125, "attach %s: no live shared server (broker pid %d) here; its client is no longer supervised", a.ID, a.PID)
+		d.sendError(conn, 125, "attach %s: no live shared server (broker pid %d) here; its client is no longer supervised", a.ID, a.PID)
 		return
 	}
 	bc, err := dialBroker(br.socket)
 	if err != nil {
-		conn.SendError(125, "attach %s: reach the broker of %s: %v", a.ID, br.name, err)
+		d.sendError(conn, 125, "attach %s: reach the broker of %s: %v", a.ID, br.name, err)
 		return
 	}
 	defer bc.Close()
 	if err := bc.Send(broker.MsgWatch, &broker.AttachRequest{ID: a.ID, Session: a.Session}); err != nil {
-		conn.SendError(125, "attach %s: %v", a.ID, err)
+		d.sendError(conn, 125, "attach %s: %v", a.ID, err)
 		return
 	}
 	m, fds, err := bc.Recv()
 	api.CloseFds(fds)
 	if err != nil || m.Type != broker.MsgAttached {
 		d.clientDetached(br, a.ID, a.Session)
-		conn.SendError(125, "attach %s: the broker of %s no longer relays this client", a.ID, br.name)
+		d.sendError(conn, 125, "attach %s: the broker of %s no longer relays this client", a.ID, br.name)
 		return
 	}
 	if err := conn.Send(api.TypeStarted, &api.Started{ID: a.ID, PID: a.PID, Token: a.Token, Session: a.Session, Shared: true}); err != nil {
 		return
 	}
-	d.reg.Event("shim.attached", a.Session, br.id, fmt.Sprintf("shim %d, client %s", a.ShimPID, a.ID))
+	d.event("shim.attached", a.Session, br.id, fmt.Sprintf("shim %d, client %s", a.ShimPID, a.ID))
 	d.shareLifeline(conn, br, bc, a.ID, a.Session)
 }
 
@@ -269,7 +269,7 @@ func (d *Daemon) readoptBroker(p registry.Process, l *live) {
 		for _, c := range st.Clients {
 			relayed[c.ID] = true
 		}
-		d.reg.Update(p.ID, func(r *registry.Process) error {
+		d.update(p.ID, "forget clients the broker no longer relays", func(r *registry.Process) error {
 			kept := r.Clients[:0]
 			for _, c := range r.Clients {
 				if relayed[c.ID] {
@@ -321,18 +321,20 @@ func handOver(br *brokerRef, clientID, session string, files [3]*os.File) (*api.
 	}
 	bc.Close()
 	var e api.Error
-	api.Decode(m, &e)
+	if err := api.Decode(m, &e); err != nil {
+		return nil, false, fmt.Errorf("the broker's answer to an attach (%q) does not decode: %w", m.Type, err)
+	}
 	return nil, e.Retry, fmt.Errorf("the broker did not take the client: %s", e.Message)
 }
 
 // clientAttached and clientDetached keep a broker's record and events
 // current.
 func (d *Daemon) clientAttached(br *brokerRef, id, session string) {
-	d.reg.Update(br.id, func(p *registry.Process) error {
+	d.update(br.id, "client attached", func(p *registry.Process) error {
 		p.Clients = append(p.Clients, registry.Client{ID: id, Session: session, Since: d.reg.Now().UTC()})
 		return nil
 	})
-	d.reg.Event("client.attach", session, br.id, fmt.Sprintf("client %s of %s", id, br.name))
+	d.event("client.attach", session, br.id, fmt.Sprintf("client %s of %s", id, br.name))
 }
 
 func (d *Daemon) clientDetached(br *brokerRef, id, session string) {
@@ -343,7 +345,7 @@ func (d *Daemon) clientDetached(br *brokerRef, id, session string) {
 	if st, err := askStats(br.socket); err == nil {
 		d.learnFrom(br, st)
 	}
-	d.reg.Update(br.id, func(p *registry.Process) error {
+	d.update(br.id, "client detached", func(p *registry.Process) error {
 		kept := p.Clients[:0]
 		for _, c := range p.Clients {
 			if c.ID != id {
@@ -353,7 +355,7 @@ func (d *Daemon) clientDetached(br *brokerRef, id, session string) {
 		p.Clients = kept
 		return nil
 	})
-	d.reg.Event("client.detach", session, br.id, fmt.Sprintf("client %s of %s", id, br.name))
+	d.event("client.detach", session, br.id, fmt.Sprintf("client %s of %s", id, br.name))
 }
 
 // brokerFor returns the running broker of key, starting one if none runs.
@@ -450,7 +452,9 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 			defer cw.Close()
 			// Ends when the broker has read it, or exits (EPIPE): the
 			// broker closes its stdin once read, whatever the size.
-			json.NewEncoder(cw).Encode(c)
+			if err := json.NewEncoder(cw).Encode(c); err != nil {
+				d.log.Debug("lazy cache not handed on: the broker starts without it", "id", br.id, "err", err)
+			}
 		}()
 	}
 	if _, err := d.reg.AddProcess(registry.Process{
@@ -469,10 +473,10 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	// A broker that does not start leaves no cgroup and a failed record.
 	failed := func(err error, limited cgroup.Limited) error {
 		if cg.Path != "" {
-			cgroup.Remove(cg.Path)
+			d.removeCgroup(cg.Path)
 		}
 		cgroup.RemoveV1(limited.V1)
-		d.reg.Transition(br.id, registry.StateFailed, func(p *registry.Process) {
+		d.transition(br.id, registry.StateFailed, func(p *registry.Process) {
 			p.Error = err.Error()
 			t := d.reg.Now().UTC()
 			p.ExitedAt = &t
@@ -530,7 +534,7 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	if err != nil {
 		rec.PID, rec.PGID, rec.Token, rec.Cgroup = started.PID, started.PGID, started.Token, cg.Path
 		rec.Limits, rec.LimitCgroups = req.Limits, limited.V1
-		d.reg.Event(startEvent.Kind, sess, br.id, startEvent.Detail)
+		d.event(startEvent.Kind, sess, br.id, startEvent.Detail)
 	}
 	l := &live{id: br.id, done: make(chan struct{}), grace: time.Duration(req.GraceMS) * time.Millisecond,
 		target: d.targetOf(rec), started: time.Now()}
@@ -603,7 +607,7 @@ func (d *Daemon) brokerStats() []broker.Stats {
 		}
 		out = append(out, st)
 		d.learnFrom(br, st)
-		d.reg.Update(br.id, func(p *registry.Process) error {
+		d.update(br.id, "broker figures", func(p *registry.Process) error {
 			unsafe := ""
 			if st.Unsafe {
 				unsafe = st.UnsafeReason
@@ -615,7 +619,7 @@ func (d *Daemon) brokerStats() []broker.Stats {
 				return errUnchanged
 			}
 			if unsafe != "" && p.Unsafe == "" {
-				d.reg.Event("shared.unsafe", p.Session, p.ID, unsafe)
+				d.event("shared.unsafe", p.Session, p.ID, unsafe)
 			}
 			p.Unsafe, p.Restarts, p.Relayed = unsafe, st.Restarts, st.Relayed
 			return nil

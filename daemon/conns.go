@@ -106,7 +106,7 @@ func (d *Daemon) refuseBusy(conn *api.Conn) {
 	d.log.Warn("connection refused: at the connection cap", "open", open, "requests", reqs,
 		"cap", d.connCap, "request_cap", d.reqCap)
 	conn.SetDeadline(time.Now().Add(time.Second))
-	conn.Send(api.TypeError, &api.Error{Code: 125, Retry: true, Message: fmt.Sprintf(
+	d.send(conn, api.TypeError, &api.Error{Code: 125, Retry: true, Message: fmt.Sprintf(
 		"the daemon is at its connection limit (%d open, %d of them requests; caps %d and %d from its file descriptor limit): retry shortly, or raise `ulimit -n` for the daemon",
 		open, reqs, d.connCap, d.reqCap)})
 }

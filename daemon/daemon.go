@@ -250,12 +250,16 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
-	defer d.store.Close()
+	defer func() {
+		if err := d.store.Close(); err != nil {
+			d.log.Error("close the registry store", "err", err)
+		}
+	}()
 	d.reg = registry.New(d.store, nil, loaded.sessions, loaded.procs)
 	if r := loaded.rebuilt; r != nil {
 		// Before the reconcile, which rebuilds the registry from the
 		// markers and reports what it found after this.
-		d.reg.Event("daemon.store_rebuilt", "", "", fmt.Sprintf("registry unreadable (%s): moved aside to %s; rebuilt from the markers of running processes", r.Reason, r.MovedTo))
+		d.event("daemon.store_rebuilt", "", "", fmt.Sprintf("registry unreadable (%s): moved aside to %s; rebuilt from the markers of running processes", r.Reason, r.MovedTo))
 	}
 	if d.facts, err = newFactBook(d.store, d.log.Named("facts")); err != nil {
 		return err
@@ -290,7 +294,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	// A stop on purpose is told to a keeper that is not the parent.
 	defer func() {
 		if err == nil && cfg.Init == nil {
-			markStopped(paths.StateDir)
+			if merr := markStopped(paths.StateDir); merr != nil {
+				d.log.Warn("stop not told to a keeper watching by pidfd: it may start a daemon again", "err", merr)
+			}
 		}
 	}()
 	// What an earlier daemon said of its stop is no longer news.
@@ -311,7 +317,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	d.log.Info("daemon started", "pid", os.Getpid(), "version", api.Version, "state", paths.StateDir, "socket", paths.Socket)
-	d.reg.Event("daemon.start", "", "", fmt.Sprintf("pid %d version %s", os.Getpid(), api.Version))
+	d.event("daemon.start", "", "", fmt.Sprintf("pid %d version %s", os.Getpid(), api.Version))
 
 	var g run.Group
 	if cfg.Init != nil {
@@ -330,7 +336,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 				case s := <-sigs:
 					if s == syscall.SIGHUP {
 						d.log.Info("SIGHUP received: reloading the config")
-						d.reload() // logs its failure and keeps the old config
+						_, _ = d.reload() // it logs its failure and keeps the old config
 						continue
 					}
 					d.log.Info("signal received: stopping every session", "signal", s)
@@ -352,7 +358,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 				d.mu.Unlock()
 				d.detachShared()
 				d.log.Info("exiting and leaving every server running for the next daemon", "live", len(d.reg.Processes(registry.Filter{})))
-				d.reg.Event("daemon.stop", "", "", "keeping processes for the next daemon")
+				d.event("daemon.stop", "", "", "keeping processes for the next daemon")
 				outcomes = []shutdown.Outcome{}
 			} else {
 				var opt shutdown.Options
@@ -360,7 +366,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 					opt = req.opt
 				}
 				outcomes = d.stopAllWith(context.WithoutCancel(ctx), opt)
-				d.reg.Event("daemon.stop", "", "", fmt.Sprintf("stopped every session (%d processes)", len(outcomes)))
+				d.event("daemon.stop", "", "", fmt.Sprintf("stopped every session (%d processes)", len(outcomes)))
 			}
 			if req != nil {
 				req.reply <- outcomes
@@ -515,7 +521,7 @@ func openStore(path string, log hclog.Logger) (*store.Store, storeContent, error
 		if err == nil {
 			return s, c, nil
 		}
-		s.Close()
+		_ = s.Close() // the load's error is the one to report
 		if !errors.Is(err, store.ErrCorrupt) {
 			return nil, storeContent{}, err
 		}

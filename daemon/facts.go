@@ -236,7 +236,7 @@ func (d *Daemon) learnFrom(br *brokerRef, st broker.Stats) {
 	br.mu.Unlock()
 	sess := brokerSession(br.key)
 	if d.facts.learn(br.serverKey, br.name, br.fp, st) {
-		d.reg.Event("shared.stateless", sess, br.id,
+		d.event("shared.stateless", sess, br.id,
 			br.name+" speaks the stateless MCP revision ("+strings.Join(st.Versions, ", ")+"): its later runs are shared automatically; share = false in [servers."+br.name+"] opts out")
 	}
 	grew := func(now, then uint64) uint64 {
@@ -247,7 +247,7 @@ func (d *Daemon) learnFrom(br *brokerRef, st broker.Stats) {
 	}
 	if n := grew(st.Refused, seen.Refused); n > 0 {
 		d.metrics.refused(n)
-		d.reg.Event("shared.refused", sess, br.id, fmt.Sprintf("%s: %d ambiguous messages refused (a JSON-RPC key written twice, in another case or escaped); nothing of them reached the server or another client", br.name, n))
+		d.event("shared.refused", sess, br.id, fmt.Sprintf("%s: %d ambiguous messages refused (a JSON-RPC key written twice, in another case or escaped); nothing of them reached the server or another client", br.name, n))
 	}
 	if !st.Lazy && st.Restarts == seen.Restarts && st.IdleStops == 0 {
 		return
@@ -255,10 +255,10 @@ func (d *Daemon) learnFrom(br *brokerRef, st broker.Stats) {
 	starts, stops := grew(st.LazyStarts, seen.LazyStarts), grew(st.IdleStops, seen.IdleStops)
 	d.metrics.lazyEvents(starts, stops, grew(st.CacheHits, seen.CacheHits), grew(st.CacheMisses, seen.CacheMisses))
 	if starts > 0 {
-		d.reg.Event("lazy.start", sess, br.id, fmt.Sprintf("%s: started on a request the cache could not answer (pid %d)", br.name, st.UpstreamPID))
+		d.event("lazy.start", sess, br.id, fmt.Sprintf("%s: started on a request the cache could not answer (pid %d)", br.name, st.UpstreamPID))
 	}
 	if stops > 0 {
-		d.reg.Event("idle.stop", sess, br.id, fmt.Sprintf("%s: stopped after %v with nothing in flight; the next request starts it again", br.name, br.idle))
+		d.event("idle.stop", sess, br.id, fmt.Sprintf("%s: stopped after %v with nothing in flight; the next request starts it again", br.name, br.idle))
 	}
 	if st.CacheGen != seen.CacheGen && st.CacheGen > 0 && br.serverKey != "" {
 		if cr, err := askCache(br.socket); err == nil {
@@ -272,7 +272,7 @@ func (d *Daemon) learnFrom(br *brokerRef, st broker.Stats) {
 	case st.UpstreamPID == 0 && st.IdleStops > 0:
 		health = "idle" // stopped for idleness; the next request starts it
 	}
-	d.reg.Update(br.id, func(p *registry.Process) error {
+	d.update(br.id, "broker health", func(p *registry.Process) error {
 		if p.Health == health || p.Health == "starting" {
 			return errUnchanged
 		}

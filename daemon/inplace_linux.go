@@ -74,13 +74,12 @@ func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 		}
 	}
 	path, _ := spawn.Resolve(r.launch.argv[0], spawn.PathOf(r.launch.env), string(r.req.Cwd))
-	running := func(p *registry.Process) error {
+	setRunning := func(p *registry.Process) {
 		p.PID, p.PGID, p.Token, p.Path = pid, pid, r.tok, path
 		p.ShimPID, p.ShimToken, p.InPlace = 0, proc.Token{}, true
 		if p.State == registry.StateStarting {
 			p.State = registry.StateRunning
 		}
-		return nil
 	}
 	// The process is watched as the server from here: its record as it
 	// will be committed below gives the stop target.
@@ -89,7 +88,7 @@ func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 		r.log.Error("read the intent record", "id", r.id, "err", err)
 		rec = registry.Process{ID: r.id, Session: r.req.Session, Name: r.name, Argv: r.req.Argv, Cwd: string(r.req.Cwd), Cgroup: r.cg.Path}
 	}
-	running(&rec)
+	setRunning(&rec)
 	startPeriod := d.settings().Breaker.StartPeriod
 	l := &live{id: r.id, done: make(chan struct{}), grace: time.Duration(r.req.GraceMS) * time.Millisecond,
 		target: d.targetOf(rec), started: time.Now(), execDone: make(chan struct{}),
@@ -136,12 +135,15 @@ func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 		fault("run.exec")
 	}
 	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d %q (exec'd in its shim's place)%s", pid, r.req.Argv, r.launch.note)}
-	if _, err := d.reg.UpdateLoggedAfter(r.id, send, startEvent, running); err != nil {
+	if _, err := d.reg.UpdateLoggedAfter(r.id, send, startEvent, func(p *registry.Process) error {
+		setRunning(p)
+		return nil
+	}); err != nil {
 		r.log.Error("record running process", "id", r.id, "err", err)
 		if !sent {
 			send()
 		}
-		d.reg.Event(startEvent.Kind, r.req.Session, r.id, startEvent.Detail)
+		d.event(startEvent.Kind, r.req.Session, r.id, startEvent.Detail)
 	}
 	if r.stderr != nil {
 		r.stderr.Close()

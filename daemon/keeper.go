@@ -142,8 +142,12 @@ func (d *Daemon) findKeeper(watch string) int {
 // markStopped tells a keeper that is not this daemon's parent that it
 // stopped on purpose. The pid and start time name this daemon alone: a
 // later one on a recycled pid is not taken for it.
-func markStopped(stateDir string) {
-	if watch, err := selfWatch(); err == nil {
-		os.WriteFile(filepath.Join(stateDir, keeper.StoppedFile), []byte(watch+"\n"), 0o600)
+// Without it the keeper takes the stop for a crash and starts a daemon
+// again: the caller logs why it could not be written.
+func markStopped(stateDir string) error {
+	watch, err := selfWatch()
+	if err != nil {
+		return fmt.Errorf("name this daemon for its keeper: %w", err)
 	}
+	return os.WriteFile(filepath.Join(stateDir, keeper.StoppedFile), []byte(watch+"\n"), 0o600)
 }

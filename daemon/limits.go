@@ -140,8 +140,8 @@ func (d *Daemon) applyLimits(session, id string, limited cgroup.Limited, cg cgro
 		return
 	}
 	d.log.Error("limits not enforced: killing the server", "id", id, "err", err)
-	d.reg.Event("limits.failed", session, id, err.Error())
-	d.reg.Update(id, func(p *registry.Process) error {
+	d.event("limits.failed", session, id, err.Error())
+	d.update(id, "limits failed", func(p *registry.Process) error {
 		p.Error = "its limits could not be set: " + err.Error()
 		return nil
 	})

@@ -37,7 +37,9 @@ func lockSingleton(path string) (*os.File, error) {
 		return nil, err
 	}
 	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		// For a person reading the file: the lock, not its text, keeps a
+		// second daemon out, and nothing reads the pid back.
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f, nil
 }
@@ -64,5 +66,8 @@ func lockPath(path string) (unlock func(), err error) {
 		f.Close()
 		return nil, err
 	}
-	return func() { lockfile.Unlock(f); f.Close() }, nil
+	return func() {
+		_ = lockfile.Unlock(f) // the close releases it anyway
+		f.Close()
+	}, nil
 }

@@ -283,8 +283,13 @@ func (h *logHubs) read(hub *hubConn) {
 			continue
 		}
 		var done api.LogDone
-		if api.Decode(m, &done) != nil {
+		if err := api.Decode(m, &done); err != nil {
+			h.log.Warn("a log hub's message does not decode", "pid", hub.pid, "err", err)
 			continue
+		}
+		if done.Dropped > 0 {
+			h.log.Warn("a server's output was partly lost: its log file could not take it", "pipe", done.ID,
+				"dropped_bytes", done.Dropped, "err", done.LogError)
 		}
 		h.mu.Lock()
 		if p := h.pipes[done.ID]; p != nil && p.hub == hub {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -49,17 +48,6 @@ var errLogWriterUnsupported = errors.New("log writers are not supported on this 
 func (d *Daemon) logCap() (maxBytes int64, keep int) {
 	st := d.settings()
 	return int64(st.LogMaxMB) << 20, st.LogBackups
-}
-
-// logWriterArgv is the writer's command line for the log at path.
-func (d *Daemon) logWriterArgv(path string, tee bool) []string {
-	maxBytes, keep := d.logCap()
-	argv := []string{d.exe, "_log-writer", "--file", path,
-		"--max-bytes", strconv.FormatInt(maxBytes, 10), "--keep", strconv.Itoa(keep)}
-	if tee {
-		argv = append(argv, "--tee")
-	}
-	return argv
 }
 
 // RunLogPath is where a stdio server's stderr is captured: by name and

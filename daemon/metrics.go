@@ -264,7 +264,7 @@ func (d *Daemon) listenMetrics(addr string) (*metricsServer, error) {
 			return
 		}
 		w.Header().Set("Content-Type", promtext.ContentType)
-		io.WriteString(w, text)
+		_, _ = io.WriteString(w, text) // fails only once the scraper has gone
 	})
 	log.Info("serving Prometheus metrics", "url", "http://"+ln.Addr().String()+"/metrics")
 	if d.cfg.Pprof {

@@ -106,7 +106,7 @@ func (d *Daemon) settleExited(id string, opt shutdown.Options, since time.Time) 
 	if err != nil {
 		return out
 	}
-	d.reg.Event("process.stop", p.Session, id, out.String())
+	d.event("process.stop", p.Session, id, out.String())
 	d.metrics.stopped(out)
 	return out
 }

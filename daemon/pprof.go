@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"runtime/pprof"
 	"runtime/trace"
@@ -25,11 +24,11 @@ func servePprof(w http.ResponseWriter, r *http.Request) {
 	switch name {
 	case "":
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "profiles (go tool pprof http://ADDR/debug/pprof/NAME):\n")
+		fmt.Fprint(w, "profiles (go tool pprof http://ADDR/debug/pprof/NAME):\n")
 		for _, p := range pprof.Profiles() {
 			fmt.Fprintf(w, "  %s (%d)\n", p.Name(), p.Count())
 		}
-		io.WriteString(w, "  profile?seconds=N (CPU)\n  trace?seconds=N (execution trace)\n")
+		fmt.Fprint(w, "  profile?seconds=N (CPU)\n  trace?seconds=N (execution trace)\n")
 	case "profile", "trace":
 		secs, err := pprofSeconds(r, name)
 		if err != nil {

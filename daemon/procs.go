@@ -94,7 +94,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 			d.capWarned.Store(now)
 			log.Warn("runs refused: at the server limit", "why", why)
 		}
-		conn.Send(api.TypeError, &api.Error{Code: 125, Retry: true, Message: why})
+		d.send(conn, api.TypeError, &api.Error{Code: 125, Retry: true, Message: why})
 		return
 	}
 	defer release() // a failed start; a live server releases it at once
@@ -104,7 +104,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	}
 	if len(fds) != want {
 		api.CloseFds(fds)
-		conn.SendError(125, "run needs exactly %d file descriptors (stdin, stdout, stderr%s), got %d",
+		d.sendError(conn, 125, "run needs exactly %d file descriptors (stdin, stdout, stderr%s), got %d",
 			want, map[bool]string{true: ", the shim's pidfd"}[req.InPlace], len(fds))
 		return
 	}
@@ -120,7 +120,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 			if shim, shimTok, err = shimHandle(pidfd, req); err != nil {
 				api.CloseFds(fds)
 				api.CloseFds([]int{pidfd})
-				conn.SendError(125, "run: the shim's pidfd: %v", err)
+				d.sendError(conn, 125, "run: the shim's pidfd: %v", err)
 				return
 			}
 		} else {
@@ -145,17 +145,17 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	}
 	if len(req.Argv) == 0 {
 		closeFiles()
-		conn.SendError(125, "run: no command given")
+		d.sendError(conn, 125, "run: no command given")
 		return
 	}
 	if err := session.ValidateID(req.Session); err != nil {
 		closeFiles()
-		conn.SendError(125, "run: %v", err)
+		d.sendError(conn, 125, "run: %v", err)
 		return
 	}
 	if _, err := api.GraceOf(req.GraceMS); err != nil {
 		closeFiles()
-		conn.SendError(125, "run: %v", err)
+		d.sendError(conn, 125, "run: %v", err)
 		return
 	}
 	d.mu.Lock()
@@ -163,12 +163,12 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	d.mu.Unlock()
 	if stopping {
 		closeFiles()
-		conn.Send(api.TypeError, &api.Error{Code: 125, Retry: true, Message: "the daemon is stopping"})
+		d.send(conn, api.TypeError, &api.Error{Code: 125, Retry: true, Message: "the daemon is stopping"})
 		return
 	}
 	if err := d.openSession(&req); err != nil {
 		closeFiles()
-		conn.Send(api.TypeError, &api.Error{Code: 125, Message: "run: " + err.Error(),
+		d.send(conn, api.TypeError, &api.Error{Code: 125, Message: "run: " + err.Error(),
 			Retry: errors.Is(err, registry.ErrBadTransition)})
 		return
 	}
@@ -184,7 +184,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	case !req.Share && d.autoShare(req, name):
 		req.Share = true
 		mode = "automatic sharing (run --share=false or share = false in [servers." + name + "] runs it unshared)"
-		d.reg.Event("shared.auto", req.Session, "", name+" speaks the stateless MCP revision: shared automatically")
+		d.event("shared.auto", req.Session, "", name+" speaks the stateless MCP revision: shared automatically")
 	case !req.Share && req.Lazy:
 		mode = "run --lazy"
 	case !req.Share:
@@ -206,8 +206,8 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	bkey, err := d.breakers.allow(req.Argv, string(req.Cwd), name)
 	if err != nil {
 		closeFiles()
-		d.reg.Event("breaker.refused", req.Session, "", err.Error())
-		conn.SendError(125, "%v", err)
+		d.event("breaker.refused", req.Session, "", err.Error())
+		d.sendError(conn, 125, "%v", err)
 		return
 	}
 	// A fresh cgroup per server: this kernel kills a child cloned into a
@@ -227,10 +227,10 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		d.breakers.release(bkey)
 		if cg.Fd > 0 {
 			cg.CloseFd()
-			cgroup.Remove(cg.Path)
+			d.removeCgroup(cg.Path)
 		}
-		d.reg.Event("limits.refused", req.Session, "", err.Error())
-		conn.SendError(125, "run: %v", err)
+		d.event("limits.refused", req.Session, "", err.Error())
+		d.sendError(conn, 125, "run: %v", err)
 		return
 	}
 	// The intent record, committed before the fork (design §7).
@@ -243,10 +243,10 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		d.breakers.release(bkey)
 		if cg.Fd > 0 {
 			cg.CloseFd()
-			cgroup.Remove(cg.Path)
+			d.removeCgroup(cg.Path)
 		}
 		cgroup.RemoveV1(limited.V1)
-		conn.SendError(125, "run: %v", err)
+		d.sendError(conn, 125, "run: %v", err)
 		return
 	}
 	fault("run.intent")
@@ -314,18 +314,18 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 			code = se.Code
 		}
 		if cg.Path != "" {
-			cgroup.Remove(cg.Path)
+			d.removeCgroup(cg.Path)
 		}
 		cgroup.RemoveV1(limited.V1)
-		d.reg.Transition(id, registry.StateFailed, func(p *registry.Process) {
+		d.transition(id, registry.StateFailed, func(p *registry.Process) {
 			p.Error = err.Error()
 			t := d.reg.Now().UTC()
 			p.ExitedAt = &t
 		})
-		d.reg.Event("process.failed", req.Session, id, err.Error())
+		d.event("process.failed", req.Session, id, err.Error())
 		d.breakers.result(bkey, req.Argv, string(req.Cwd), name, err.Error())
 		log.Info("spawn failed", "id", id, "err", err)
-		conn.SendError(code, "%v", err)
+		d.sendError(conn, code, "%v", err)
 		return
 	}
 	// The environment is the bulk of a request and holds the host's
@@ -353,7 +353,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	if err != nil {
 		log.Error("record running process", "id", id, "err", err)
 		rec.PID, rec.PGID, rec.Token = started.PID, started.PGID, started.Token
-		d.reg.Event(startEvent.Kind, req.Session, id, startEvent.Detail)
+		d.event(startEvent.Kind, req.Session, id, startEvent.Detail)
 	}
 	startPeriod := d.settings().Breaker.StartPeriod
 	l := &live{id: id, done: make(chan struct{}), grace: time.Duration(req.GraceMS) * time.Millisecond,
@@ -444,7 +444,10 @@ func (d *Daemon) lifeline(conn *api.Conn, l *live, sessionID string, shimPID int
 			}
 			if m.Type == api.TypeStopSelf {
 				var s api.StopSelf
-				api.Decode(m, &s)
+				if err := api.Decode(m, &s); err != nil {
+					// Still a stop request: with the default grace.
+					log.Warn("stop request does not decode: stopping with the default grace", "err", err)
+				}
 				select {
 				case stopReq <- stopAsk{grace(s.GraceMS, defGrace), s.Interrupt}:
 				default:
@@ -463,7 +466,7 @@ func (d *Daemon) lifeline(conn *api.Conn, l *live, sessionID string, shimPID int
 			if st.Signal != 0 {
 				ex.Signal = proc.SignalName(st.Signal)
 			}
-			conn.Send(api.TypeExited, &ex)
+			d.send(conn, api.TypeExited, &ex)
 			return
 		case ask := <-stopReq:
 			log.Info("shim asked to stop", "interrupt", ask.interrupt)
@@ -490,7 +493,7 @@ func (d *Daemon) lifeline(conn *api.Conn, l *live, sessionID string, shimPID int
 			default:
 			}
 			log.Info("shim gone: stopping its server", "shim", shimPID)
-			d.reg.Event("shim.gone", sessionID, l.id, fmt.Sprintf("shim %d", shimPID))
+			d.event("shim.gone", sessionID, l.id, fmt.Sprintf("shim %d", shimPID))
 			d.stopIDs(context.Background(), []string{l.id}, shutdown.Options{Grace: defGrace})
 			return
 		}
@@ -510,14 +513,20 @@ func (d *Daemon) serveAttach(conn *api.Conn, a api.Attach) {
 	d.mu.Unlock()
 	p, err := d.reg.Process(a.ID)
 	if l == nil || err != nil || p.PID != a.PID || !p.Token.Matches(a.Token) {
-		conn.SendError(125, "attach %s: no such live server (pid %d) here; it is no longer supervised", a.ID, a.PID)
+		d.sendError(conn, 125, "attach %s: no such live server (pid %d) here; it is no longer supervised", a.ID, a.PID)
 		return
 	}
 	if p.ShimPID != a.ShimPID || !p.ShimToken.Matches(a.ShimToken) {
-		p, _ = d.reg.Update(a.ID, func(r *registry.Process) error {
+		if np, err := d.reg.Update(a.ID, func(r *registry.Process) error {
 			r.ShimPID, r.ShimToken = a.ShimPID, a.ShimToken
 			return nil
-		})
+		}); err == nil {
+			p = np
+		} else {
+			// Recovery would watch the old shim: the new one still gets
+			// its lifeline below.
+			d.log.Warn("re-attached shim not recorded", "id", a.ID, "shim", a.ShimPID, "err", err)
+		}
 	}
 	// The connection is the shim's lifeline from here (its EOF stops the
 	// server): the watch recovery put on the shim would stop it a second
@@ -536,7 +545,7 @@ func (d *Daemon) serveAttach(conn *api.Conn, a api.Attach) {
 	if err := conn.Send(api.TypeStarted, &api.Started{ID: p.ID, PID: p.PID, Token: p.Token, Session: p.Session}); err != nil {
 		return
 	}
-	d.reg.Event("shim.attached", p.Session, p.ID, fmt.Sprintf("shim %d", a.ShimPID))
+	d.event("shim.attached", p.Session, p.ID, fmt.Sprintf("shim %d", a.ShimPID))
 	d.log.Info("shim re-attached", "id", p.ID, "pid", p.PID, "shim", a.ShimPID)
 	d.lifeline(conn, l, p.Session, a.ShimPID, grace(a.GraceMS, d.defaultGrace()))
 }
@@ -819,7 +828,7 @@ func (d *Daemon) recordStopLogged(kind, session string, o shutdown.Outcome) {
 		func(p *registry.Process) error { p.Stop = rec; return nil })
 	if err != nil {
 		d.log.Error("record stop outcome", "id", o.ID, "err", err)
-		d.reg.Event(kind, session, o.ID, o.String())
+		d.event(kind, session, o.ID, o.String())
 	}
 }
 
@@ -1202,7 +1211,7 @@ func (d *Daemon) enforceCap(req api.RunRequest, newID string) {
 		}
 		d.log.Info("instance cap: stopping older instances", "session", req.Session, "name", req.Name,
 			"cap", limit, "stopping", victims, "newest", all[len(all)-1].ID)
-		d.reg.Event("instance.cap", req.Session, newID, fmt.Sprintf("stopping %v", victims))
+		d.event("instance.cap", req.Session, newID, fmt.Sprintf("stopping %v", victims))
 		go d.stopIDs(context.Background(), victims, shutdown.Options{})
 	}
 }

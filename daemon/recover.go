@@ -122,7 +122,7 @@ func (d *Daemon) reconcile() api.Recovery {
 	sum.DurationMS = float64(time.Since(began).Microseconds()) / 1000
 	d.log.Info("reconciled registry", "adopted", sum.Adopted, "lost", sum.Lost, "stopped", sum.Stopped,
 		"sessions_ended", sum.SessionsEnded, "files_removed", sum.FilesRemoved, "took", time.Since(began))
-	d.reg.Event("daemon.recovery", "", "", fmt.Sprintf("adopted %d, lost %d, stopped %d, sessions ended %d, files removed %d in %.1f ms",
+	d.event("daemon.recovery", "", "", fmt.Sprintf("adopted %d, lost %d, stopped %d, sessions ended %d, files removed %d in %.1f ms",
 		sum.Adopted, sum.Lost, sum.Stopped, sum.SessionsEnded, sum.FilesRemoved, sum.DurationMS))
 	return sum
 }
@@ -165,12 +165,12 @@ func (d *Daemon) settle(p registry.Process, holders []proc.Info) (adopted, stopp
 	case p.PID == 0:
 		why = "the daemon stopped before the process was started"
 	}
-	d.reg.Transition(p.ID, registry.StateLost, func(r *registry.Process) {
+	d.transition(p.ID, registry.StateLost, func(r *registry.Process) {
 		r.Error = why
 		t := d.reg.Now().UTC()
 		r.ExitedAt = &t
 	})
-	d.reg.Event("process.lost", p.Session, p.ID, why)
+	d.event("process.lost", p.Session, p.ID, why)
 	return false, false, d.targetOf(p)
 }
 
@@ -183,7 +183,7 @@ func (d *Daemon) adopt(p registry.Process) (stopped bool, err error) {
 		return false, err
 	}
 	if p.State == registry.StateStarting {
-		d.reg.Transition(p.ID, registry.StateRunning, nil)
+		d.transition(p.ID, registry.StateRunning, nil)
 	}
 	l := &live{id: p.ID, done: make(chan struct{}), grace: time.Duration(p.GraceMS) * time.Millisecond,
 		target: d.targetOf(p)}
@@ -197,7 +197,7 @@ func (d *Daemon) adopt(p registry.Process) (stopped bool, err error) {
 	d.live[p.ID] = l
 	d.mu.Unlock()
 	go d.monitor(l, r)
-	d.reg.Event("process.adopted", p.Session, p.ID, fmt.Sprintf("pid %d", p.PID))
+	d.event("process.adopted", p.Session, p.ID, fmt.Sprintf("pid %d", p.PID))
 	d.log.Info("re-adopted", "id", p.ID, "pid", p.PID, "session", p.Session)
 	if p.ShimPID > 0 && p.State != registry.StateStopping {
 		return !d.watchShim(p.ID, p.ShimPID, p.ShimToken), nil
@@ -213,7 +213,7 @@ func (d *Daemon) watchShim(id string, pid int, tok proc.Token) bool {
 	stop := func(why string) {
 		d.log.Info(why+": stopping its server", "id", id, "shim", pid)
 		p, _ := d.reg.Process(id)
-		d.reg.Event("shim.gone", p.Session, id, fmt.Sprintf("shim %d", pid))
+		d.event("shim.gone", p.Session, id, fmt.Sprintf("shim %d", pid))
 		d.stopIDs(context.Background(), []string{id}, shutdown.Options{})
 	}
 	if proc.Verify(pid, tok) != nil { // gone, or a zombie its host has not reaped
@@ -288,7 +288,7 @@ func (d *Daemon) adoptStray(id string, holders []proc.Info) (shutdown.Target, bo
 		}
 	}
 	d.log.Info("stopping unrecorded processes with our marker", "id", id, "session", sess, "pids", pidsOf(holders))
-	d.reg.Event("process.stray", sess, id, fmt.Sprintf("no live record; host gone: stopping pids %v", pidsOf(holders)))
+	d.event("process.stray", sess, id, fmt.Sprintf("no live record; host gone: stopping pids %v", pidsOf(holders)))
 	return shutdown.Target{ID: id, PID: leader.PID, PGID: leader.PGID, Token: leader.Token, Session: sess}, false
 }
 

@@ -73,12 +73,12 @@ func (d *Daemon) reload() (*Tunables, error) {
 	t, err := d.cfg.Reload()
 	if err != nil {
 		d.log.Error(fmt.Sprintf("config reload failed: %v; keeping the old config", err))
-		d.reg.Event("daemon.reload", "", "", fmt.Sprintf("failed: %v; keeping the old config", err))
+		d.event("daemon.reload", "", "", fmt.Sprintf("failed: %v; keeping the old config", err))
 		return nil, err
 	}
 	d.setTunables(t.Settings, t.Grace, t.EOFGrace)
 	d.log.Info("config reloaded", "file", t.File, "loaded", t.Loaded)
-	d.reg.Event("daemon.reload", "", "", "config reloaded from "+t.File)
+	d.event("daemon.reload", "", "", "config reloaded from "+t.File)
 	return t, nil
 }
 

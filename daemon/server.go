@@ -54,7 +54,7 @@ func (d *Daemon) handle(conn *api.Conn) {
 		return
 	}
 	if h.Protocol != api.Protocol {
-		conn.SendError(125, "client speaks protocol %d (version %s), daemon %d (version %s): restart the daemon with `supervisor daemon stop`",
+		d.sendError(conn, 125, "client speaks protocol %d (version %s), daemon %d (version %s): restart the daemon with `supervisor daemon stop`",
 			h.Protocol, h.Version, api.Protocol, api.Version)
 		return
 	}
@@ -104,7 +104,7 @@ func (d *Daemon) handle(conn *api.Conn) {
 // refuse answers a bad message with an error and lets the caller close.
 func (d *Daemon) refuse(conn *api.Conn, log interface{ Warn(string, ...any) }, err error) {
 	log.Warn("refusing message", "err", err)
-	conn.SendError(125, "refused: %v", err)
+	d.sendError(conn, 125, "refused: %v", err)
 }
 
 func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {

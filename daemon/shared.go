@@ -323,9 +323,9 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 		errf.Close()
 		cg.CloseFd()
 		if cg.Path != "" {
-			cgroup.Remove(cg.Path)
+			d.removeCgroup(cg.Path)
 		}
-		d.reg.Event("limits.refused", sharedSession(s.port), s.id, err.Error())
+		d.event("limits.refused", sharedSession(s.port), s.id, err.Error())
 		return err
 	}
 	started, err := spawn.Start(d.reaper, spawn.Request{
@@ -338,10 +338,10 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 	cg.CloseFd()
 	if err != nil {
 		if cg.Path != "" {
-			cgroup.Remove(cg.Path)
+			d.removeCgroup(cg.Path)
 		}
 		cgroup.RemoveV1(limited.V1)
-		d.reg.Event("process.failed", sharedSession(s.port), s.id, err.Error())
+		d.event("process.failed", sharedSession(s.port), s.id, err.Error())
 		return err
 	}
 	d.applyLimits(sharedSession(s.port), s.id, limited, cg)
@@ -374,7 +374,7 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 		d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{})
 		return errStoppedForGood
 	}
-	d.reg.Event("process.start", sharedSession(s.port), s.id, fmt.Sprintf("pid %d %q port %d", started.PID, s.argv, s.port))
+	d.event("process.start", sharedSession(s.port), s.id, fmt.Sprintf("pid %d %q port %d", started.PID, s.argv, s.port))
 	d.log.Info("shared server started", "id", s.id, "port", s.port, "pid", started.PID)
 
 	err = s.health.WaitReady(ctx, s.port, timeout, func() error {
@@ -393,12 +393,12 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 		}
 	}
 	if err != nil {
-		d.reg.Event("shared.unhealthy", sharedSession(s.port), s.id, "not ready: "+err.Error())
+		d.event("shared.unhealthy", sharedSession(s.port), s.id, "not ready: "+err.Error())
 		d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{})
 		return err
 	}
 	d.setHealth(s.id, "healthy")
-	d.reg.Event("shared.ready", sharedSession(s.port), s.id, fmt.Sprintf("healthy on port %d (%s)", s.port, s.health))
+	d.event("shared.ready", sharedSession(s.port), s.id, fmt.Sprintf("healthy on port %d (%s)", s.port, s.health))
 	return nil
 }
 
@@ -447,7 +447,7 @@ func (d *Daemon) superviseShared(s *shared) {
 			d.metrics.healthCheck(err)
 			if err == nil {
 				if fails > 0 {
-					d.reg.Event("shared.healthy", sharedSession(s.port), s.id,
+					d.event("shared.healthy", sharedSession(s.port), s.id,
 						fmt.Sprintf("health check passes again after %d failure(s)", fails))
 				}
 				fails = 0
@@ -459,7 +459,7 @@ func (d *Daemon) superviseShared(s *shared) {
 			}
 			fails++
 			d.setHealth(s.id, fmt.Sprintf("unhealthy (%d/%d)", fails, st.FailureThreshold))
-			d.reg.Event("shared.unhealthy", sharedSession(s.port), s.id,
+			d.event("shared.unhealthy", sharedSession(s.port), s.id,
 				fmt.Sprintf("health check failed (%d/%d): %v", fails, st.FailureThreshold, err))
 			if fails < st.FailureThreshold {
 				continue
@@ -479,7 +479,7 @@ func (d *Daemon) superviseShared(s *shared) {
 			wait = 0 // asked for: no crash to back off from
 		}
 		d.log.Warn("restarting shared server", "id", s.id, "port", s.port, "why", restart, "in", wait)
-		d.reg.Event("shared.restart", sharedSession(s.port), s.id, restart)
+		d.event("shared.restart", sharedSession(s.port), s.id, restart)
 		d.setHealth(s.id, "restarting")
 		d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{Grace: orderGrace(order)})
 		select {
@@ -492,7 +492,7 @@ func (d *Daemon) superviseShared(s *shared) {
 			backoff = min(2*backoff, st.RestartMax)
 		}
 		fails = 0
-		d.reg.Update(s.id, func(p *registry.Process) error { p.Restarts++; return nil })
+		d.update(s.id, "restart counted", func(p *registry.Process) error { p.Restarts++; return nil })
 		if l, foreign := portHolderNotOurs(s.port, s.id); foreign {
 			// Someone else took the port while ours was down: never fight.
 			why := foreignError(s.port, l).Error()
@@ -623,11 +623,11 @@ func (d *Daemon) finishSharedWith(ctx context.Context, s *shared, why string, op
 	s.mu.Unlock()
 	defer close(s.stopped)
 	d.log.Info("stopping shared server", "id", s.id, "port", s.port, "why", why)
-	d.reg.Event("shared.stop", sharedSession(s.port), s.id, why)
+	d.event("shared.stop", sharedSession(s.port), s.id, why)
 	out := d.stopIDs(ctx, []string{s.id}, opt)[0]
 	// One commit after the stop: the final state if the exit's own commit
 	// has not made it final, and why it stopped.
-	d.reg.Update(s.id, func(p *registry.Process) error {
+	d.update(s.id, "stopped for good", func(p *registry.Process) error {
 		if !p.State.Final() {
 			p.State = registry.StateExited
 			t := d.reg.Now().UTC()
@@ -744,7 +744,13 @@ func (d *Daemon) adoptForeign(ctx context.Context, s *shared, l proc.Listener) (
 	if err != nil {
 		return nil, err
 	}
-	rec, _ = d.reg.Transition(s.id, registry.StateRunning, nil)
+	// A failed transition keeps the record added above, whose PID and
+	// token the stop target needs: never one built from an empty record.
+	if running, err := d.reg.Transition(s.id, registry.StateRunning, nil); err == nil {
+		rec = running
+	} else {
+		d.log.Warn("adopted listener's record not moved to running", "id", s.id, "err", err)
+	}
 	lv := &live{id: s.id, done: make(chan struct{}), target: d.targetOf(rec), shared: s}
 	r, err := d.adoptRunner(l.PID, tok)
 	if err != nil {
@@ -756,7 +762,7 @@ func (d *Daemon) adoptForeign(ctx context.Context, s *shared, l proc.Listener) (
 	s.cur = lv
 	go d.monitor(lv, r)
 	go d.superviseShared(s)
-	d.reg.Event("shared.adopt", sharedSession(s.port), s.id, fmt.Sprintf("pid %d %q port %d", l.PID, l.Argv, s.port))
+	d.event("shared.adopt", sharedSession(s.port), s.id, fmt.Sprintf("pid %d %q port %d", l.PID, l.Argv, s.port))
 	d.log.Info("adopted a foreign listener", "id", s.id, "port", s.port, "pid", l.PID)
 	return s, nil
 }
@@ -770,7 +776,7 @@ func foreignError(port int, l proc.Listener) error {
 }
 
 func (d *Daemon) setHealth(id, h string) {
-	d.reg.Update(id, func(p *registry.Process) error {
+	d.update(id, "health", func(p *registry.Process) error {
 		if p.Health == h {
 			return errUnchanged
 		}

@@ -37,7 +37,7 @@ func (k *socketKeeper) close() {
 		k.cur.Close() // removes the socket file, ours
 		return
 	}
-	k.cur.Abandon() // the file at the path is not ours: left alone
+	_ = k.cur.Abandon() // the file at the path is not ours: left alone; closing our socket cannot fail in a way we could act on
 }
 
 // swap makes nl the current listener and abandons the old one, whose
@@ -49,7 +49,7 @@ func (k *socketKeeper) swap(nl *api.Listener) bool {
 		nl.Close()
 		return false
 	}
-	k.cur.Abandon()
+	_ = k.cur.Abandon() // as in close: nothing to act on
 	k.cur = nl
 	return true
 }
@@ -101,7 +101,7 @@ func (d *Daemon) keepSocket(ctx context.Context, k *socketKeeper) error {
 			if warned != why {
 				warned = why
 				d.log.Error("another process serves on the daemon's socket path; not taking it back", "socket", k.path)
-				d.reg.Event("daemon.socket", "", "", fmt.Sprintf("%s, and another process serves there: clients reach it, not this daemon (pid %d); stop it or this daemon", why, os.Getpid()))
+				d.event("daemon.socket", "", "", fmt.Sprintf("%s, and another process serves there: clients reach it, not this daemon (pid %d); stop it or this daemon", why, os.Getpid()))
 			}
 			continue
 		}
@@ -116,7 +116,7 @@ func (d *Daemon) keepSocket(ctx context.Context, k *socketKeeper) error {
 			if warned != err.Error() {
 				warned = err.Error()
 				d.log.Error("cannot listen again on the daemon's socket", "socket", k.path, "why", why, "err", err)
-				d.reg.Event("daemon.socket", "", "", fmt.Sprintf("%s and could not be made again (%v): retrying every %v", why, err, socketCheckEvery))
+				d.event("daemon.socket", "", "", fmt.Sprintf("%s and could not be made again (%v): retrying every %v", why, err, socketCheckEvery))
 			}
 			continue
 		}
@@ -126,6 +126,6 @@ func (d *Daemon) keepSocket(ctx context.Context, k *socketKeeper) error {
 		warned = ""
 		serve(nl)
 		d.log.Warn("socket file lost; listening on a new one", "socket", k.path, "why", why)
-		d.reg.Event("daemon.socket", "", "", why+": listening on a new one at "+k.path)
+		d.event("daemon.socket", "", "", why+": listening on a new one at "+k.path)
 	}
 }

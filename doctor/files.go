@@ -189,7 +189,9 @@ func (d *Doctor) removeStale(findings []Finding) []string {
 	single, singleCreated, msg := hold(d.Paths.Lock())
 	if msg != "" {
 		if startCreated {
-			unlinkHeld(start, d.Paths.StartLock())
+			if err := unlinkHeld(start, d.Paths.StartLock()); err != nil {
+				return []string{msg, fmt.Sprintf("the start lock this check created could not be removed: %v", err)}
+			}
 		}
 		return []string{msg}
 	}

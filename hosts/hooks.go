@@ -384,7 +384,11 @@ func render(value any, indent, unit string) string {
 	if unit != "" {
 		enc.SetIndent(indent, unit)
 	}
-	enc.Encode(value)
+	if err := enc.Encode(value); err != nil {
+		// The values are the hook entries this package builds (maps,
+		// slices and strings), which always encode.
+		panic(fmt.Sprintf("hosts: render a hook entry: %v", err))
+	}
 	return strings.TrimSuffix(b.String(), "\n")
 }
 

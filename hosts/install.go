@@ -478,7 +478,9 @@ func unwrapAll(f File, src []byte) ([]byte, []Entry, error) {
 // restored.
 func keptWrapped(f File, backup []byte, entries []Entry) []Entry {
 	was := map[string]bool{}
-	eachServer(f, backup, func(_ Schema, srv Server) error {
+	// A backup that does not parse marks nothing kept: its entries read
+	// as unwrapped, which is what restoring it gives.
+	_ = eachServer(f, backup, func(_ Schema, srv Server) error {
 		was[srv.Name] = isWrapped(srv) && !srv.Remote && !srv.NoCommand
 		return nil
 	})
@@ -599,7 +601,7 @@ func (o *Options) applyCheck(f File, edit func([]byte) ([]byte, []Entry, error),
 	}
 	r.Changed = true
 	if o.DryRun {
-		io.WriteString(o.out(), UnifiedDiff(f.Path, f.Path, src, out))
+		fmt.Fprint(o.out(), UnifiedDiff(f.Path, f.Path, src, out))
 		return r
 	}
 	written, err := o.write(f.Path, real, src, out, func(fresh []byte) ([]byte, error) {

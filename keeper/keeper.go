@@ -201,7 +201,12 @@ func Keep(ctx context.Context, o Options) error {
 	wait:
 		for {
 			select {
-			case <-done:
+			case werr := <-done:
+				// An exit status is an error here too: ProcessState has
+				// it. Without a ProcessState the wait itself failed.
+				if cmd.ProcessState == nil {
+					return fmt.Errorf("wait for daemon pid %d: %w", cmd.Process.Pid, werr)
+				}
 				break wait
 			case <-startOver:
 				closeReport()

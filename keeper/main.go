@@ -176,12 +176,12 @@ const logCap = 1 << 20
 // appendLine adds one line to the keepers' log in a single write.
 func appendLine(path, format string, a ...any) {
 	if fi, err := os.Stat(path); err == nil && fi.Size() > logCap {
-		os.Rename(path, path+".1")
+		_ = os.Rename(path, path+".1") // best effort: a log that cannot rotate grows on
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return
 	}
 	defer f.Close()
-	f.WriteString(time.Now().Format("2006-01-02T15:04:05.000Z0700") + " [WARN]  " + fmt.Sprintf(format, a...) + "\n")
+	_, _ = f.WriteString(time.Now().Format("2006-01-02T15:04:05.000Z0700") + " [WARN]  " + fmt.Sprintf(format, a...) + "\n")
 }

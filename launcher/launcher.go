@@ -399,7 +399,9 @@ func binsOf(path string) map[string]string {
 	var pkg struct {
 		Name string `json:"name"`
 	}
-	json.Unmarshal(b, &pkg)
+	if err := json.Unmarshal(b, &pkg); err != nil {
+		return nil // not a package manifest: no programs
+	}
 	bins, _ := binsOfManifest(b, pkg.Name)
 	return bins
 }

@@ -47,6 +47,10 @@ type hubPipe struct {
 	// teeGone is set once a write to the tee failed (its host went away).
 	teeGone atomic.Bool
 	file    *hubFile
+	// dropped and logErr are what the log file could not take, told to
+	// the daemon with the pipe's end (guarded by file.mu).
+	dropped int64
+	logErr  string
 }
 
 // hubFile is one log file, shared by every pipe writing it.
@@ -219,7 +223,8 @@ func (h *Hub) copy(p *hubPipe) {
 }
 
 // write copies b to the tee, then the log. A failed log write drops that
-// data (the pipe keeps being read, so its writer never blocks on it).
+// data (the pipe keeps being read, so its writer never blocks on it), and
+// counts it: the daemon is told with the pipe's end.
 func (p *hubPipe) write(b []byte) {
 	if p.tee != nil && !p.teeGone.Load() {
 		if _, err := p.tee.Write(b); err != nil {
@@ -227,7 +232,12 @@ func (p *hubPipe) write(b []byte) {
 		}
 	}
 	p.file.mu.Lock()
-	p.file.w.write(b)
+	if err := p.file.w.write(b); err != nil {
+		if p.logErr == "" {
+			p.logErr = err.Error()
+		}
+		p.dropped += int64(len(b))
+	}
 	p.file.mu.Unlock()
 }
 
@@ -265,8 +275,14 @@ func (h *Hub) finish(p *hubPipe) {
 	// outside the lock: the daemon may be busy sending to the hub, and
 	// this hub must go on reading meanwhile.
 	if conn != nil {
-		id := p.spec.ID
-		go conn.Send(api.TypeLogDone, &api.LogDone{ID: id}) // ends when sent or the connection is closed
+		p.file.mu.Lock()
+		done := api.LogDone{ID: p.spec.ID, Dropped: p.dropped, LogError: p.logErr}
+		p.file.mu.Unlock()
+		go func() {
+			// Ends when sent or the connection is closed: a daemon gone
+			// meanwhile gets the pipe's inventory from a re-join instead.
+			_ = conn.Send(api.TypeLogDone, &done)
+		}()
 	}
 	h.mu.Unlock()
 }

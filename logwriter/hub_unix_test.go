@@ -214,3 +214,54 @@ func TestHubRejoinsWithItsPipes(t *testing.T) {
 		t.Errorf("log %q, want both lines", b)
 	}
 }
+
+// TestHubReportsWhatItsLogCouldNotTake: a log file that refuses writes (a
+// full disk: /dev/full) does not block the server, whose pipe is read on,
+// and the pipe's end tells the daemon how much was lost and why.
+func TestHubReportsWhatItsLogCouldNotTake(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skipf("no /dev/full here to stand for a full disk: %v", err)
+	}
+	daemon, hubSide := connPair(t)
+	h := NewHub()
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() {
+		ran <- h.Run(ctx, hubSide, func(context.Context) (*api.Conn, error) {
+			return nil, errors.New("no next daemon in this test")
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		daemon.Close()
+		<-ran
+	})
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := daemon.Send(api.TypeLogPipe, &api.LogPipe{ID: "full", Path: "/dev/full"}, int(r.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	line := strings.Repeat("y", 99) + "\n"
+	for range 10 {
+		if _, err := w.WriteString(line); err != nil {
+			t.Fatalf("the server's write blocked or failed: %v", err)
+		}
+	}
+	w.Close()
+	daemon.SetDeadline(time.Now().Add(30 * time.Second))
+	m, fds, err := daemon.Recv()
+	api.CloseFds(fds)
+	if err != nil || m.Type != api.TypeLogDone {
+		t.Fatalf("want log_done, got %q (%v)", m.Type, err)
+	}
+	var d api.LogDone
+	if err := api.Decode(m, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.ID != "full" || d.Dropped != 1000 || !strings.Contains(d.LogError, "no space") {
+		t.Errorf("log_done %+v, want pipe full with 1000 bytes dropped and the reason (no space left)", d)
+	}
+}

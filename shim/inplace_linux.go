@@ -73,7 +73,9 @@ func execServer(c *api.Client, ex *execOrder) (int, error) {
 	if errors.As(err, &se) {
 		code = se.Code
 	}
-	c.Send(api.TypeExecFailed, &api.ExecFailed{Code: code, Message: err.Error()})
+	// A daemon gone meanwhile learns no reason; it sees the process end
+	// and records that.
+	_ = c.Send(api.TypeExecFailed, &api.ExecFailed{Code: code, Message: err.Error()})
 	c.Close()
 	return fail(code, err)
 }

@@ -49,7 +49,7 @@ func runLocal(ctx context.Context, o Options, req api.RunRequest, why string, si
 	rctx, stopReaper := context.WithCancel(context.Background())
 	defer stopReaper()
 	reaper := spawn.NewReaper(nil)
-	go reaper.Run(rctx)
+	go func() { _ = reaper.Run(rctx) }() // Run ends only with rctx, returning nil
 
 	stdio, channels, err := localStdio()
 	if err != nil {

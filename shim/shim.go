@@ -209,17 +209,21 @@ func Run(ctx context.Context, o Options) (int, error) {
 				// Signals that came while no daemon answered (a shared
 				// server's, which the broker's other clients need, is
 				// never signalled by a shim) become a stop request now.
-				for range pending {
-					c.Send(api.TypeStopSelf, &api.StopSelf{GraceMS: api.Millis(o.Grace)})
+				for len(pending) > 0 {
+					if c.Send(api.TypeStopSelf, &api.StopSelf{GraceMS: api.Millis(o.Grace)}) != nil {
+						break // gone again: the next re-attach sends the rest
+					}
+					pending = pending[1:]
 				}
-				pending = nil
 				continue
 			}
 			api.CloseFds(r.fds)
 			switch r.m.Type {
 			case api.TypeError:
 				var e api.Error
-				api.Decode(r.m, &e)
+				if err := api.Decode(r.m, &e); err != nil {
+					e.Message = fmt.Sprintf("the daemon's error does not decode: %v", err)
+				}
 				return fail(orCode(e.Code), errors.New(e.Message))
 			case api.TypeExited:
 				var ex api.Exited
@@ -380,7 +384,9 @@ func startServer(ctx context.Context, o Options, req *api.RunRequest, selfFd int
 		case r.m.Type == api.TypeError:
 			c.Close()
 			var e api.Error
-			api.Decode(r.m, &e)
+			if err := api.Decode(r.m, &e); err != nil {
+				e.Message = fmt.Sprintf("the daemon's error does not decode: %v", err)
+			}
 			if e.Retry && time.Now().Before(deadline) {
 				time.Sleep(50 * time.Millisecond)
 				continue
@@ -487,7 +493,9 @@ func reattach(ctx context.Context, o Options, req api.RunRequest, st api.Started
 		case r.m.Type == api.TypeError:
 			c.Close()
 			var e api.Error
-			api.Decode(r.m, &e)
+			if err := api.Decode(r.m, &e); err != nil {
+				e.Message = fmt.Sprintf("the daemon's error does not decode: %v", err)
+			}
 			return nil, nil, errors.New(e.Message)
 		default:
 			c.Close()

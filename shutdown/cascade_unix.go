@@ -89,7 +89,9 @@ func (r *run) signalNew() {
 	}
 	for i, t := range r.targets {
 		if r.result[i] == "" && r.tphase[i] == Killed && t.Cgroup != "" && r.populated(i) {
-			cgroup.Kill(t.Cgroup) // a process forked into it meanwhile
+			if err := cgroup.Kill(t.Cgroup); err != nil { // a process forked into it meanwhile
+				r.log.Warn("cgroup.kill failed: waiting on what the snapshot finds", "cgroup", t.Cgroup, "err", err)
+			}
 		}
 	}
 }

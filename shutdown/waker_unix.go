@@ -40,7 +40,9 @@ func newWaker() (*waker, error) {
 func (w *waker) fd() int { return w.r }
 
 // wake makes the read end readable; a full pipe is already readable.
-func (w *waker) wake() { unix.Write(w.w, []byte{1}) }
+func (w *waker) wake() {
+	_, _ = unix.Write(w.w, []byte{1}) // a full pipe (EAGAIN) has a wake pending already
+}
 
 // drain empties the pipe so the next poll blocks again.
 func (w *waker) drain() {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/seed-86a41135/supervisor/registry"
 )
@@ -114,7 +115,7 @@ func Open(path string, opts Options) (*Store, error) {
 		err = db.Update(initSchema)
 	}
 	if err != nil {
-		db.Close()
+		_ = db.Close() // the open's error is the one to report
 		return nil, fmt.Errorf("open registry %s: %w", path, err)
 	}
 	return &Store{db: db, path: path, maxEvents: opts.MaxEvents}, nil
@@ -171,7 +172,7 @@ func openBolt(path string, opts *bolt.Options) (db *bolt.DB, err error) {
 			_ = guard(file.Close) // what a panic left open; its mapping stays
 		}
 		return nil, err
-	case errors.Is(err, bolt.ErrTimeout):
+	case errors.Is(err, bolterrors.ErrTimeout):
 		return nil, fmt.Errorf("%w (waited %s): %w", ErrLocked, opts.Timeout, err)
 	case err != nil && !isOSError(err):
 		// Not the OS refusing the file (permissions, a directory, no

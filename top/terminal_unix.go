@@ -28,7 +28,11 @@ func Interactive(in, out *os.File, first Snapshot, fetch Fetch, interval time.Du
 		// Not a terminal that takes raw mode: the plain table instead.
 		return fmt.Errorf("put the terminal in raw mode: %v: %w", err, ErrNoInteractive)
 	}
-	defer term.Restore(fd, old)
+	defer func() {
+		if err := term.Restore(fd, old); err != nil {
+			fmt.Fprintf(os.Stderr, "supervisor: the terminal could not be restored (%v): type `reset` to restore it\n", err)
+		}
+	}()
 	fmt.Fprint(out, "\x1b[?1049h\x1b[?25l") // alternate screen, no cursor
 	defer fmt.Fprint(out, "\x1b[?25h\x1b[?1049l")
 	// A signal to end (kill, the terminal hanging up) ends the loop, so
@@ -143,5 +147,5 @@ func draw(out *os.File, snap Snapshot, fetchErr error, by string) {
 	var b bytes.Buffer
 	b.WriteString("\x1b[H\x1b[2J")
 	b.WriteString(strings.ReplaceAll(strings.TrimRight(text, "\n"), "\n", "\r\n"))
-	out.Write(b.Bytes())
+	_, _ = out.Write(b.Bytes()) // the terminal: as fmt.Fprint's, unchecked
 }

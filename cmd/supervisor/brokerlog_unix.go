@@ -35,7 +35,7 @@ func captureStderr(opt logwriter.Options) (finish func(), err error) {
 		// Copy reads on after a failed write; after a failed read the pipe
 		// is drained anyway, or a write to stderr would raise SIGPIPE.
 		if logwriter.Copy(r, opt) != nil {
-			io.Copy(io.Discard, r)
+			_, _ = io.Copy(io.Discard, r) // draining: its own failure leaves nothing to do
 		}
 	}()
 	return func() {

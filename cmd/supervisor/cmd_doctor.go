@@ -74,7 +74,7 @@ func newDoctorCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&o.fix, "fix", false, "stop provable orphans and remove stale files (only while no daemon runs)")
 	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the findings as a JSON array")
 	cmd.Flags().IntSliceVar(&o.onlyPIDs, "only-pid", nil, "limit the process checks and --fix to this PID (repeatable; for tests)")
-	cmd.Flags().MarkHidden("only-pid")
+	_ = cmd.Flags().MarkHidden("only-pid") // fails only for a flag not defined, two lines up
 	return cmd
 }
 

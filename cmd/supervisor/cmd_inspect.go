@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -29,6 +31,9 @@ type inspection struct {
 	Events  []registry.Event `json:"events"`
 	LogPath string           `json:"log_path,omitempty"`
 	Log     []string         `json:"log"`
+	// LogError says why the log's tail could not be read, when it could
+	// not: an empty Log alone would read as a server that wrote nothing.
+	LogError string `json:"log_error,omitempty"`
 }
 
 type treeProc struct {
@@ -84,11 +89,15 @@ func newInspectCommand() *cobra.Command {
 			}
 			if f, err := os.Open(in.LogPath); err == nil {
 				var buf bytes.Buffer
-				printTail(&buf, in.LogPath, f, lines)
+				if _, err := printTail(&buf, in.LogPath, f, lines); err != nil {
+					in.LogError = err.Error()
+				}
 				f.Close()
 				if s := strings.TrimRight(buf.String(), "\n"); s != "" {
 					in.Log = strings.Split(s, "\n")
 				}
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				in.LogError = err.Error() // none yet is no error: it has written nothing
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), in)
@@ -242,6 +251,9 @@ func printInspection(w io.Writer, in inspection) error {
 		fmt.Fprintf(w, "  %s  %-16s %s\n", ev.Time.Local().Format("15:04:05"), ev.Kind, ev.Detail)
 	}
 	fmt.Fprintf(w, "log (last %d lines of %s):\n", len(in.Log), in.LogPath)
+	if in.LogError != "" {
+		fmt.Fprintf(w, "  (cannot be read: %s)\n", in.LogError)
+	}
 	for _, l := range in.Log {
 		fmt.Fprintf(w, "  %s\n", l)
 	}

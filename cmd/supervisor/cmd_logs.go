@@ -129,7 +129,7 @@ func (o *logsOptions) cutoff() time.Time {
 // one prints the tail of the log at path and, with -f, what is appended
 // to it. A log that does not exist yet is its server's empty output.
 func (o *logsOptions) one(ctx context.Context, w io.Writer, path string) error {
-	emit := func(p []byte, _ time.Time) { w.Write(p) }
+	emit := func(p []byte, _ time.Time) { _, _ = w.Write(p) } // the terminal: as fmt.Fprintf's, unchecked
 	var lw *lineWriter
 	if o.timestamps {
 		lw = newLineWriter(w, "", nil, true, o.now)
@@ -231,7 +231,7 @@ func (o *logsOptions) all(ctx context.Context, w io.Writer, p api.Paths) error {
 		}
 		if added := serverLogs(p, seen); len(added) > 0 {
 			before := len(srcs)
-			add(added, false) // one that cannot be opened now is tried at the next poll
+			_ = add(added, false) // one that cannot be opened now is tried at the next poll
 			for _, s := range srcs[before:] {
 				s.fl.poll()
 			}
@@ -369,7 +369,7 @@ func (lw *lineWriter) write(p []byte, read time.Time) {
 		p = p[i+1:]
 	}
 	if len(out) > 0 {
-		lw.w.Write(out)
+		_, _ = lw.w.Write(out) // the terminal: as fmt.Fprintf's, unchecked
 	}
 }
 
@@ -397,7 +397,7 @@ func (lw *lineWriter) appendLine(out, rest []byte) []byte {
 // flush writes a pending partial line, ended: the output is over.
 func (lw *lineWriter) flush() {
 	if len(lw.partial) > 0 {
-		lw.w.Write(lw.appendLine(nil, []byte("\n")))
+		_, _ = lw.w.Write(lw.appendLine(nil, []byte("\n"))) // the terminal, as above
 	}
 }
 

@@ -68,7 +68,9 @@ func endHookSession(stdin io.Reader, grace time.Duration) error {
 			return
 		}
 		for _, id := range hookSessions(list.Sessions, in.SessionID, hookHost) {
-			c.Call(api.TypeSessionEnd, &api.SessionEndRequest{ID: id, GraceMS: api.Millis(grace)}, &api.Outcomes{})
+			// Silent, as the doc says: one session that cannot be ended
+			// (ended meanwhile) must not keep the others.
+			_ = c.Call(api.TypeSessionEnd, &api.SessionEndRequest{ID: id, GraceMS: api.Millis(grace)}, &api.Outcomes{})
 		}
 	}()
 	select {

@@ -214,7 +214,7 @@ func printOutcomes(w io.Writer, outs []shutdown.Outcome) {
 		for _, pid := range o.Unproven {
 			fmt.Fprintf(tw, "  %d\t-\tnot signalled: holds its stdout, not proven its own\n", pid)
 		}
-		tw.Flush()
+		_ = tw.Flush() // to the terminal: as fmt.Fprintf's, unchecked
 	}
 }
 

@@ -23,12 +23,10 @@ import (
 func (in *instance) homeEnv(t *testing.T) (string, []string) {
 	t.Helper()
 	home := t.TempDir()
-	env := append([]string{}, in.env...)
-	for _, kv := range []string{"HOME=" + home, "PATH=" + filepath.Dir(bin) + string(os.PathListSeparator) + os.Getenv("PATH"), "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
-		"XDG_DATA_HOME=" + filepath.Join(home, ".local/share"), "XDG_STATE_HOME=" + filepath.Join(home, ".local/state"),
-		"CLAUDE_CONFIG_DIR=", "CODEX_HOME=", "OPENCODE_CONFIG=", "CLINE_DIR=", "CLINE_DATA_DIR=", "CLINE_MCP_SETTINGS_PATH="} {
-		env = append(env, kv)
-	}
+	env := append(append([]string{}, in.env...), "HOME="+home, "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "XDG_DATA_HOME="+filepath.Join(home, ".local/share"),
+		"XDG_STATE_HOME="+filepath.Join(home, ".local/state"),
+		"CLAUDE_CONFIG_DIR=", "CODEX_HOME=", "OPENCODE_CONFIG=", "CLINE_DIR=", "CLINE_DATA_DIR=", "CLINE_MCP_SETTINGS_PATH=")
 	return home, env
 }
 
