@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"syscall"
 )
 
 // MaxFrame bounds one message; a larger length prefix is refused before any
@@ -105,4 +107,10 @@ func decodeFrame(buf []byte) (Msg, error) {
 		return Msg{}, fmt.Errorf("%w: no type", ErrMalformed)
 	}
 	return m, nil
+}
+
+// PeerGone says err is the other side having gone: EOF, a cut frame or a
+// reset connection.
+func PeerGone(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }

@@ -36,7 +36,7 @@ import (
 	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/seed-86a41135/supervisor/cgroup"
-	"github.com/seed-86a41135/supervisor/daemon"
+	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
 	"github.com/seed-86a41135/supervisor/spawn"
@@ -82,7 +82,7 @@ type Effective struct {
 	Loaded   bool   // it exists and was read
 	Grace    time.Duration
 	EOFGrace time.Duration
-	Settings daemon.Settings
+	Settings settings.Daemon
 	// Warnings are things the user should hear about although the
 	// configuration is usable, each a sentence; WriteWarnings prints them.
 	Warnings []string
@@ -155,7 +155,7 @@ func missingWarning(path string) string {
 // Defaults returns the built-in configuration.
 func Defaults() *Effective {
 	return &Effective{Grace: shutdown.DefaultGrace, EOFGrace: shutdown.DefaultEOFGrace,
-		Settings: daemon.DefaultSettings(), sources: map[string]string{}}
+		Settings: settings.Defaults(), sources: map[string]string{}}
 }
 
 // ApplyEnv applies the environment overrides, recording their sources.
@@ -163,8 +163,8 @@ func (e *Effective) ApplyEnv(getenv func(string) string) error {
 	if err := e.Settings.ApplyEnv(getenv); err != nil {
 		return err
 	}
-	for key, name := range map[string]string{"retention": daemon.EnvRetention,
-		"breaker.cooldown": daemon.EnvBreakerCooldown, "log_max_mb": daemon.EnvLogMaxMB} {
+	for key, name := range map[string]string{"retention": settings.EnvRetention,
+		"breaker.cooldown": settings.EnvBreakerCooldown, "log_max_mb": settings.EnvLogMaxMB} {
 		if getenv(name) != "" {
 			e.sources[key] = "env " + name
 		}
@@ -173,7 +173,7 @@ func (e *Effective) ApplyEnv(getenv func(string) string) error {
 	// cooldown: a cooldown above its ceiling would shrink as it doubles.
 	if b := e.Settings.Breaker; b.Ceiling < b.Cooldown {
 		return fmt.Errorf("%s=%v is above breaker.max_cooldown %v (%s): raise max_cooldown or lower the cooldown",
-			daemon.EnvBreakerCooldown, b.Cooldown, b.Ceiling, e.Source("breaker.max_cooldown"))
+			settings.EnvBreakerCooldown, b.Cooldown, b.Ceiling, e.Source("breaker.max_cooldown"))
 	}
 	return nil
 }
@@ -495,7 +495,7 @@ func (e *Effective) apply(path string, src []byte) error {
 			p.add(pre, "a server name must not be empty")
 			continue
 		}
-		var o daemon.ServerOverride
+		var o settings.Server
 		dur(pre+".grace", sv.Grace, &o.Grace)
 		if sv.Health != nil {
 			if _, err := spawn.ParseHealth(*sv.Health); err != nil || *sv.Health == "" {
@@ -528,7 +528,7 @@ func (e *Effective) apply(path string, src []byte) error {
 		}
 		e.limits(sv.limitKeys, pre+".", &o.Limits, p)
 		if s.Servers == nil {
-			s.Servers = map[string]daemon.ServerOverride{}
+			s.Servers = map[string]settings.Server{}
 		}
 		s.Servers[name] = o
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed-86a41135/supervisor/daemon"
+	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/registry"
 )
 
@@ -47,10 +47,10 @@ func TestConfigPrecedence(t *testing.T) {
 		{name: "file", file: file, retention: 48 * time.Hour, source: "FILE:2",
 			cooldown: 2 * time.Minute, cdSource: "FILE:5", grace: 7 * time.Second, gSource: "FILE:1"},
 		{name: "env beats file", file: file,
-			env:       map[string]string{daemon.EnvRetention: "24h", daemon.EnvBreakerCooldown: "1s"},
-			retention: 24 * time.Hour, source: "env " + daemon.EnvRetention,
-			cooldown: time.Second, cdSource: "env " + daemon.EnvBreakerCooldown, grace: 7 * time.Second, gSource: "FILE:1"},
-		{name: "flag beats env and file", file: file, env: map[string]string{daemon.EnvRetention: "24h"},
+			env:       map[string]string{settings.EnvRetention: "24h", settings.EnvBreakerCooldown: "1s"},
+			retention: 24 * time.Hour, source: "env " + settings.EnvRetention,
+			cooldown: time.Second, cdSource: "env " + settings.EnvBreakerCooldown, grace: 7 * time.Second, gSource: "FILE:1"},
+		{name: "flag beats env and file", file: file, env: map[string]string{settings.EnvRetention: "24h"},
 			flag: time.Hour, retention: time.Hour, source: "flag --retention",
 			cooldown: 2 * time.Minute, cdSource: "FILE:5", grace: 7 * time.Second, gSource: "FILE:1"},
 		{name: "flag beats default", flag: 3 * time.Hour, retention: 3 * time.Hour, source: "flag --retention",
@@ -156,14 +156,14 @@ lifted = { memory_max = "none", cpu_max = "none", pids_max = "max" }
 	// none lifts a limit the config sets for all servers.
 	all := registry.Limits{MemoryMax: 1 << 30, CPUMax: 2, PidsMax: 100}
 	lifted := s.Servers["lifted"].Limits
-	if got := daemon.EffectiveLimits(&lifted, all); got != nil {
+	if got := settings.EffectiveLimits(&lifted, all); got != nil {
 		t.Errorf("lifted's effective limits %+v, want none", got)
 	}
 	capped := s.Servers["capped"].Limits
-	if got := daemon.EffectiveLimits(&capped, all); got == nil || *got != capped {
+	if got := settings.EffectiveLimits(&capped, all); got == nil || *got != capped {
 		t.Errorf("capped's effective limits %+v, want its own %+v", got, capped)
 	}
-	if got := daemon.EffectiveLimits(nil, all); got == nil || *got != all {
+	if got := settings.EffectiveLimits(nil, all); got == nil || *got != all {
 		t.Errorf("an unnamed server's effective limits %+v, want those for all %+v", got, all)
 	}
 	if !s.Servers["kept"].NoFlatten || s.Servers["flat"].NoFlatten || s.Servers["slow"].NoFlatten {

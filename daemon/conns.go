@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/internal/settings"
 )
 
 // The daemon's file descriptors are what every stop needs (a scan of
@@ -116,5 +117,5 @@ func (d *Daemon) idleTimeout() time.Duration {
 	if t := d.settings().IdleTimeout; t > 0 {
 		return t
 	}
-	return DefaultSettings().IdleTimeout
+	return settings.Defaults().IdleTimeout
 }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/cgroup"
+	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/keeper"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
@@ -57,8 +58,8 @@ type Config struct {
 	// stops everything left and returns (`supervisor init`).
 	Init *InitSpec
 	// Settings are the shared-server, health, breaker and log tunables;
-	// the zero value means DefaultSettings.
-	Settings *Settings
+	// the zero value means settings.Defaults.
+	Settings *settings.Daemon
 	// MetricsAddr, when set, serves Prometheus metrics over HTTP at
 	// /metrics on this host:port (metrics.go). Off by default.
 	MetricsAddr string
@@ -160,7 +161,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		cfg.LogLevel = "info"
 	}
 	if cfg.Settings == nil {
-		s := DefaultSettings()
+		s := settings.Defaults()
 		cfg.Settings = &s
 	}
 	paths := cfg.Paths

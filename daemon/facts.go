@@ -11,6 +11,7 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/broker"
+	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
@@ -191,7 +192,7 @@ func (d *Daemon) autoShare(req api.RunRequest, name string) bool {
 	}
 	// Limits bound one server's tree: a server with any (its own or the
 	// config's for all) is never shared on its own.
-	if EffectiveLimits(req.Limits, d.settings().Limits) != nil {
+	if settings.EffectiveLimits(req.Limits, d.settings().Limits) != nil {
 		return false
 	}
 	// The spawn path's common case: nothing learned, no broker to ask.

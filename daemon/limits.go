@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/seed-86a41135/supervisor/cgroup"
+	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/registry"
 )
 
@@ -19,7 +20,7 @@ import (
 // limitsOf converts a record's limits; a none (from a record or request
 // that predates its conversion) is unbounded, never a value to write.
 func limitsOf(l *registry.Limits) cgroup.Limits {
-	if l = EffectiveLimits(l, registry.Limits{}); l == nil {
+	if l = settings.EffectiveLimits(l, registry.Limits{}); l == nil {
 		return cgroup.Limits{}
 	}
 	return cgroup.Limits{MemoryMax: l.MemoryMax, CPUMax: l.CPUMax, PidsMax: l.PidsMax}

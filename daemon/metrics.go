@@ -20,15 +20,6 @@ import (
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
-// EnvMetricsAddr is --metrics-addr for an auto-started daemon.
-const EnvMetricsAddr = "SUPERVISOR_METRICS_ADDR"
-
-// EnvPprof set to 1 is --pprof for an auto-started daemon.
-const EnvPprof = "SUPERVISOR_PPROF"
-
-// EnvMetricsNames set to 1 is --metrics-names for an auto-started daemon.
-const EnvMetricsNames = "SUPERVISOR_METRICS_NAMES"
-
 // metrics owns every Prometheus metric of a daemon (no global state).
 // Counters and the histogram are bumped where things happen; the gauges
 // (sessions, processes, breakers, recovery) are read from the daemon's own

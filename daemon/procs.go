@@ -18,6 +18,7 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/cgroup"
+	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/launcher"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
@@ -197,7 +198,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		}
 		// A broker and its upstream are one tree in one cgroup: the limits
 		// bound both.
-		req.Limits = EffectiveLimits(req.Limits, st.Limits)
+		req.Limits = settings.EffectiveLimits(req.Limits, st.Limits)
 		d.serveShare(conn, req, files, name, mode)
 		return
 	}
@@ -220,7 +221,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		}
 	}
 	// Its limits are set before it exists, or it does not start.
-	req.Limits = EffectiveLimits(req.Limits, st.Limits)
+	req.Limits = settings.EffectiveLimits(req.Limits, st.Limits)
 	limited, err := d.setLimits(req.Session, id, req.Limits, cg, cgErr)
 	if err != nil {
 		closeFiles()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/shutdown"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
@@ -13,7 +14,7 @@ import (
 // Tunables are what a config reload swaps: the settings and the two
 // default graces. Config.Reload produces them.
 type Tunables struct {
-	Settings Settings
+	Settings settings.Daemon
 	Grace    time.Duration // default SIGTERM grace of the stop cascade
 	EOFGrace time.Duration // a server whose host died gets this to exit on EOF
 	File     string        // the config file read
@@ -22,7 +23,7 @@ type Tunables struct {
 
 // tunables is the daemon's current snapshot; never modified once stored.
 type tunables struct {
-	settings *Settings
+	settings *settings.Daemon
 	grace    time.Duration
 	eofGrace time.Duration
 }
@@ -33,7 +34,7 @@ var errNoReload = errors.New("this daemon was started without a config file to r
 
 // settings returns the current settings snapshot: read it once per piece
 // of work and never modify it (a reload stores a new one).
-func (d *Daemon) settings() *Settings { return d.tun.Load().settings }
+func (d *Daemon) settings() *settings.Daemon { return d.tun.Load().settings }
 
 // defaultGrace is the cascade's default SIGTERM grace as of now.
 func (d *Daemon) defaultGrace() time.Duration { return d.tun.Load().grace }
@@ -43,7 +44,7 @@ func (d *Daemon) eofGrace() time.Duration { return d.tun.Load().eofGrace }
 
 // setTunables stores a new snapshot, filling unset values with defaults,
 // and hands the breaker thresholds to the breakers.
-func (d *Daemon) setTunables(s Settings, grace, eofGrace time.Duration) {
+func (d *Daemon) setTunables(s settings.Daemon, grace, eofGrace time.Duration) {
 	if grace <= 0 {
 		grace = shutdown.DefaultGrace
 	}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"github.com/seed-86a41135/supervisor/internal/settings"
 	"time"
 )
 
@@ -17,7 +18,7 @@ func (d *Daemon) runRetention(ctx context.Context) error {
 		if r := d.settings().Retention; r > 0 {
 			return r
 		}
-		return DefaultSettings().Retention
+		return settings.Defaults().Retention
 	}
 	retention := retentionOf()
 	log := d.log.Named("retention")

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"github.com/seed-86a41135/supervisor/internal/settings"
 	"strings"
 	"testing"
 	"time"
@@ -39,21 +40,21 @@ func TestApplyEnvRetention(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.value, func(t *testing.T) {
-			s := DefaultSettings()
+			s := settings.Defaults()
 			err := s.ApplyEnv(func(k string) string {
-				if k == EnvRetention {
+				if k == settings.EnvRetention {
 					return tt.value
 				}
 				return ""
 			})
 			if tt.wantErr {
-				if err == nil || !strings.Contains(err.Error(), EnvRetention) {
-					t.Errorf("ApplyEnv(%s=%q): got %v, want an error naming the variable", EnvRetention, tt.value, err)
+				if err == nil || !strings.Contains(err.Error(), settings.EnvRetention) {
+					t.Errorf("ApplyEnv(%s=%q): got %v, want an error naming the variable", settings.EnvRetention, tt.value, err)
 				}
 				return
 			}
 			if err != nil || s.Retention != tt.want {
-				t.Errorf("ApplyEnv(%s=%q): got %v, %v; want %v, nil", EnvRetention, tt.value, s.Retention, err, tt.want)
+				t.Errorf("ApplyEnv(%s=%q): got %v, %v; want %v, nil", settings.EnvRetention, tt.value, s.Retention, err, tt.want)
 			}
 		})
 	}

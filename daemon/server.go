@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
@@ -37,7 +35,7 @@ func (d *Daemon) handle(conn *api.Conn) {
 	m, fds, err := conn.Recv()
 	api.CloseFds(fds)
 	if err != nil {
-		if isEOF(err) {
+		if api.PeerGone(err) {
 			log.Debug("peer closed before hello")
 		} else {
 			d.refuse(conn, log, err)
@@ -72,7 +70,7 @@ func (d *Daemon) handle(conn *api.Conn) {
 			switch {
 			case errors.Is(err, os.ErrDeadlineExceeded):
 				log.Debug("closing an idle connection", "idle", d.idleTimeout())
-			case !isEOF(err):
+			case !api.PeerGone(err):
 				d.refuse(conn, log, err)
 			}
 			return
@@ -298,8 +296,4 @@ func grace(ms int64, def time.Duration) time.Duration {
 		return time.Duration(ms) * time.Millisecond
 	}
 	return def
-}
-
-func isEOF(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }

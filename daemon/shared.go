@@ -13,6 +13,8 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/cgroup"
+	"github.com/seed-86a41135/supervisor/internal/settings"
+	"github.com/seed-86a41135/supervisor/lockfile"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
@@ -256,7 +258,7 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 		return nil, err
 	}
 	s := &shared{
-		port: req.Port, name: name, argv: req.Argv, env: req.Env, cwd: string(req.Cwd), health: health, limits: EffectiveLimits(req.Limits, st.Limits),
+		port: req.Port, name: name, argv: req.Argv, env: req.Env, cwd: string(req.Cwd), health: health, limits: settings.EffectiveLimits(req.Limits, st.Limits),
 		linger:   orDefault(time.Duration(req.LingerMS)*time.Millisecond, st.Linger),
 		interval: orDefault(time.Duration(req.IntervalMS)*time.Millisecond, st.Interval),
 		sessions: map[string]bool{}, quit: make(chan struct{}), stopped: make(chan struct{}),
@@ -881,7 +883,7 @@ func lockPort(p api.Paths, port int) (func(), error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
-	return lockPath(filepath.Join(dir, fmt.Sprintf("%d.lock", port)))
+	return lockfile.Hold(filepath.Join(dir, fmt.Sprintf("%d.lock", port)))
 }
 
 // readoptShared puts a shared server found alive after a daemon restart

@@ -1,11 +1,13 @@
 // Package lockfile owns advisory whole-file locks that the operating system
 // drops when their holder dies: flock(2) on unix, LockFileEx on Windows. The
 // daemon's singleton, the start lock and the per-port mutex are built on
-// it, so none of them can go stale. It opens and removes no file itself.
+// it, so none of them can go stale. It removes no file; Hold opens (and
+// creates) the file it locks.
 package lockfile
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -27,4 +29,21 @@ func ReadPID(path string) int {
 	}
 	pid, _ := strconv.Atoi(f[0])
 	return pid
+}
+
+// Hold takes an exclusive lock on the file at path (created if missing),
+// waiting for it; unlock releases it.
+func Hold(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	if err := Lock(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		_ = Unlock(f) // the close releases it anyway
+		f.Close()
+	}, nil
 }

@@ -21,7 +21,8 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/config"
-	"github.com/seed-86a41135/supervisor/daemon"
+	"github.com/seed-86a41135/supervisor/internal/client"
+	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/session"
@@ -106,7 +107,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	// Offer to exec the server in this process's place (inplace_linux.go):
 	// the daemon answers with exec where it takes the offer.
 	selfFd := -1
-	if v, _ := proc.EnvValue(o.Env, daemon.EnvInPlace); v != "off" {
+	if v, _ := proc.EnvValue(o.Env, settings.EnvInPlace); v != "off" {
 		selfFd = inPlaceFd()
 	}
 	if selfFd >= 0 {
@@ -318,7 +319,7 @@ func startServer(ctx context.Context, o Options, req *api.RunRequest, selfFd int
 		dctx, cancel := context.WithTimeout(ctx, o.LocalAfter)
 		// A daemon started now is nobody's child (daemon.Launch): not
 		// this process's, which is the server's after an exec in place.
-		c, err := daemon.EnsureRunning(dctx, o.Exe, o.Paths, o.Env)
+		c, err := client.EnsureRunning(dctx, o.Exe, o.Paths, o.Env)
 		cancel()
 		if err != nil {
 			return nil, api.Started{}, nil, &localReason{why: fmt.Sprintf("the daemon cannot be reached or started: %v", err)}
@@ -354,7 +355,7 @@ func startServer(ctx context.Context, o Options, req *api.RunRequest, selfFd int
 			// intent record and marker, and stops it, since this shim is
 			// going away.
 			dctx, cancel := context.WithTimeout(ctx, o.LocalAfter)
-			if nc, err := daemon.EnsureRunning(dctx, o.Exe, o.Paths, o.Env); err == nil {
+			if nc, err := client.EnsureRunning(dctx, o.Exe, o.Paths, o.Env); err == nil {
 				nc.Close()
 			}
 			cancel()
@@ -468,7 +469,7 @@ func reattach(ctx context.Context, o Options, req api.RunRequest, st api.Started
 		if time.Since(away) < o.LocalAfter {
 			c, err = api.Dial(dctx, o.Paths.Socket)
 		} else {
-			c, err = daemon.EnsureRunning(dctx, o.Exe, o.Paths, o.Env)
+			c, err = client.EnsureRunning(dctx, o.Exe, o.Paths, o.Env)
 		}
 		cancel()
 		if err != nil {
@@ -609,7 +610,7 @@ func effectiveLimits(o Options) (l *registry.Limits, unread string) {
 			return nil, fmt.Sprintf("it cannot be read (%v)", err)
 		}
 	}
-	return daemon.EffectiveLimits(daemon.MergeLimits(o.Limits, own), all), ""
+	return settings.EffectiveLimits(settings.MergeLimits(o.Limits, own), all), ""
 }
 
 // namesLimit says whether the file at path sets memory_max, cpu_max or

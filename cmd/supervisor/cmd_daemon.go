@@ -12,6 +12,8 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/config"
 	"github.com/seed-86a41135/supervisor/daemon"
+	"github.com/seed-86a41135/supervisor/internal/client"
+	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/keeper"
 	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/shutdown"
@@ -59,9 +61,9 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 					return err
 				}
 				eff.WriteWarnings(cmd.ErrOrStderr())
-				settings := eff.Settings
+				st := eff.Settings
 				err = daemon.Run(context.Background(), daemon.Config{Paths: p, Stderr: cmd.ErrOrStderr(),
-					LogLevel: logLevel, Cgroups: cgroups == "auto", InPlace: inPlace == "auto", Settings: &settings, MetricsAddr: metricsAddr, Pprof: pprof, MetricsNames: metricsNames,
+					LogLevel: logLevel, Cgroups: cgroups == "auto", InPlace: inPlace == "auto", Settings: &st, MetricsAddr: metricsAddr, Pprof: pprof, MetricsNames: metricsNames,
 					Grace: eff.Grace, EOFGrace: eff.EOFGrace, Reload: reloader(load)})
 				var already *daemon.AlreadyRunningError
 				if errors.As(err, &already) {
@@ -88,18 +90,18 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 			}
 			env := os.Environ()
 			if cmd.Flags().Changed("retention") {
-				env = append(env, daemon.EnvRetention+"="+retention.String())
+				env = append(env, settings.EnvRetention+"="+retention.String())
 			}
 			if cmd.Flags().Changed("metrics-addr") {
-				env = append(env, daemon.EnvMetricsAddr+"="+metricsAddr)
+				env = append(env, settings.EnvMetricsAddr+"="+metricsAddr)
 			}
 			if pprof {
-				env = append(env, daemon.EnvPprof+"=1")
+				env = append(env, settings.EnvPprof+"=1")
 			}
 			if metricsNames {
-				env = append(env, daemon.EnvMetricsNames+"=1")
+				env = append(env, settings.EnvMetricsNames+"=1")
 			}
-			c, err := daemon.EnsureRunning(ctx, exe, p, env)
+			c, err := client.EnsureRunning(ctx, exe, p, env)
 			if err != nil {
 				return err
 			}
@@ -110,20 +112,20 @@ func newDaemonCommand(inherited []int) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&foreground, "foreground", false, "stay attached and log to stderr too")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "trace, debug, info, warn or error")
-	cmd.Flags().DurationVar(&retention, "retention", 7*24*time.Hour, "compact ended sessions and exited processes older than this (also $"+daemon.EnvRetention+")")
-	defCgroups := os.Getenv(daemon.EnvCgroups)
+	cmd.Flags().DurationVar(&retention, "retention", 7*24*time.Hour, "compact ended sessions and exited processes older than this (also $"+settings.EnvRetention+")")
+	defCgroups := os.Getenv(settings.EnvCgroups)
 	if defCgroups == "" {
 		defCgroups = "auto"
 	}
-	cmd.Flags().BoolVar(&pprof, "pprof", os.Getenv(daemon.EnvPprof) == "1", "also serve Go's profiles at http://ADDR/debug/pprof/ (needs --metrics-addr; also $"+daemon.EnvPprof+"=1)")
-	cmd.Flags().BoolVar(&metricsNames, "metrics-names", os.Getenv(daemon.EnvMetricsNames) == "1", "add each server name's memory, CPU and processes to the metrics (a series per name; also $"+daemon.EnvMetricsNames+"=1)")
-	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", os.Getenv(daemon.EnvMetricsAddr), "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9464 (off when empty; also $"+daemon.EnvMetricsAddr+")")
-	defInPlace := os.Getenv(daemon.EnvInPlace)
+	cmd.Flags().BoolVar(&pprof, "pprof", os.Getenv(settings.EnvPprof) == "1", "also serve Go's profiles at http://ADDR/debug/pprof/ (needs --metrics-addr; also $"+settings.EnvPprof+"=1)")
+	cmd.Flags().BoolVar(&metricsNames, "metrics-names", os.Getenv(settings.EnvMetricsNames) == "1", "add each server name's memory, CPU and processes to the metrics (a series per name; also $"+settings.EnvMetricsNames+"=1)")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", os.Getenv(settings.EnvMetricsAddr), "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9464 (off when empty; also $"+settings.EnvMetricsAddr+")")
+	defInPlace := os.Getenv(settings.EnvInPlace)
 	if defInPlace == "" {
 		defInPlace = "auto"
 	}
-	cmd.Flags().StringVar(&inPlace, "in-place", defInPlace, "auto: a shim execs its server in its own place where the kernel can tell the daemon its exit status (Linux 6.15+), so no shim process stays; off: the daemon spawns every server (also $"+daemon.EnvInPlace+")")
-	cmd.Flags().StringVar(&cgroups, "cgroups", defCgroups, "auto: a cgroup per server where cgroup2 is writable; off: process groups and markers only (also $"+daemon.EnvCgroups+")")
+	cmd.Flags().StringVar(&inPlace, "in-place", defInPlace, "auto: a shim execs its server in its own place where the kernel can tell the daemon its exit status (Linux 6.15+), so no shim process stays; off: the daemon spawns every server (also $"+settings.EnvInPlace+")")
+	cmd.Flags().StringVar(&cgroups, "cgroups", defCgroups, "auto: a cgroup per server where cgroup2 is writable; off: process groups and markers only (also $"+settings.EnvCgroups+")")
 	cmd.AddCommand(newDaemonStopCommand(), newDaemonRestartCommand(), newDaemonInstallServiceCommand(), newDaemonUninstallServiceCommand(),
 		newDaemonReloadCommand())
 	return cmd
@@ -260,7 +262,7 @@ func newDaemonRestartCommand() *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			c, err := daemon.EnsureRunning(ctx, exe, p, os.Environ())
+			c, err := client.EnsureRunning(ctx, exe, p, os.Environ())
 			if err != nil {
 				return err
 			}

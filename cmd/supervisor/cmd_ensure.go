@@ -10,7 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/daemon"
+	"github.com/seed-86a41135/supervisor/internal/client"
+	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/session"
 	"github.com/seed-86a41135/supervisor/shim"
 	"github.com/seed-86a41135/supervisor/spawn"
@@ -99,11 +100,11 @@ reported, never fought over (unless --adopt-foreign and it is healthy).`,
 			// The readiness wait happens in the daemon; give it room.
 			wait := o.timeout
 			if wait == 0 {
-				wait = daemon.DefaultSettings().ReadyTimeout
+				wait = settings.Defaults().ReadyTimeout
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), wait+30*time.Second)
 			defer cancel()
-			c, err := daemon.EnsureRunning(ctx, exe, p, os.Environ())
+			c, err := client.EnsureRunning(ctx, exe, p, os.Environ())
 			if err != nil {
 				return fmt.Errorf("reach the daemon: %w", err)
 			}

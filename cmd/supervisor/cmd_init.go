@@ -10,6 +10,7 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/daemon"
+	"github.com/seed-86a41135/supervisor/internal/settings"
 )
 
 func newInitCommand() *cobra.Command {
@@ -57,8 +58,8 @@ reach this daemon.`,
 			cwd, _ := os.Getwd()
 			spec := &daemon.InitSpec{Argv: args, Env: env, Dir: cwd}
 			err = daemon.Run(context.Background(), daemon.Config{
-				Paths: p, Grace: grace, Init: spec, Cgroups: os.Getenv(daemon.EnvCgroups) != "off",
-				InPlace: os.Getenv(daemon.EnvInPlace) != "off",
+				Paths: p, Grace: grace, Init: spec, Cgroups: os.Getenv(settings.EnvCgroups) != "off",
+				InPlace: os.Getenv(settings.EnvInPlace) != "off",
 			})
 			if err != nil {
 				return &exitError{code: 125, err: fmt.Errorf("init: %w", err)}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/seed-86a41135/supervisor/config"
-	"github.com/seed-86a41135/supervisor/daemon"
+	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/shutdown"
 )
 
@@ -33,9 +33,9 @@ func TestConfigShow(t *testing.T) {
 	}
 
 	path := in.writeConfig("grace = \"2s\"\nretention = \"48h\"\n\n[servers.slow]\ngrace = \"300ms\"\n")
-	in.env = append(in.env, daemon.EnvRetention+"=24h")
+	in.env = append(in.env, settings.EnvRetention+"=24h")
 	out = in.mustRun("config", "show")
-	for _, want := range []string{path + "\n", "2s", path + ":1", "24h0m0s", "env " + daemon.EnvRetention,
+	for _, want := range []string{path + "\n", "2s", path + ":1", "24h0m0s", "env " + settings.EnvRetention,
 		"servers.slow.grace", "300ms", path + ":5", "linger"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("config show lacks %q:\n%s", want, out)
@@ -52,7 +52,7 @@ func TestConfigShow(t *testing.T) {
 	}
 	want := map[string]config.Entry{
 		"grace":              {Value: "2s", Source: path + ":1"},
-		"retention":          {Value: "24h0m0s", Source: "env " + daemon.EnvRetention},
+		"retention":          {Value: "24h0m0s", Source: "env " + settings.EnvRetention},
 		"linger":             {Value: "30s", Source: "default"},
 		"servers.slow.grace": {Value: "300ms", Source: path + ":5"},
 	}

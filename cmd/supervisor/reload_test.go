@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/seed-86a41135/supervisor/config"
-	"github.com/seed-86a41135/supervisor/daemon"
+	"github.com/seed-86a41135/supervisor/internal/settings"
 )
 
 // graceOfNewRun starts `run --name slow` in a session of its own and
@@ -125,12 +125,12 @@ func TestConfigReloadKeepsStartEnvAndFlags(t *testing.T) {
 	}
 	write("retention = \"48h\"\nlinger = \"1s\"\n")
 	t.Setenv(config.EnvConfig, path)
-	t.Setenv(daemon.EnvBreakerCooldown, "7s")
+	t.Setenv(settings.EnvBreakerCooldown, "7s")
 	load := configLoader(func(e *config.Effective) {
 		e.Set("retention", "retention", func(e *config.Effective) { e.Settings.Retention = time.Hour })
 	})
 	t.Setenv(config.EnvConfig, filepath.Join(t.TempDir(), "other.toml")) // later changes are not seen
-	t.Setenv(daemon.EnvBreakerCooldown, "9s")
+	t.Setenv(settings.EnvBreakerCooldown, "9s")
 	write("retention = \"72h\"\nlinger = \"2s\"\n[breaker]\ncooldown = \"3s\"\n")
 	eff, err := load()
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/daemon"
+	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/registry"
 )
 
@@ -20,7 +20,7 @@ import (
 // the metrics sum it too, and by name with --metrics-names.
 func TestPsShowsUsage(t *testing.T) {
 	in := newInstance(t)
-	in.env = append(in.env, daemon.EnvMetricsNames+"=1") // for the daemon run starts
+	in.env = append(in.env, settings.EnvMetricsNames+"=1") // for the daemon run starts
 	s := in.startShim("--session", "usage-t", "--name", "burn", "--", "sh", "-c",
 		`echo ready $$; x=$(head -c 50331648 /dev/zero | tr '\0' a); while :; do :; done`)
 	s.readyPID(t)

@@ -1,4 +1,9 @@
-package daemon
+// Package settings is the daemon's tunables: their defaults, the config
+// file's per-server overrides, the environment variables that set them,
+// and how a run's or ensure's request and the limits are filled from
+// them. It is its own package so that what reads a config (config, the
+// shim, demo) does not import the daemon.
+package settings
 
 import (
 	"fmt"
@@ -11,9 +16,9 @@ import (
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
-// Settings are the daemon's tunables. DefaultSettings is the one place
+// Daemon are the daemon's tunables. Defaults is the one place
 // their defaults live; flags (and, later, the config file) override them.
-type Settings struct {
+type Daemon struct {
 	Linger           time.Duration // a shared server outlives its last session by this; 30 s
 	Interval         time.Duration // liveness check period of shared servers; 10 s
 	CheckTimeout     time.Duration // one health check; 2 s
@@ -33,7 +38,7 @@ type Settings struct {
 	// run that sets none; nil means 1 (0: no cap).
 	MaxInstances *int
 	// Servers are the config file's per-server overrides, by --name.
-	Servers map[string]ServerOverride
+	Servers map[string]Server
 	// VolatileEnv adds to broker.Volatile: variables that differ between
 	// sessions and are left out of a shared server's key.
 	VolatileEnv []string
@@ -47,12 +52,12 @@ type Settings struct {
 	Limits registry.Limits
 }
 
-// ServerOverride is what a run or ensure of one --name gets where its
+// Server is what a run or ensure of one --name gets where its
 // request leaves the value unset (the config file's [servers.NAME]).
-type ServerOverride struct {
+type Server struct {
 	Grace        time.Duration // 0: the daemon's
 	Health       string        // ensure's check (none, tcp, http://...); "": tcp
-	MaxInstances *int          // nil: Settings.MaxInstances
+	MaxInstances *int          // nil: Daemon.MaxInstances
 	// Share runs the server shared (run --share) whether or not the host
 	// config asks for it.
 	Share bool
@@ -71,7 +76,7 @@ type ServerOverride struct {
 
 // ApplyRun fills what a run request of server name left unset from the
 // per-server overrides and the defaults.
-func (s *Settings) ApplyRun(name string, req *api.RunRequest) {
+func (s *Daemon) ApplyRun(name string, req *api.RunRequest) {
 	o := s.Servers[name]
 	if req.GraceMS <= 0 && o.Grace > 0 {
 		req.GraceMS = api.Millis(o.Grace)
@@ -100,7 +105,7 @@ func (s *Settings) ApplyRun(name string, req *api.RunRequest) {
 
 // ApplyEnsure does the same for an ensure request; a health check left
 // unset is the server's override, else tcp.
-func (s *Settings) ApplyEnsure(name string, req *api.EnsureRequest) {
+func (s *Daemon) ApplyEnsure(name string, req *api.EnsureRequest) {
 	o := s.Servers[name]
 	if req.GraceMS <= 0 && o.Grace > 0 {
 		req.GraceMS = api.Millis(o.Grace)
@@ -114,9 +119,9 @@ func (s *Settings) ApplyEnsure(name string, req *api.EnsureRequest) {
 	req.Limits = MergeLimits(req.Limits, o.Limits)
 }
 
-// DefaultSettings returns the defaults of design §5.
-func DefaultSettings() Settings {
-	return Settings{
+// Defaults returns the defaults of design §5.
+func Defaults() Daemon {
+	return Daemon{
 		Linger:           30 * time.Second,
 		Interval:         10 * time.Second,
 		CheckTimeout:     2 * time.Second,
@@ -142,9 +147,27 @@ const (
 	EnvIdleTimeout     = "SUPERVISOR_IDLE_TIMEOUT"
 )
 
+// EnvCgroups set to "off" turns cgroups off for an auto-started daemon
+// (the default is auto).
+const EnvCgroups = "SUPERVISOR_CGROUPS"
+
+// EnvInPlace set to "off" makes an auto-started daemon spawn every server
+// itself instead of letting shims exec them in their own place (the
+// default is auto: where the kernel allows it, inplace_linux.go).
+const EnvInPlace = "SUPERVISOR_IN_PLACE"
+
+// EnvMetricsAddr is --metrics-addr for an auto-started daemon.
+const EnvMetricsAddr = "SUPERVISOR_METRICS_ADDR"
+
+// EnvPprof set to 1 is --pprof for an auto-started daemon.
+const EnvPprof = "SUPERVISOR_PPROF"
+
+// EnvMetricsNames set to 1 is --metrics-names for an auto-started daemon.
+const EnvMetricsNames = "SUPERVISOR_METRICS_NAMES"
+
 // ApplyEnv overrides settings from the environment, naming the variable of
 // a value it cannot use.
-func (s *Settings) ApplyEnv(getenv func(string) string) error {
+func (s *Daemon) ApplyEnv(getenv func(string) string) error {
 	if v := getenv(EnvBreakerCooldown); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {

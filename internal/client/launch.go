@@ -1,4 +1,9 @@
-package daemon
+// Package client reaches the per-user daemon from a CLI process: it dials
+// it, and launches one under its keeper where none answers, so that many
+// shims starting at once start exactly one. It runs in short-lived CLI
+// processes (the shim, the commands), never in the daemon, which is why
+// it may use os/exec.
+package client
 
 import (
 	"context"
@@ -13,7 +18,9 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/keeper"
+	"github.com/seed-86a41135/supervisor/lockfile"
 )
 
 // Launch starts a daemon under a keeper (package keeper: it restarts a
@@ -77,7 +84,7 @@ func Launch(ctx context.Context, exe string, paths api.Paths, env []string) erro
 		}
 		// A daemon killed between accepting and answering (its keeper
 		// starts the next one) is one not running yet, not a failure.
-		if !errors.Is(err, api.ErrNotRunning) && !(isEOF(err) || errors.Is(err, syscall.EPIPE)) {
+		if !errors.Is(err, api.ErrNotRunning) && !(api.PeerGone(err) || errors.Is(err, syscall.EPIPE)) {
 			return err
 		}
 		select {
@@ -109,7 +116,12 @@ func EnsureRunning(ctx context.Context, exe string, paths api.Paths, env []strin
 	if err := api.EnsurePrivateDir(paths.StateDir); err != nil {
 		return nil, err
 	}
-	err := withFileLock(paths.StartLock(), func() error {
+	unlock, err := lockfile.Hold(paths.StartLock())
+	if err != nil {
+		return nil, err
+	}
+	err = func() error {
+		defer unlock()
 		c, err := api.Dial(ctx, paths.Socket)
 		if err == nil {
 			c.Close()
@@ -119,7 +131,7 @@ func EnsureRunning(ctx context.Context, exe string, paths api.Paths, env []strin
 			return err
 		}
 		return Launch(ctx, exe, paths, env)
-	})
+	}()
 	if err != nil {
 		return nil, err
 	}
@@ -131,17 +143,9 @@ func EnsureRunning(ctx context.Context, exe string, paths api.Paths, env []strin
 // and its markers (SUPERVISOR_SESSION_ID, ...) would make the daemon look
 // like a member of some session's tree.
 var daemonKeep = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "TZ",
-	api.EnvStateDir, api.EnvSocket, EnvCgroups, EnvInPlace, EnvBreakerCooldown, EnvLogMaxMB, EnvRetention, EnvIdleTimeout, EnvMetricsAddr, EnvPprof, EnvMetricsNames,
+	api.EnvStateDir, api.EnvSocket, settings.EnvCgroups, settings.EnvInPlace, settings.EnvBreakerCooldown, settings.EnvLogMaxMB,
+	settings.EnvRetention, settings.EnvIdleTimeout, settings.EnvMetricsAddr, settings.EnvPprof, settings.EnvMetricsNames,
 	"SUPERVISOR_CONFIG", "XDG_CONFIG_HOME"} // the config file the daemon reads
-
-// EnvCgroups set to "off" turns cgroups off for an auto-started daemon
-// (the default is auto).
-const EnvCgroups = "SUPERVISOR_CGROUPS"
-
-// EnvInPlace set to "off" makes an auto-started daemon spawn every server
-// itself instead of letting shims exec them in their own place (the
-// default is auto: where the kernel allows it, inplace_linux.go).
-const EnvInPlace = "SUPERVISOR_IN_PLACE"
 
 func daemonEnv(env []string) []string {
 	var out []string
