@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/daemon"
+	"github.com/seed-86a41135/supervisor/internal/client"
 	"github.com/seed-86a41135/supervisor/proc"
 )
 
@@ -71,7 +71,7 @@ func (t *tour) waitState(ctx context.Context, what, state string) {
 }
 
 // Run runs the tour, writing it to w.
-func Run(ctx context.Context, w io.Writer) error {
+func Run(ctx context.Context, w io.Writer) (err error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find this binary: %w", err)
@@ -84,10 +84,16 @@ func Run(ctx context.Context, w io.Writer) error {
 	t := &tour{w: w, exe: exe, dir: dir, start: time.Now()}
 	t.paths = api.Paths{StateDir: filepath.Join(dir, "state"), Socket: filepath.Join(dir, "s.sock")}
 	t.env = append(os.Environ(), api.EnvStateDir+"="+t.paths.StateDir, api.EnvSocket+"="+t.paths.Socket, "SUPERVISOR_SESSION=")
-	defer t.cli("daemon", "stop") // stops whatever is left, through the cascade
+	// Stops whatever is left, through the cascade. A tour that failed has
+	// said why; one that did not must not leave a daemon running unsaid.
+	defer func() {
+		if out, serr := t.cli("daemon", "stop"); serr != nil && err == nil {
+			err = fmt.Errorf("supervisor daemon stop: %w: %s", serr, strings.TrimSpace(out))
+		}
+	}()
 
 	t.say("1. A private daemon in %s", dir)
-	if err := daemon.Launch(ctx, exe, t.paths, t.env); err != nil {
+	if err := client.Launch(ctx, exe, t.paths, t.env); err != nil {
 		return err
 	}
 	t.show("status")
@@ -118,7 +124,7 @@ func Run(ctx context.Context, w io.Writer) error {
 	}
 	killed := time.Now()
 	host.Process.Kill()
-	host.Wait()
+	_ = host.Wait() // reaps the host: its status is that SIGKILL
 	var last time.Time
 	for i, s := range servers {
 		gone := <-watches[i]
@@ -152,7 +158,7 @@ func Run(ctx context.Context, w io.Writer) error {
 	waitGone(dpid, dtok, 30*time.Second)
 	alive := proc.Verify(servers2[0].pid, servers2[0].tok) == nil
 	t.say("   daemon %d killed; server survivor (pid %d) still running: %v", dpid, servers2[0].pid, alive)
-	if err := daemon.Launch(ctx, exe, t.paths, t.env); err != nil {
+	if err := client.Launch(ctx, exe, t.paths, t.env); err != nil {
 		return err
 	}
 	t.show("ps")
@@ -160,7 +166,7 @@ func Run(ctx context.Context, w io.Writer) error {
 	t.say("6. That host now exits; the re-adopted session ends and its server is stopped.")
 	killed = time.Now()
 	host2.Process.Kill()
-	host2.Wait()
+	_ = host2.Wait() // reaps the host: its status is that SIGKILL
 	gone := waitGone(servers2[0].pid, servers2[0].tok, 30*time.Second)
 	if gone.IsZero() {
 		return fmt.Errorf("re-adopted server (pid %d) still running 30s after its host died", servers2[0].pid)
@@ -218,13 +224,13 @@ func (t *tour) startHost(name string, runs ...[]string) (*exec.Cmd, []server, er
 		line, err := r.ReadString('\n')
 		if err != nil {
 			cmd.Process.Kill()
-			cmd.Wait()
+			_ = cmd.Wait() // reaps the host killed above: its status is that SIGKILL
 			return nil, nil, fmt.Errorf("fake host: server %d did not start: %w", i, err)
 		}
 		f := strings.Fields(line) // child I ready PID [GRANDCHILD]
 		if len(f) < 4 || f[2] != "ready" {
 			cmd.Process.Kill()
-			cmd.Wait()
+			_ = cmd.Wait() // reaps the host killed above: its status is that SIGKILL
 			return nil, nil, fmt.Errorf("fake host: unexpected line %q", line)
 		}
 		for j, field := range f[3:] {
@@ -276,7 +282,8 @@ func (t *tour) say(format string, args ...any) {
 func (t *tour) show(args ...string) {
 	t.say("\n$ supervisor %s", strings.Join(args, " "))
 	out, _ := t.cli(args...)
-	t.w.Write([]byte(indent(out)))
+	// As in say: a failed write to the terminal has nowhere to be reported.
+	_, _ = io.WriteString(t.w, indent(out))
 	t.say("")
 }
 
@@ -330,17 +337,24 @@ func (t *tour) escapedGrandchild(ctx context.Context) error {
 		var srv, gc int
 		if _, serr := fmt.Sscanf(line, "ready %d %d", &srv, &gc); err != nil || serr != nil {
 			cmd.Process.Kill()
-			cmd.Wait()
+			_ = cmd.Wait() // reaps the server killed above: its status is that SIGKILL
 			return fmt.Errorf("escape fixture: %q: %v", line, err)
 		}
 		gtok, _ := proc.TokenOf(gc)
 		t.started = append(t.started, server{name: "grandchild", pid: gc, tok: gtok})
 		eof := make(chan time.Time, 1)
-		go func() { io.Copy(io.Discard, r); eof <- time.Now() }()
+		go func() {
+			// A read error ends the stream for the host as EOF does:
+			// when it ends is what the tour shows.
+			_, _ = io.Copy(io.Discard, r)
+			eof <- time.Now()
+		}()
 		closed := time.Now()
 		stdin.Close()
 		if !supervised {
-			cmd.Wait()
+			if err := cmd.Wait(); err != nil {
+				return fmt.Errorf("escape fixture after stdin EOF: %w", err)
+			}
 			select {
 			case <-eof:
 				return errors.New("direct spawn reached EOF: the fixture proves nothing")
@@ -354,16 +368,21 @@ func (t *tour) escapedGrandchild(ctx context.Context) error {
 		}
 		select {
 		case at := <-eof:
-			cmd.Wait()
+			if err := cmd.Wait(); err != nil {
+				return fmt.Errorf("supervisor run of the escape fixture after stdin EOF: %w", err)
+			}
 			t.say("   through supervisor: EOF %v after the host closed stdin; the leftover", at.Sub(closed).Round(time.Millisecond))
 			t.say("                       grandchild (pid %d) was stopped with its server", gc)
 		case <-time.After(30 * time.Second):
 			cmd.Process.Kill()
-			cmd.Wait()
+			_ = cmd.Wait() // reaps the shim killed above: its status is that SIGKILL
 			return errors.New("no EOF through the supervisor within 30s")
 		}
 	}
-	t.cli("session", "end", "eof-demo") // the tour was its host; settle it
+	// The tour was the session's host: ending it settles it.
+	if out, err := t.cli("session", "end", "eof-demo"); err != nil {
+		return fmt.Errorf("supervisor session end eof-demo: %w: %s", err, strings.TrimSpace(out))
+	}
 	t.say("")
 	return nil
 }
