@@ -10,7 +10,7 @@ import (
 )
 
 // examples are each command's --help examples, by command path. They live
-// in one place so that a new command without any is noticed (TestCLI13Help
+// in one place so that a new command without any is noticed (TestEveryHelpShowsExamplesAndItsFlags
 // walks the whole tree).
 var examples = map[string]string{
 	"supervisor":                          "  supervisor install --all          # wrap every agent host's stdio MCP servers\n  supervisor ps                     # what runs now\n  supervisor doctor                 # look for leaked servers and stale files",

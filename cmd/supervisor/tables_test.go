@@ -41,11 +41,11 @@ func lineWith(t *testing.T, out, sub string) string {
 	return ""
 }
 
-// TestCLI13Tables covers issue 13 item 11: tables are aligned by display
+// TestTablesAlignByDisplayWidthAndEscape covers issue 13 item 11: tables are aligned by display
 // width (CJK and emoji take two cells) with user strings escaped, long
 // commands and names are cut unless --wide/--no-trunc, and times are
 // relative ("3s ago").
-func TestCLI13Tables(t *testing.T) {
+func TestTablesAlignByDisplayWidthAndEscape(t *testing.T) {
 	in := newInstance(t)
 	const wideName = "名前😀\x1b[31mx"
 	const shown = `名前😀\x1b[31mx`
@@ -120,10 +120,10 @@ func TestCLI13Tables(t *testing.T) {
 	})
 }
 
-// TestCLI13CleanPaths covers item 8c beyond the tables: a state directory
+// TestPathsArePrintedEscaped covers item 8c beyond the tables: a state directory
 // whose name holds an escape sequence and a newline is printed escaped by
 // status, doctor and logs, and a host config path by hosts.
-func TestCLI13CleanPaths(t *testing.T) {
+func TestPathsArePrintedEscaped(t *testing.T) {
 	in := newInstance(t)
 	evil := filepath.Join(in.state, "e\x1b[31m\nd")
 	if err := os.MkdirAll(evil, 0o700); err != nil {
@@ -158,9 +158,9 @@ func TestCLI13CleanPaths(t *testing.T) {
 	}
 }
 
-// TestCLI13Help walks every command from `supervisor --help` down: each
+// TestEveryHelpShowsExamplesAndItsFlags walks every command from `supervisor --help` down: each
 // --help shows examples, and its usage line names every flag it lists.
-func TestCLI13Help(t *testing.T) {
+func TestEveryHelpShowsExamplesAndItsFlags(t *testing.T) {
 	in := newInstance(t)
 	flagLine := regexp.MustCompile(`^\s+(?:-([a-zA-Z]), )?--([a-z0-9-]+)`)
 	seen := 0
@@ -205,9 +205,9 @@ func TestCLI13Help(t *testing.T) {
 	}
 }
 
-// TestCLI13StatusDefaultRuns: status names the default instance when it
+// TestStatusNamesTheDefaultInstance: status names the default instance when it
 // runs but the one SUPERVISOR_STATE_DIR/SUPERVISOR_SOCKET select does not.
-func TestCLI13StatusDefaultRuns(t *testing.T) {
+func TestStatusNamesTheDefaultInstance(t *testing.T) {
 	in := newInstance(t)
 	home, env := in.homeEnv(t)
 	// The default instance of this HOME: no selection variables.
@@ -236,9 +236,9 @@ func TestCLI13StatusDefaultRuns(t *testing.T) {
 	}
 }
 
-// TestCLI13JSON: a start refused by an open breaker says how to reset it,
+// TestBreakerAndRestartAnswerJSON: a start refused by an open breaker says how to reset it,
 // and `breaker reset` and `daemon restart` answer --json.
-func TestCLI13JSON(t *testing.T) {
+func TestBreakerAndRestartAnswerJSON(t *testing.T) {
 	in := newInstance(t)
 	failing := []string{"run", "--name", "crashy", "--", "/bin/sh", "-c", "exit 3"}
 	for i := 1; i <= 3; i++ {
@@ -267,9 +267,9 @@ func TestCLI13JSON(t *testing.T) {
 	killByPID(old)
 }
 
-// TestCLI13Format pins the helpers behind the tables: relative times, cuts
+// TestTableHelpers pins the helpers behind the tables: relative times, cuts
 // on cells, and columns padded by display width.
-func TestCLI13Format(t *testing.T) {
+func TestTableHelpers(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, tc := range []struct {
 		t    time.Time

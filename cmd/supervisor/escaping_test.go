@@ -7,9 +7,10 @@ import (
 	"testing"
 )
 
-// TestCLI13 covers issue 13 items 8c and 11: user-controlled strings are
-// printed escaped on tables, and a missing argument gets a friendly error.
-func TestCLI13(t *testing.T) {
+// TestUserStringsArePrintedEscaped: user-controlled strings are printed
+// escaped on tables (issue 13, 8c and 11), and a missing argument gets a
+// friendly error.
+func TestUserStringsArePrintedEscaped(t *testing.T) {
 	in := newInstance(t)
 	const evil = "evil\x1b[31m\nname"
 	s := in.startShim("--name", evil, "--", bin, "_fixture", "sleep")
