@@ -301,7 +301,10 @@ func run(ctx context.Context, args []string, cmdline string, stdout, stderr io.W
 		return 1
 	}
 	fmt.Fprintf(stderr, "bench: wrote %s\n", o.out)
-	io.WriteString(stdout, res.markdown())
+	if _, err := io.WriteString(stdout, res.markdown()); err != nil {
+		fmt.Fprintf(stderr, "bench: write the table: %v\n", err)
+		return 1
+	}
 	if res.Failures > 0 {
 		fmt.Fprintf(stderr, "bench: %d trial(s) failed; see above\n", res.Failures)
 		return 1
@@ -539,7 +542,9 @@ func (b *bench) spawn(ctx context.Context, res *Results) error {
 		if err := b.cmd(ctx, "run", "--", trueBin).Run(); err != nil {
 			return fmt.Errorf("warm-up supervisor run -- %s: %w", trueBin, err)
 		}
-		exec.Command(trueBin).Run()
+		if err := exec.Command(trueBin).Run(); err != nil {
+			return fmt.Errorf("warm-up %s: %w", trueBin, err)
+		}
 	}
 	emptyGo, err := b.buildEmptyGo(ctx)
 	if err != nil {
@@ -641,7 +646,7 @@ func (b *bench) spawnCrowded(ctx context.Context, res *Results, trueBin string, 
 			c.Process.Kill()
 		}
 		for _, c := range sleepers {
-			c.Wait()
+			_ = c.Wait() // reaps the sleep killed above: its status is that SIGKILL
 		}
 	}()
 	for range n {
@@ -766,6 +771,10 @@ type watched struct {
 	gone time.Time
 }
 
+// errStillRunning is waitAll's error when limit passed with some of ws
+// still running (those whose gone is zero).
+var errStillRunning = errors.New("still running")
+
 // waitAll polls the pidfds of ws until every process exited or limit
 // passed, recording each one's exit time.
 func waitAll(ws []*watched, limit time.Duration) error {
@@ -788,7 +797,7 @@ func waitAll(ws []*watched, limit time.Duration) error {
 			for _, i := range idx {
 				names = append(names, fmt.Sprintf("%s (pid %d)", ws[i].name, ws[i].pid))
 			}
-			return fmt.Errorf("still running after %v: %s", limit, strings.Join(names, ", "))
+			return fmt.Errorf("%w after %v: %s", errStillRunning, limit, strings.Join(names, ", "))
 		}
 		n, err := unix.Poll(pfds, int(left.Milliseconds())+1)
 		now := time.Now()
@@ -926,7 +935,9 @@ func (b *bench) hostDeathTrial(ctx context.Context) (map[string]time.Duration, t
 	defer outR.Close()
 	b.track(host.Process.Pid, "host")
 	hostDone := make(chan struct{})
-	go func() { host.Wait(); close(hostDone) }()
+	// The host dies of the trial's SIGKILL (or killHost's): its status says
+	// only that; when it is reaped is what counts.
+	go func() { _ = host.Wait(); close(hostDone) }()
 	killHost := func() {
 		host.Process.Kill()
 		<-hostDone
@@ -1035,7 +1046,9 @@ func (b *bench) pipeHolderTrial(ctx context.Context) (toExit, toEOF time.Duratio
 	}
 	b.track(shim.Process.Pid, "shim")
 	shimDone := make(chan struct{})
-	go func() { shim.Wait(); close(shimDone) }()
+	// The trial times the server's exit and the EOF; the shim's status adds
+	// nothing (and one still running after 5s is SIGKILLed below).
+	go func() { _ = shim.Wait(); close(shimDone) }()
 	defer func() {
 		select {
 		case <-shimDone:
@@ -1058,7 +1071,9 @@ func (b *bench) pipeHolderTrial(ctx context.Context) (toExit, toEOF time.Duratio
 		if err != nil {
 			return
 		}
-		io.Copy(io.Discard, r)
+		// A read error ends the stream for the host as EOF does: when
+		// it ends is what the trial measures.
+		_, _ = io.Copy(io.Discard, r)
 		eofAt <- time.Now()
 	}()
 	var l line
@@ -1473,7 +1488,7 @@ func (b *bench) readiness(ctx context.Context) (time.Duration, error) {
 	at, err := waitAccept(wctx, port, 200*time.Microsecond)
 	cancel()
 	cmd.Process.Kill() // our unreaped child: the pid is still its own
-	cmd.Wait()
+	_ = cmd.Wait()     // reaps it: its status is that SIGKILL
 	if err != nil {
 		return 0, err
 	}

@@ -408,7 +408,7 @@ func (b *bench) stopRecDaemon(ctx context.Context, env []string, d *recDaemon, p
 	// on every scan the daemon's cascade makes.
 	reap := func(fd int) {
 		if k := byFd[fd]; k != nil {
-			k.cmd.Wait()
+			_ = k.cmd.Wait() // a sleep the cascade stopped: its status is that signal
 			k.reaped = true
 		}
 	}
@@ -437,9 +437,12 @@ func (b *bench) stopRecDaemon(ctx context.Context, env []string, d *recDaemon, p
 		}
 		return 0, fmt.Errorf("still running %v after daemon stop: %d processes (%s)", recoveryLimit, len(left), strings.Join(left[:min(len(left), 10)], ", "))
 	}
-	d.reap()
+	derr := d.reap()
 	for _, k := range procs {
 		k.reap()
+	}
+	if derr != nil {
+		return 0, fmt.Errorf("daemon %d after daemon stop: %w (log %s)", d.pid, derr, d.logTail())
 	}
 	return last.Sub(t0), nil
 }
@@ -455,7 +458,10 @@ func (b *bench) recoveryCleanup(kids []*kid, daemons []*recDaemon) error {
 				left = append(left, fmt.Sprintf("daemon %d", d.pid))
 				d.cmd.Process.Kill()
 			}
-			d.reap()
+			// Unreaped only if the trial failed before it stopped the
+			// daemon, and says why: its status (SIGKILL above, or its own
+			// end) adds nothing.
+			_ = d.reap()
 		}
 		d.log.Close()
 	}
@@ -481,23 +487,26 @@ func (k *kid) reap() {
 		return
 	}
 	if !k.reaped {
-		k.cmd.Wait()
+		_ = k.cmd.Wait() // a sleep killed by the trial or the cascade: its status is that signal
 		k.reaped = true
 	}
 	unix.Close(k.fd)
 	k.fd = -1
 }
 
-func (d *recDaemon) reap() {
+// reap waits for the daemon and returns its exit status as an error, once:
+// nil if it exited 0 or was reaped before.
+func (d *recDaemon) reap() error {
 	if d.done {
-		return
+		return nil
 	}
-	d.cmd.Wait()
+	err := d.cmd.Wait()
 	if d.fd >= 0 {
 		unix.Close(d.fd)
 		d.fd = -1
 	}
 	d.done = true
+	return err
 }
 
 // logTail is the last lines of the daemon's stderr, for an error.
@@ -579,7 +588,9 @@ func waitPidfds(fds []int, onExit func(fd int), limit time.Duration) (last time.
 			fd := int(ev.Fd)
 			if pending[fd] {
 				delete(pending, fd)
-				unix.EpollCtl(ep, unix.EPOLL_CTL_DEL, fd, nil)
+				if err := unix.EpollCtl(ep, unix.EPOLL_CTL_DEL, fd, nil); err != nil {
+					return last, pending, fmt.Errorf("epoll_ctl del pidfd %d: %w", fd, err)
+				}
 				last = now
 				onExit(fd)
 			}

@@ -268,7 +268,10 @@ func (b *bench) scaleTrial(ctx context.Context, trial, n int, sleepBin string, p
 				left++
 				d.cmd.Process.Kill()
 			}
-			d.reap()
+			// Unreaped only if the trial failed before it stopped the
+			// daemon, and says why: its status (SIGKILL above, or its own
+			// end) adds nothing.
+			_ = d.reap()
 			d.log.Close()
 		}
 		if left > 0 {
@@ -309,7 +312,9 @@ func (b *bench) scaleTrial(ctx context.Context, trial, n int, sleepBin string, p
 			}
 			hosts = append(hosts, h)
 			b.track(h.cmd.Process.Pid, "scale host")
-			go func() { h.cmd.Wait(); close(h.done) }()
+			// done says when it is gone: a host ends by SIGKILL or when
+			// its shims do, and the trial judges the servers, not it.
+			go func() { _ = h.cmd.Wait(); close(h.done) }()
 			started++
 		}
 		if err := b.scaleWaitRunning(ctx, paths.Socket, started*scalePerSession, d); err != nil {
@@ -500,7 +505,9 @@ func (b *bench) scaleTrial(ctx context.Context, trial, n int, sleepBin string, p
 	} else if !waitFd(d.fd, 10*time.Second) {
 		return r, fmt.Errorf("daemon %d still running 10s after daemon stop", d.pid)
 	}
-	d.reap()
+	if err := d.reap(); err != nil {
+		return r, fmt.Errorf("daemon %d after daemon stop: %w (log %s)", d.pid, err, d.logTail())
+	}
 	return r, nil
 }
 

@@ -139,7 +139,9 @@ func (si *shareInst) stop(ctx context.Context, b *bench) {
 			si.d.cmd.Process.Kill()
 		}
 	}
-	si.d.reap()
+	if err := si.d.reap(); err != nil {
+		b.progress("  daemon %d (%s) ended: %v", si.d.pid, si.dir, err)
+	}
 	si.d.log.Close()
 	si.d = nil
 }
@@ -405,14 +407,22 @@ func (b *bench) shareMemTrial(ctx context.Context, si *shareInst, root string, s
 	var side []tracked // server-side processes, to see them gone
 	defer func() {
 		var wg sync.WaitGroup
-		for _, cs := range sessions {
+		closeErrs := make([]error, len(sessions))
+		for i, cs := range sessions {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				cs.Close() // closes the shim's stdin, waits for it (SIGTERM after 5s)
+				// Closes the shim's stdin and waits for it (SIGTERM after
+				// 5s): a shim that does not leave cleanly fails the trial.
+				if cerr := cs.Close(); cerr != nil {
+					closeErrs[i] = fmt.Errorf("client %d of %d: close: %w", i+1, len(sessions), cerr)
+				}
 			}()
 		}
 		wg.Wait()
+		if cerr := errors.Join(closeErrs...); cerr != nil && err == nil {
+			err = cerr
+		}
 		for _, t := range side {
 			if !proc.WaitExit(t.pid, t.tok, 30*time.Second) && err == nil {
 				err = fmt.Errorf("%s (pid %d) still running 30s after its clients left", t.what, t.pid)
@@ -1053,7 +1063,9 @@ func (c *rawClient) stream(tool, args string, count, depth, minLen int) (int, ti
 func (c *rawClient) close(b *bench) {
 	c.in.Close()
 	done := make(chan struct{})
-	go func() { c.cmd.Wait(); close(done) }()
+	// The relay figure times round trips, not the way the shim leaves
+	// (SIGKILLed below if it lingers): its status adds nothing.
+	go func() { _ = c.cmd.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
