@@ -1,6 +1,6 @@
 package api
 
-// The log hub's messages (package logwriter's Hub, daemon/loghub_unix.go).
+// The log hub's messages (package logwriter's Hub, internal/daemon/loghub_unix.go).
 // One hub process reads every server's output pipe of a daemon; the
 // daemon keeps a duplicate of each pipe's read end, so that neither one's
 // death leaves a server writing into a pipe with no reader (SIGPIPE).

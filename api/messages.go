@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
 	"github.com/seed-86a41135/supervisor/spawn"

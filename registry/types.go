@@ -12,7 +12,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
 // ProcState is the lifecycle state of a supervised process.

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
 // Environment variables that select or label a session.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
 const eventWait = 10 * time.Second

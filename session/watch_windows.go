@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/windows"
 
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
 // Watcher tells when watched processes (hosts) die. Each watch is one

@@ -15,7 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/windows"
 
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
 type member struct {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
 func TestMarkerCutoff(t *testing.T) {

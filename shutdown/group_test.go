@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
 // TestForeignGroupIsNotTaken: a target that sits in a group it does not

@@ -1,6 +1,6 @@
 package shutdown
 
-import "github.com/seed-86a41135/supervisor/proc"
+import "github.com/seed-86a41135/supervisor/internal/proc"
 
 // Marker variables (set by spawn; duplicated here so the cascade does not
 // depend on the package that starts processes).

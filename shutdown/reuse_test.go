@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
 const nsLastPid = "/proc/sys/kernel/ns_last_pid"

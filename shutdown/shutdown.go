@@ -35,7 +35,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
 // Target is one supervised process to stop, with what identifies its tree.

@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/windows"
 
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
 // Reaper is the only waiter for the daemon's children. Windows has no
@@ -25,7 +25,7 @@ import (
 // (0xC0000005 and the like, as an unsigned 32-bit number).
 //
 // The Reaper also owns the Job Objects of the processes it starts (design
-// §5; proc/job_windows.go): per session a session job created with
+// §5; internal/proc/job_windows.go): per session a session job created with
 // JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE, and per server a server job nested in
 // it. A server's job is kept open after its main process exits, until the
 // job is empty: the cascade that stops what the server left behind finds

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
 // Request describes one process to start.

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/seed-86a41135/supervisor/logwriter"
+	"github.com/seed-86a41135/supervisor/internal/logwriter"
 )
 
 // captureStderr makes this process's stderr (fd 2: the broker's log, and

@@ -5,7 +5,7 @@ package main
 import (
 	"errors"
 
-	"github.com/seed-86a41135/supervisor/logwriter"
+	"github.com/seed-86a41135/supervisor/internal/logwriter"
 )
 
 // captureStderr: Windows runs no broker (run --share is refused there).

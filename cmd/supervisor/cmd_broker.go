@@ -16,8 +16,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
-	"github.com/seed-86a41135/supervisor/broker"
-	"github.com/seed-86a41135/supervisor/logwriter"
+	"github.com/seed-86a41135/supervisor/internal/broker"
+	"github.com/seed-86a41135/supervisor/internal/logwriter"
 )
 
 // brokerCommand is the name the daemon spawns the broker by.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seed-86a41135/supervisor/config"
+	"github.com/seed-86a41135/supervisor/internal/config"
 )
 
 func newConfigCommand() *cobra.Command {

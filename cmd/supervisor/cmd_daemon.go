@@ -10,12 +10,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/config"
-	"github.com/seed-86a41135/supervisor/daemon"
 	"github.com/seed-86a41135/supervisor/internal/client"
+	"github.com/seed-86a41135/supervisor/internal/config"
+	"github.com/seed-86a41135/supervisor/internal/daemon"
+	"github.com/seed-86a41135/supervisor/internal/keeper"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/internal/settings"
-	"github.com/seed-86a41135/supervisor/keeper"
-	"github.com/seed-86a41135/supervisor/proc"
 	"github.com/seed-86a41135/supervisor/shutdown"
 )
 

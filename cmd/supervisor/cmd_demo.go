@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/seed-86a41135/supervisor/demo"
+	"github.com/seed-86a41135/supervisor/internal/demo"
 )
 
 func newDemoCommand() *cobra.Command {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seed-86a41135/supervisor/doctor"
+	"github.com/seed-86a41135/supervisor/internal/doctor"
 )
 
 type doctorOptions struct {

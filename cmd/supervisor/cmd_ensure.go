@@ -12,8 +12,8 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/client"
 	"github.com/seed-86a41135/supervisor/internal/settings"
+	"github.com/seed-86a41135/supervisor/internal/shim"
 	"github.com/seed-86a41135/supervisor/session"
-	"github.com/seed-86a41135/supervisor/shim"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 

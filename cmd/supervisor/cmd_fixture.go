@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seed-86a41135/supervisor/fixture"
+	"github.com/seed-86a41135/supervisor/internal/fixture"
 )
 
 func newFixtureCommand() *cobra.Command {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seed-86a41135/supervisor/hosts"
+	"github.com/seed-86a41135/supervisor/internal/hosts"
 )
 
 // hostFile is one line of `hosts --json`.

@@ -14,12 +14,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/cgroup"
-	"github.com/seed-86a41135/supervisor/daemon"
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/cgroup"
+	"github.com/seed-86a41135/supervisor/internal/daemon"
+	"github.com/seed-86a41135/supervisor/internal/proc"
+	"github.com/seed-86a41135/supervisor/internal/usage"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
-	"github.com/seed-86a41135/supervisor/usage"
 )
 
 // inspection is everything `inspect` shows of one server.

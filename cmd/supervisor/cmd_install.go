@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seed-86a41135/supervisor/hosts"
+	"github.com/seed-86a41135/supervisor/internal/hosts"
 )
 
 // installOptions are the flags install and uninstall share.

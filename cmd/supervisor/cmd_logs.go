@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/daemon"
+	"github.com/seed-86a41135/supervisor/internal/daemon"
 	"github.com/seed-86a41135/supervisor/registry"
 )
 

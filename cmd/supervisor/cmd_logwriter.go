@@ -8,7 +8,7 @@ import (
 )
 
 // newLogWriterCommand is the log hub the daemon starts for its servers'
-// output (daemon/loghub_unix.go, logwriter.Hub): it copies every pipe the
+// output (internal/daemon/loghub_unix.go, logwriter.Hub): it copies every pipe the
 // daemon hands it on stdin (a unix socket) into its capped, rotated log,
 // and for a stdio server to the host's stderr too.
 func newLogWriterCommand() *cobra.Command {

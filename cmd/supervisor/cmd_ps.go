@@ -17,10 +17,10 @@ import (
 	"golang.org/x/term"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/config"
+	"github.com/seed-86a41135/supervisor/internal/config"
+	"github.com/seed-86a41135/supervisor/internal/usage"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/session"
-	"github.com/seed-86a41135/supervisor/usage"
 )
 
 type psOptions struct {

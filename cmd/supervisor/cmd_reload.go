@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/config"
-	"github.com/seed-86a41135/supervisor/daemon"
+	"github.com/seed-86a41135/supervisor/internal/config"
+	"github.com/seed-86a41135/supervisor/internal/daemon"
 )
 
 // configLoader returns how the daemon reads its config, at start and on

@@ -8,11 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seed-86a41135/supervisor/cgroup"
+	"github.com/seed-86a41135/supervisor/internal/cgroup"
 	"github.com/seed-86a41135/supervisor/registry"
 
+	"github.com/seed-86a41135/supervisor/internal/shim"
 	"github.com/seed-86a41135/supervisor/session"
-	"github.com/seed-86a41135/supervisor/shim"
 )
 
 type runOptions struct {

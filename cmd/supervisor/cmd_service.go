@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seed-86a41135/supervisor/hosts"
-	"github.com/seed-86a41135/supervisor/service"
+	"github.com/seed-86a41135/supervisor/internal/hosts"
+	"github.com/seed-86a41135/supervisor/internal/service"
 )
 
 // nativeService is this OS's service manager and what install-service and

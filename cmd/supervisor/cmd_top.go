@@ -14,7 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/top"
+	"github.com/seed-86a41135/supervisor/internal/top"
 )
 
 func newTopCommand() *cobra.Command {

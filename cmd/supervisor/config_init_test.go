@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed-86a41135/supervisor/config"
+	"github.com/seed-86a41135/supervisor/internal/config"
 )
 
 // configValues is `config show --json`'s values and the rows of `config

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed-86a41135/supervisor/config"
+	"github.com/seed-86a41135/supervisor/internal/config"
 	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/shutdown"
 )

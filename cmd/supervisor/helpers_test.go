@@ -22,8 +22,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/keeper"
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/keeper"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
 )

@@ -14,11 +14,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 )
 
-// Servers exec'd in their shim's place (daemon/inplace_linux.go): no
+// Servers exec'd in their shim's place (internal/daemon/inplace_linux.go): no
 // shim process stays; the host's child is the server itself.
 
 // anyRecord takes the first record of the pid (waitRecord).

@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/seed-86a41135/supervisor/keeper"
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/keeper"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
 func ppidOf(t *testing.T, pid int) int {

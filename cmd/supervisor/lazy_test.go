@@ -18,7 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 )
 
@@ -227,7 +227,7 @@ func gomcpBuild(t *testing.T, path, extra string) {
 	if extra != "" {
 		args = append(args, "-ldflags", "-X main.extraTool="+extra)
 	}
-	if out, err := exec.Command("go", append(args, "../../fixture/gomcp")...).CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", append(args, "../../internal/fixture/gomcp")...).CombinedOutput(); err != nil {
 		t.Fatalf("build fixture/gomcp: %v\n%s", err, out)
 	}
 }

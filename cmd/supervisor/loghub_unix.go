@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/logwriter"
+	"github.com/seed-86a41135/supervisor/internal/logwriter"
 )
 
 // runLogHub serves the daemon connected on stdin, then the next daemons

@@ -5,8 +5,8 @@ package main
 import (
 	"os"
 
-	"github.com/seed-86a41135/supervisor/keeper"
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/keeper"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
 func main() {

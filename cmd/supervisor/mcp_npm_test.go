@@ -33,7 +33,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
 	"github.com/seed-86a41135/supervisor/spawn"

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
 // tuiRecipe is how a real host's interactive UI is driven in a terminal:

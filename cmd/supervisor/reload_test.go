@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/seed-86a41135/supervisor/config"
+	"github.com/seed-86a41135/supervisor/internal/config"
 	"github.com/seed-86a41135/supervisor/internal/settings"
 )
 

@@ -18,7 +18,7 @@ import (
 	"testing"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
 // fakeHost is an agent host stand-in: the binary under another name (a

@@ -22,7 +22,7 @@ import (
 func buildGomcp(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "gomcp")
-	build := exec.Command("go", "build", "-o", out, "../../fixture/gomcp")
+	build := exec.Command("go", "build", "-o", out, "../../internal/fixture/gomcp")
 	if b, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build fixture/gomcp: %v\n%s", err, b)
 	}

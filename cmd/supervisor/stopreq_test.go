@@ -19,7 +19,7 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 
-	"github.com/seed-86a41135/supervisor/proc"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
 )

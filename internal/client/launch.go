@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/internal/keeper"
+	"github.com/seed-86a41135/supervisor/internal/lockfile"
 	"github.com/seed-86a41135/supervisor/internal/settings"
-	"github.com/seed-86a41135/supervisor/keeper"
-	"github.com/seed-86a41135/supervisor/lockfile"
 )
 
 // Launch starts a daemon under a keeper (package keeper: it restarts a

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/cgroup"
+	"github.com/seed-86a41135/supervisor/internal/cgroup"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
