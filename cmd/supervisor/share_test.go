@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -258,10 +259,20 @@ func shareSetupWith(t *testing.T, n int, flags []string, config string, opts fun
 	return in, clients, ctx
 }
 
-// echoLoop has cl call echo until stop is closed, and reports the first
-// failure (or nil) on the returned channel with the number of calls.
-func echoLoop(ctx context.Context, i int, cl *sharedClient, stop <-chan struct{}) <-chan error {
+// echoes are clients' echo loops: each calls echo until stop is closed,
+// and counts the calls it completed, which a test waits on instead of
+// sleeping for traffic to flow.
+type echoes struct {
+	res   []<-chan error
+	calls []*atomic.Int64
+}
+
+// add starts client cl's loop; the first error (a call that failed or came
+// back wrong) ends it, and a loop stopped before its first call is one.
+func (e *echoes) add(ctx context.Context, i int, cl *sharedClient, stop <-chan struct{}) {
 	res := make(chan error, 1)
+	calls := new(atomic.Int64)
+	e.res, e.calls = append(e.res, res), append(e.calls, calls)
 	go func() {
 		for k := 0; ; k++ {
 			select {
@@ -284,9 +295,38 @@ func echoLoop(ctx context.Context, i int, cl *sharedClient, stop <-chan struct{}
 				res <- fmt.Errorf("client %d call %d: got %+v", i, k, r.Content)
 				return
 			}
+			calls.Add(1)
 		}
 	}()
-	return res
+}
+
+// waitMore waits until every loop has completed n more calls than now:
+// traffic flows through each client at this point of the test.
+func (e *echoes) waitMore(t *testing.T, n int64) {
+	t.Helper()
+	base := make([]int64, len(e.calls))
+	for i, c := range e.calls {
+		base[i] = c.Load()
+	}
+	waitCond(t, func() error {
+		for i, c := range e.calls {
+			if got := c.Load() - base[i]; got < n {
+				return fmt.Errorf("echo loop %d made %d calls of the %d waited for", i, got, n)
+			}
+		}
+		return nil
+	})
+}
+
+// errs waits for every loop (stop closed) and returns their errors.
+func (e *echoes) errs() []error {
+	var out []error
+	for _, r := range e.res {
+		if err := <-r; err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
 }
 
 // brokerOf returns the instance's one live broker record.
@@ -314,11 +354,11 @@ func TestShareSurvivesDaemonLoss(t *testing.T) {
 	servers := serverProcs(t, br.ID)
 	for _, how := range []string{"SIGKILL", "daemon restart"} {
 		stop := make(chan struct{})
-		var results []<-chan error
+		var loops echoes
 		for i, cl := range clients {
-			results = append(results, echoLoop(ctx, i, cl, stop))
+			loops.add(ctx, i, cl, stop)
 		}
-		time.Sleep(200 * time.Millisecond) // traffic under way
+		loops.waitMore(t, 3) // traffic under way
 		old := in.daemonPID()
 		if how == "SIGKILL" {
 			in.killDaemon(t)
@@ -334,12 +374,10 @@ func TestShareSurvivesDaemonLoss(t *testing.T) {
 			}
 			return nil
 		})
-		time.Sleep(200 * time.Millisecond)
+		loops.waitMore(t, 3) // and flows on through the next daemon
 		close(stop)
-		for _, r := range results {
-			if err := <-r; err != nil {
-				t.Errorf("after %s: %v", how, err)
-			}
+		for _, err := range loops.errs() {
+			t.Errorf("after %s: %v", how, err)
 		}
 		for i, cl := range clients {
 			if cl.cmd.ProcessState != nil {
@@ -364,9 +402,9 @@ func TestShareClientKilledMidCall(t *testing.T) {
 	br := brokerOf(t, in)
 	servers := serverProcs(t, br.ID)
 	stop := make(chan struct{})
-	var results []<-chan error
+	var loops echoes
 	for i, cl := range clients[1:] {
-		results = append(results, echoLoop(ctx, i+1, cl, stop))
+		loops.add(ctx, i+1, cl, stop)
 	}
 	// The victim's calls are in flight when its pipes close: a slow tool
 	// keeps one open.
@@ -381,12 +419,10 @@ func TestShareClientKilledMidCall(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(300 * time.Millisecond)
+	loops.waitMore(t, 3) // the others' calls go on after the victim's
 	close(stop)
-	for _, r := range results {
-		if err := <-r; err != nil {
-			t.Error(err)
-		}
+	for _, err := range loops.errs() {
+		t.Error(err)
 	}
 	if now := serverProcs(t, br.ID); len(now) != 1 || now[0].pid != servers[0].pid {
 		t.Errorf("server processes %v, want the one %v", now, servers)
@@ -407,16 +443,14 @@ func TestShareFromConfig(t *testing.T) {
 		t.Fatalf("broker %s lists %d clients, want 2", br.ID, len(br.Clients))
 	}
 	stop := make(chan struct{})
-	var results []<-chan error
+	var loops echoes
 	for i, cl := range clients {
-		results = append(results, echoLoop(ctx, i, cl, stop))
+		loops.add(ctx, i, cl, stop)
 	}
-	time.Sleep(200 * time.Millisecond)
+	loops.waitMore(t, 3)
 	close(stop)
-	for _, r := range results {
-		if err := <-r; err != nil {
-			t.Error(err)
-		}
+	for _, err := range loops.errs() {
+		t.Error(err)
 	}
 	var sessions []api.SessionInfo
 	if err := json.Unmarshal([]byte(in.mustRun("sessions", "--json")), &sessions); err != nil {
@@ -444,12 +478,23 @@ func TestShareRefusesAmbiguousServerRequest(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	var css []*mcp.ClientSession
+	// The slow call's first progress says it is in flight at the server.
+	inFlight := make(chan struct{}, 1)
 	for i := 0; i < 2; i++ {
 		cmd := exec.Command(bin, "run", "--share", "--name", "fixture", "--", bin, "_fixture", "mcp")
 		cmd.Dir = dir
 		cmd.Env = in.env
 		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("client %d: ", i)}
-		client := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("roots-%d", i), Version: "0.0.0"}, nil)
+		var opts *mcp.ClientOptions
+		if i == 0 {
+			opts = &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+				select {
+				case inFlight <- struct{}{}:
+				default:
+				}
+			}}
+		}
+		client := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("roots-%d", i), Version: "0.0.0"}, opts)
 		cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
 		if err != nil {
 			t.Fatalf("client %d: connect: %v", i, err)
@@ -459,10 +504,18 @@ func TestShareRefusesAmbiguousServerRequest(t *testing.T) {
 	}
 	slow := make(chan error, 1)
 	go func() {
-		_, err := css[0].CallTool(ctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"steps": 10, "ms": 200}})
+		p := &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"steps": 10, "ms": 200}}
+		p.SetProgressToken("in-flight")
+		_, err := css[0].CallTool(ctx, p)
 		slow <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // the slow call is in flight
+	select {
+	case <-inFlight:
+	case err := <-slow:
+		t.Fatalf("the slow call ended before any progress: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the slow call sent no progress")
+	}
 	res, err := css[1].CallTool(ctx, &mcp.CallToolParams{Name: "roots", Arguments: map[string]any{}})
 	// The fixture answers with what its roots/list got back: here the
 	// broker's JSON-RPC error, not a client's roots.
@@ -552,13 +605,13 @@ func TestShareProgressAndCancel(t *testing.T) {
 	}
 	// The upstream still serves both.
 	stop := make(chan struct{})
-	r0, r1 := echoLoop(ctx, 0, clients[0], stop), echoLoop(ctx, 1, clients[1], stop)
-	time.Sleep(200 * time.Millisecond)
+	var loops echoes
+	loops.add(ctx, 0, clients[0], stop)
+	loops.add(ctx, 1, clients[1], stop)
+	loops.waitMore(t, 3)
 	close(stop)
-	for _, r := range []<-chan error{r0, r1} {
-		if err := <-r; err != nil {
-			t.Error(err)
-		}
+	for _, err := range loops.errs() {
+		t.Error(err)
 	}
 }
 
