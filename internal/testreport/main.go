@@ -2,7 +2,8 @@
 // person reading CI needs: a line per package, the output of every failed
 // test and of every package that failed outside a test (a build error, a
 // panic, a timeout), each skipped test with its reason, and a last line
-// counting tests and subtests: "N passed, N failed, N skipped". It exits
+// counting tests and subtests: "N passed, N failed, N skipped", after the
+// ten slowest top-level tests (where a suite's time goes). It exits
 // 1 when anything failed, so `go test -json ... | testreport` under
 // pipefail fails as go test would.
 package main
@@ -13,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 )
 
@@ -36,6 +38,7 @@ func report(in io.Reader, out io.Writer) int {
 	var passed, failed, skipped int
 	pkgFailed := map[string]bool{}
 	testFailed := map[string]bool{} // packages with a failed test
+	var timed []timing              // top-level tests that ended
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
@@ -50,6 +53,12 @@ func report(in io.Reader, out io.Writer) int {
 			fmt.Fprint(out, e.Output)
 		case "output":
 			output[k] = append(output[k], e.Output)
+		case "pass", "fail":
+			if e.Test != "" && !strings.Contains(e.Test, "/") {
+				timed = append(timed, timing{e.Package, e.Test, e.Elapsed})
+			}
+		}
+		switch e.Action {
 		case "pass":
 			if e.Test == "" {
 				fmt.Fprintf(out, "ok   %s %.1fs\n", e.Package, e.Elapsed)
@@ -86,6 +95,7 @@ func report(in io.Reader, out io.Writer) int {
 		fmt.Fprintf(out, "testreport: reading go test's output: %v\n", err)
 		pkgFailed["(stdin)"] = true
 	}
+	printSlowest(out, timed, 10)
 	fmt.Fprintf(out, "%d passed, %d failed, %d skipped (tests and subtests; %d packages failed)\n", passed, failed, skipped, len(pkgFailed))
 	if failed > 0 || len(pkgFailed) > 0 {
 		return 1
@@ -104,4 +114,22 @@ func skipReason(lines []string) string {
 		return l
 	}
 	return "(no reason given)"
+}
+
+// timing is how long one top-level test took.
+type timing struct {
+	pkg, test string
+	secs      float64
+}
+
+// printSlowest prints the n slowest tests, slowest first.
+func printSlowest(out io.Writer, timed []timing, n int) {
+	if len(timed) == 0 {
+		return
+	}
+	sort.SliceStable(timed, func(i, j int) bool { return timed[i].secs > timed[j].secs })
+	fmt.Fprintf(out, "slowest tests:\n")
+	for _, t := range timed[:min(n, len(timed))] {
+		fmt.Fprintf(out, "  %6.1fs %s %s\n", t.secs, strings.TrimPrefix(t.pkg, "github.com/seed-86a41135/supervisor/"), t.test)
+	}
 }

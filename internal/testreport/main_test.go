@@ -18,8 +18,9 @@ func TestReportCountsARealStream(t *testing.T) {
 	}
 	write("go.mod", "module m\n\ngo 1.22\n")
 	write("a/a_test.go", `package a
-import "testing"
+import ("testing"; "time")
 func TestOK(t *testing.T) { t.Run("sub", func(t *testing.T) {}) }
+func TestSlow(t *testing.T) { time.Sleep(300 * time.Millisecond) }
 func TestBad(t *testing.T) { t.Log("the reason it failed") ; t.Fail() }
 func TestSkipped(t *testing.T) { t.Skip("tmux is not installed") }
 `)
@@ -31,15 +32,19 @@ func TestSkipped(t *testing.T) { t.Skip("tmux is not installed") }
 	code := report(strings.NewReader(string(stream)), &out)
 	got := out.String()
 	for _, want := range []string{
-		"2 passed, 1 failed, 1 skipped (tests and subtests; 2 packages failed)",
+		"3 passed, 1 failed, 1 skipped (tests and subtests; 2 packages failed)",
+		"slowest tests:\n     0.3s m/a TestSlow\n",
 		"--- FAIL m/a TestBad",
 		"the reason it failed",
-		"SKIP m/a TestSkipped: a_test.go:5: tmux is not installed",
+		"SKIP m/a TestSkipped: a_test.go:6: tmux is not installed",
 		"FAIL m/b",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, got)
 		}
+	}
+	if strings.Contains(got, "TestOK/sub") && strings.Contains(got[strings.Index(got, "slowest"):], "TestOK/sub") {
+		t.Errorf("subtests are listed among the slowest, want top-level tests only:\n%s", got)
 	}
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
