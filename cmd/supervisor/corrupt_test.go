@@ -185,3 +185,25 @@ func hasRecord(ps []registry.Process, name string) bool {
 	}
 	return false
 }
+
+// TestCorruptRegistryIsMovedAside: an unreadable registry.db does not keep
+// the daemon down (design §7): it is kept aside and a fresh one started.
+func TestCorruptRegistryIsMovedAside(t *testing.T) {
+	in := newInstance(t)
+	garbage := make([]byte, 8192)
+	for i := range garbage {
+		garbage[i] = byte(i * 7)
+	}
+	os.WriteFile(filepath.Join(in.state, "registry.db"), garbage, 0o600)
+	in.mustRun("run", "--", bin, "_fixture", "exit", "0")
+	aside, _ := filepath.Glob(filepath.Join(in.state, "registry.db.corrupt-*"))
+	if len(aside) != 1 {
+		t.Fatalf("got %v, want the corrupt file kept aside once", aside)
+	}
+	if b, _ := os.ReadFile(aside[0]); string(b) != string(garbage) {
+		t.Fatal("the corrupt file was altered when moved aside")
+	}
+	if ps := in.mustProcesses(true); len(ps) != 1 {
+		t.Fatalf("fresh registry has %d records, want 1", len(ps))
+	}
+}

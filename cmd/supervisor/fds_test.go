@@ -14,6 +14,8 @@ import (
 
 	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/spawn"
+
+	"os/exec"
 )
 
 func TestSpawnedProcessCarriesMarkers(t *testing.T) {
@@ -220,4 +222,62 @@ func TestBinaryArgvAndEnv(t *testing.T) {
 	if want := arg + "|x\xffy"; string(out) != want {
 		t.Fatalf("got %q, want %q", out, want)
 	}
+}
+
+// TestDetachedDaemonDropsLeakedFds: `supervisor daemon` run by a parent
+// that leaks a pipe (no close-on-exec) must not keep it open.
+func TestDetachedDaemonDropsLeakedFds(t *testing.T) {
+	in := newInstance(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd := in.command("daemon")
+	cmd.ExtraFiles = []*os.File{w}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("daemon: %v: %s", err, out)
+	}
+	w.Close()
+	expectEOF(t, r, "the daemon (or its launcher) still holds the leaked pipe")
+}
+
+// expectEOF waits (bounded) for EOF on r.
+func expectEOF(t *testing.T, r io.Reader, otherwise string) {
+	t.Helper()
+	got := make(chan error, 1)
+	go func() {
+		_, err := r.Read(make([]byte, 1))
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		if err != io.EOF {
+			t.Fatalf("read: %v, want EOF", err)
+		}
+	case <-time.After(wait):
+		t.Fatal(otherwise)
+	}
+}
+
+// TestForegroundDaemonClosesLeakedFds: the same for `daemon --foreground`
+// started directly with a leaked fd.
+func TestForegroundDaemonClosesLeakedFds(t *testing.T) {
+	in := newInstance(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd := exec.Command(bin, "daemon", "--foreground")
+	cmd.Env = in.env
+	cmd.ExtraFiles = []*os.File{w}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); <-done }()
+	w.Close()
+	expectEOF(t, r, "the foreground daemon still holds the leaked pipe")
 }

@@ -129,3 +129,35 @@ func onlyChild(t *testing.T, pid int) int {
 	t.Fatalf("unshare %d has no single child", pid)
 	return 0
 }
+
+// TestInitGivesItsCommandTheTerminal: with a tty, init's command is in the
+// foreground and can read it (as a background job it would stop).
+func TestInitGivesItsCommandTheTerminal(t *testing.T) {
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Skip("needs script(1) for a pseudo-terminal")
+	}
+	in := newInstance(t)
+	cmd := exec.Command("script", "-qec", bin+" init -- head -n1", "/dev/null")
+	cmd.Env = append(in.env, "SUPERVISOR_STATE_DIR=", "SUPERVISOR_SOCKET=")
+	cmd.Stdin = strings.NewReader("typed-line\n")
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("init under a tty: %v; output %q", err, out.String())
+		}
+	case <-time.After(wait):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("init under a tty hung (its command stopped as a background job?); output %q", out.String())
+	}
+	if !strings.Contains(out.String(), "typed-line") {
+		t.Fatalf("output %q, want the line read from the terminal", out.String())
+	}
+}

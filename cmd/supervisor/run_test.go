@@ -236,3 +236,52 @@ func waitRecord(t *testing.T, in *instance, pid int, ok func(registry.Process) b
 	t.Fatalf("record of pid %d never got there; last seen %+v", pid, last)
 	return last
 }
+
+// TestConcurrentStartsUnderTheCap: two `run --name x` started at once in
+// one session leave exactly one instance, never none.
+func TestConcurrentStartsUnderTheCap(t *testing.T) {
+	in := newInstance(t)
+	for round := 0; round < 3; round++ {
+		sess := "race-" + string(rune('a'+round))
+		var shims [2]*shimProc
+		var wg sync.WaitGroup
+		for i := range shims {
+			shims[i] = in.startShim("--session", sess, "--name", "x", "--", bin, "_fixture", "sleep")
+		}
+		// The older one may be stopped before it prints its ready line
+		// (its shim then ends with EOF): at least one must print it.
+		ready := make([]bool, 2)
+		for i := range shims {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				line, err := readLine(shims[i].stdout, wait)
+				ready[i] = err == nil && strings.HasPrefix(line, "ready ")
+			}(i)
+		}
+		wg.Wait()
+		if !ready[0] && !ready[1] {
+			t.Fatalf("round %d: neither instance printed its ready line", round)
+		}
+		// One of them is stopped; exactly one remains.
+		deadline := time.Now().Add(wait)
+		for {
+			live := 0
+			for _, p := range in.mustProcesses(false) {
+				if p.Session == sess {
+					live++
+				}
+			}
+			if live == 1 {
+				break
+			}
+			if live == 0 {
+				t.Fatalf("round %d: both instances were stopped", round)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: %d instances still live", round, live)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}

@@ -337,3 +337,20 @@ func TestEndedSessionIsNeverReopenedByItsHost(t *testing.T) {
 		t.Errorf("the ended session has %d session.start events, want 1:\n%s", n, ev)
 	}
 }
+
+// TestSameSessionIDInTwoInstances: ending session x in one daemon instance
+// leaves another instance's session x alone.
+func TestSameSessionIDInTwoInstances(t *testing.T) {
+	a, b := newInstance(t), newInstance(t)
+	sa := a.startShim("--session", "x", "--", bin, "_fixture", "daemonize")
+	_, da := readReady2(t, sa.stdout)
+	sb := b.startShim("--session", "x", "--", bin, "_fixture", "daemonize")
+	_, db := readReady2(t, sb.stdout)
+	dbTok := mustToken(t, db)
+	daTok := mustToken(t, da)
+	a.mustRun("session", "end", "x", "--grace", "200ms")
+	waitGonePID(t, da, daTok)
+	if !alive(db, dbTok) {
+		t.Fatal("ending session x in one instance stopped the other instance's process")
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"path/filepath"
 )
 
 // Issue 27: a daemon whose socket file is deleted, or replaced by a
@@ -50,5 +52,25 @@ func TestDaemonKeepsItsSocket(t *testing.T) {
 				t.Fatalf("no daemon.socket event:\n%s", ev)
 			}
 		})
+	}
+}
+
+// TestSocketPathNeverReplacesAFile: SUPERVISOR_SOCKET pointing at a file
+// that is not a socket is refused; the file survives.
+func TestSocketPathNeverReplacesAFile(t *testing.T) {
+	in := newInstance(t)
+	notes := filepath.Join(t.TempDir(), "notes.txt")
+	os.WriteFile(notes, []byte("keep me"), 0o644)
+	cmd := in.command("daemon", "--foreground")
+	cmd.Env = append(cmd.Env, "SUPERVISOR_SOCKET="+notes)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("daemon started over a regular file: %s", out)
+	}
+	if !strings.Contains(string(out), "not a socket") {
+		t.Errorf("daemon said %q, want it to say the path is not a socket", out)
+	}
+	if b, _ := os.ReadFile(notes); string(b) != "keep me" {
+		t.Fatalf("the file at SUPERVISOR_SOCKET was changed to %q", b)
 	}
 }

@@ -22,6 +22,8 @@ import (
 	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
+
+	"syscall"
 )
 
 // pastBackoff is longer than any restart backoff these tests can meet
@@ -427,4 +429,48 @@ func TestStopShowsProgressAndSummary(t *testing.T) {
 		t.Errorf("stop printed %q; want a first line naming the server and its outcome", out)
 	}
 	assertSummaryLine(t, out, pid, bin, shutdown.Killed)
+}
+
+// TestSecondSignalForcesTheStop: a server ignoring SIGTERM under the
+// longest grace; the second SIGTERM to the shim must not wait it out.
+func TestSecondSignalForcesTheStop(t *testing.T) {
+	in := newInstance(t)
+	// A shim that stays and turns signals into stop requests; a server in
+	// its shim's place gets the host's signals itself.
+	in.env = append(in.env, "SUPERVISOR_IN_PLACE=off")
+	s := in.startShim("--grace", "5m", "--", bin, "_fixture", "ignore-term")
+	pid := s.readyPID(t)
+	tok := mustToken(t, pid)
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	findByPIDState(t, in, pid, "stopping")
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	if code := s.exitCode(t); code != 137 {
+		t.Fatalf("shim exit %d, want 137 (SIGKILLed by the forced stop)", code)
+	}
+	waitGonePID(t, pid, tok)
+}
+
+// TestStopResumesAfterDaemonCrash: a daemon killed in the middle of a stop
+// leaves the record "stopping"; the next daemon finishes the stop with the
+// process's own grace.
+func TestStopResumesAfterDaemonCrash(t *testing.T) {
+	in := newInstance(t)
+	h := in.startHost(t, 1, "--grace", "200ms", "--", bin, "_fixture", "ignore-term")
+	pid, tok := h.servers[0], h.tokens[0]
+	p := findByPIDState(t, in, pid, "running")
+	stop := in.command("stop", p.ID, "--grace", "5m")
+	if err := stop.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stop.Process.Kill(); stop.Wait() }()
+	findByPIDState(t, in, pid, "stopping")
+	killByPIDNow(t, in.daemonPID())
+	if !alive(pid, tok) {
+		t.Fatal("server died with the daemon")
+	}
+	in.mustRun("daemon")
+	waitGonePID(t, pid, tok)
+	if got := findByPID(t, in, pid); got.State != "exited" {
+		t.Fatalf("record %s, want exited", got.State)
+	}
 }

@@ -12,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"bufio"
+	"os"
 )
 
 // runScript runs a shell script with the instance's environment and $BIN,
@@ -119,4 +122,55 @@ func TestOtherServersAndInitOrphansAreNotLeftovers(t *testing.T) {
 			t.Fatalf("exit %d, stdout %q, stderr %q; want the wrapper's background job to print tail", code, out, errOut)
 		}
 	})
+}
+
+// TestWrapperShellIsNotAPipeHolder: hosts often launch `sh -c "supervisor
+// run ..."`; the shell holds the host's pipe too, but it is older than the
+// server and none of its tree: when the server exits, the shell lives on.
+func TestWrapperShellIsNotAPipeHolder(t *testing.T) {
+	in := newInstance(t)
+	cmd := exec.Command("/bin/sh", "-c", `"$BIN" run -- "$BIN" _fixture echo --ready; echo wrapper-alive`)
+	cmd.Env = append(in.env, "BIN="+bin)
+	stdin, _ := cmd.StdinPipe()
+	stdout, w, err := os.Pipe() // ours: Wait would close a StdoutPipe
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdout.Close()
+	cmd.Stdout = w
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	defer func() { cmd.Process.Kill(); <-done }()
+	r := bufio.NewReader(stdout)
+	if l, err := readLine(r, wait); err != nil || !strings.HasPrefix(l, "ready") {
+		t.Fatalf("got %q, %v", l, err)
+	}
+	stdin.Close() // the server exits on EOF; its leftovers cascade runs
+	if l, err := readLine(r, wait); err != nil || l != "wrapper-alive" {
+		t.Fatalf("got %q, %v; want the wrapper shell to outlive its server", l, err)
+	}
+}
+
+// TestInheritedKeepIsDropped: SUPERVISOR_KEEP in the host's environment
+// does not reach the server (it would spare its whole tree).
+func TestInheritedKeepIsDropped(t *testing.T) {
+	in := newInstance(t)
+	cmd := in.command("run", "--", bin, "_fixture", "env")
+	cmd.Env = append(cmd.Env, "SUPERVISOR_KEEP=1")
+	cmd.Stdin = strings.NewReader("")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "SUPERVISOR_KEEP") {
+		t.Fatalf("the server inherited SUPERVISOR_KEEP:\n%s", out)
+	}
+	if !strings.Contains(string(out), "SUPERVISOR_INSTANCE=") {
+		t.Fatalf("the server has no instance marker:\n%s", out)
+	}
 }
