@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,10 +148,15 @@ func TestLimitsHoldFromTheStart(t *testing.T) {
 				`for i in 1 2 3 4 5 6 7 8; do sleep 600 & done; echo ready $$; wait`)
 			s.readyPID(t)
 			rec := waitRecord(t, in, 0, named("forker", func(p registry.Process) bool { return p.PID > 0 }))
-			mine := markerHolders(t, rec.ID)
-			if len(mine) < 9 {
-				t.Fatalf("the server's processes %v: want it and its 8 children", mine)
-			}
+			// A child caught inside its exec shows no environment for a
+			// moment: wait until all nine are seen.
+			var mine []int
+			waitCond(t, func() error {
+				if mine = markerHolders(t, rec.ID); len(mine) < 9 {
+					return fmt.Errorf("the server's processes %v: want it and its 8 children", mine)
+				}
+				return nil
+			})
 			// The daemon's thread that forked it went back: none of the
 			// daemon's threads is in the server's limits.
 			d := in.daemonPID()
@@ -484,4 +490,36 @@ func cgroupProcs(dirs []string) []int {
 		out = append(out, pids...)
 	}
 	return out
+}
+
+// A server that cannot start (its command does not exist) leaves neither
+// its cgroup nor its limits' cgroups: the start's one rollback (start.go)
+// removes what was made for it, whichever way it was to start.
+func TestFailedStartLeavesNoCgroup(t *testing.T) {
+	for _, inPlace := range []string{"auto", "off"} {
+		t.Run("in place "+inPlace, func(t *testing.T) {
+			in := newInstance(t)
+			in.env = append(in.env, "SUPERVISOR_IN_PLACE="+inPlace)
+			limitsOrSkip(t, in)
+			_, stderr, code := in.run("run", "--session", "fail", "--name", "missing", "--pids-max", "50", "--", "/nonexistent/server")
+			if code != 127 {
+				t.Fatalf("run of a missing command exited %d, want 127: %s", code, stderr)
+			}
+			rec := waitRecord(t, in, 0, named("missing", func(p registry.Process) bool { return p.State.Final() }))
+			if rec.Cgroup == "" && len(rec.LimitCgroups) == 0 {
+				t.Fatalf("record %+v names no cgroup: nothing to check", rec)
+			}
+			for _, dir := range append([]string{rec.Cgroup}, rec.LimitCgroups...) {
+				if dir == "" {
+					continue
+				}
+				waitCond(t, func() error {
+					if _, err := os.Stat(dir); !os.IsNotExist(err) {
+						return fmt.Errorf("the cgroup %s of a server that never started is left (%v)", dir, err)
+					}
+					return nil
+				})
+			}
+		})
+	}
 }

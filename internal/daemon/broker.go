@@ -457,38 +457,19 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 			}
 		}()
 	}
-	if _, err := d.reg.AddProcess(registry.Process{
-		ID: br.id, Session: sess, Name: br.name, Argv: req.Argv, Cwd: string(req.Cwd),
-		Broker: true, BrokerKey: br.key, Health: "starting", GraceMS: req.GraceMS,
-		ServerKey: br.serverKey, Fingerprint: br.fp, Lazy: br.lazy, IdleMS: api.Millis(br.idle),
-	}); err != nil {
-		pw.Close()
-		return err
-	}
-	var cg cgroup.Server
-	var cgErr error
-	if d.cgroups != nil {
-		cg, cgErr = d.cgroups.NewServer(sess, br.id)
-	}
-	// A broker that does not start leaves no cgroup and a failed record.
-	failed := func(err error, limited cgroup.Limited) error {
-		if cg.Path != "" {
-			d.removeCgroup(cg.Path)
-		}
-		cgroup.RemoveV1(limited.V1)
-		d.transition(br.id, registry.StateFailed, func(p *registry.Process) {
-			p.Error = err.Error()
-			t := d.reg.Now().UTC()
-			p.ExitedAt = &t
+	// Its cgroup, its limits and the intent record (start.go, design §7).
+	srv, err := d.prepareServer(sess, br.id, br.id, req.Limits, func(cgroupPath string, v1 []string) error {
+		_, err := d.reg.AddProcess(registry.Process{
+			ID: br.id, Session: sess, Name: br.name, Argv: req.Argv, Cwd: string(req.Cwd),
+			Broker: true, BrokerKey: br.key, Health: "starting", GraceMS: req.GraceMS,
+			ServerKey: br.serverKey, Fingerprint: br.fp, Lazy: br.lazy, IdleMS: api.Millis(br.idle),
+			Cgroup: cgroupPath, Limits: req.Limits, LimitCgroups: v1,
 		})
 		return err
-	}
-	// Its limits are set before it exists, or it does not start.
-	limited, err := d.setLimits(sess, br.id, req.Limits, cg, cgErr)
+	})
 	if err != nil {
 		pw.Close()
-		cg.CloseFd()
-		return failed(err, limited)
+		return err
 	}
 	// The upstream runs as the program an npx command would run, as a
 	// direct server does (package launcher).
@@ -510,18 +491,20 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 		argv = append(argv, "--idle", br.idle.String())
 	}
 	argv = append(append(argv, "--"), up.argv...)
-	started, err := spawn.Start(d.reaper, spawn.Request{
+	started, err := d.forkServer(srv, spawn.Request{
 		Argv: argv, Env: env, Dir: string(req.Cwd), Stdio: [3]*os.File{stdin, pw, logf},
-		SessionID: sess, ProcID: br.id, CgroupFD: cg.Fd, Instance: d.instance,
-		ThreadCgroups: limited.V1, ThreadHome: d.v1Home(limited.V1),
 	})
 	pw.Close()
-	d.metrics.spawn(err)
-	cg.CloseFd()
 	if err != nil {
-		return failed(err, limited)
+		// A broker that does not start leaves a failed record.
+		d.transition(br.id, registry.StateFailed, func(p *registry.Process) {
+			p.Error = err.Error()
+			t := d.reg.Now().UTC()
+			p.ExitedAt = &t
+		})
+		return err
 	}
-	d.applyLimits(sess, br.id, limited, cg)
+	cg, limited := srv.cg, srv.limited
 	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d broker of %q%s", started.PID, req.Argv, up.note)}
 	rec, err := d.reg.UpdateLogged(br.id, startEvent, func(p *registry.Process) error {
 		p.PID, p.PGID, p.Token, p.Path, p.Cgroup = started.PID, started.PGID, started.Token, started.Path, cg.Path

@@ -211,42 +211,20 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		d.sendError(conn, 125, "%v", err)
 		return
 	}
-	// A fresh cgroup per server: this kernel kills a child cloned into a
-	// cgroup that cgroup.kill was ever written to, so none is reused.
-	var cg cgroup.Server
-	var cgErr error
-	if d.cgroups != nil {
-		if cg, cgErr = d.cgroups.NewServer(req.Session, id); cgErr != nil {
-			log.Warn("no cgroup for this server; process group and markers only", "err", cgErr)
-		}
-	}
-	// Its limits are set before it exists, or it does not start.
+	// Its cgroup, its limits and the intent record, committed before the
+	// fork or the exec in place (start.go, design §7).
 	req.Limits = settings.EffectiveLimits(req.Limits, st.Limits)
-	limited, err := d.setLimits(req.Session, id, req.Limits, cg, cgErr)
+	srv, err := d.prepareServer(req.Session, id, id, req.Limits, func(cgroupPath string, v1 []string) error {
+		_, err := d.reg.AddProcess(registry.Process{
+			ID: id, Session: req.Session, Name: name, Argv: req.Argv, Cwd: string(req.Cwd),
+			ShimPID: req.ShimPID, ShimToken: req.ShimToken, Stdio: stdio, GraceMS: req.GraceMS, Cgroup: cgroupPath,
+			Limits: req.Limits, LimitCgroups: v1,
+		})
+		return err
+	})
 	if err != nil {
 		closeFiles()
 		d.breakers.release(bkey)
-		if cg.Fd > 0 {
-			cg.CloseFd()
-			d.removeCgroup(cg.Path)
-		}
-		d.event("limits.refused", req.Session, "", err.Error())
-		d.sendError(conn, 125, "run: %v", err)
-		return
-	}
-	// The intent record, committed before the fork (design §7).
-	if _, err := d.reg.AddProcess(registry.Process{
-		ID: id, Session: req.Session, Name: name, Argv: req.Argv, Cwd: string(req.Cwd),
-		ShimPID: req.ShimPID, ShimToken: req.ShimToken, Stdio: stdio, GraceMS: req.GraceMS, Cgroup: cg.Path,
-		Limits: req.Limits, LimitCgroups: limited.V1,
-	}); err != nil {
-		closeFiles()
-		d.breakers.release(bkey)
-		if cg.Fd > 0 {
-			cg.CloseFd()
-			d.removeCgroup(cg.Path)
-		}
-		cgroup.RemoveV1(limited.V1)
 		d.sendError(conn, 125, "run: %v", err)
 		return
 	}
@@ -274,7 +252,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		launch.note = " (not flattened: " + why + ")"
 	}
 	if shim != nil {
-		r := inPlaceRun{req: req, launch: launch, id: id, name: name, bkey: bkey, cg: cg, limited: limited, host: host, shim: shim, tok: shimTok, log: log}
+		r := inPlaceRun{req: req, launch: launch, id: id, name: name, bkey: bkey, cg: srv.cg, limited: srv.limited, host: host, shim: shim, tok: shimTok, log: log}
 		if logged {
 			r.stderr = files[2]
 		}
@@ -282,7 +260,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 			release() // it counts as live now
 			shim.Close()
 			shim = nil
-			cg.CloseFd()
+			srv.closeFd()
 			for i, f := range files {
 				if r.stderr == nil || i != 2 {
 					f.Close()
@@ -301,23 +279,15 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		shim.Close()
 		shim = nil
 	}
-	started, err := spawn.Start(d.reaper, spawn.Request{
-		Argv: launch.argv, Env: launch.env, Dir: string(req.Cwd), Stdio: files,
-		SessionID: req.Session, ProcID: id, CgroupFD: cg.Fd, Instance: d.instance, Host: host,
-		ThreadCgroups: limited.V1, ThreadHome: d.v1Home(limited.V1),
+	started, err := d.forkServer(srv, spawn.Request{
+		Argv: launch.argv, Env: launch.env, Dir: string(req.Cwd), Stdio: files, Host: host,
 	})
-	d.metrics.spawn(err)
-	cg.CloseFd()
 	if err != nil {
 		code := 125
 		var se *spawn.StartError
 		if errors.As(err, &se) {
 			code = se.Code
 		}
-		if cg.Path != "" {
-			d.removeCgroup(cg.Path)
-		}
-		cgroup.RemoveV1(limited.V1)
 		d.transition(id, registry.StateFailed, func(p *registry.Process) {
 			p.Error = err.Error()
 			t := d.reg.Now().UTC()
@@ -338,7 +308,6 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	if _, err := d.reaper.ShareJob(req.Session, req.ShimPID); err != nil {
 		log.Warn("session job not shared with the shim: the server dies if the daemon does", "id", id, "err", err)
 	}
-	d.applyLimits(req.Session, id, limited, cg)
 	fault("run.forked")
 	// PID and token are recorded whatever a concurrent stop did to the
 	// state meanwhile: a stopping record without them could not be found

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/internal/cgroup"
 	"github.com/seed-86a41135/supervisor/internal/lockfile"
 	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/internal/settings"
@@ -310,43 +309,25 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 		null.Close()
 		return err
 	}
-	var cg cgroup.Server
-	var cgErr error
+	// Fresh per incarnation: a killed cgroup kills what is cloned in. The
+	// record exists (ensure committed it): there is no intent to commit.
 	cgName := fmt.Sprintf("%s-%d", s.id, time.Now().UnixNano())
-	if d.cgroups != nil {
-		// Fresh per incarnation: a killed cgroup kills what is cloned in.
-		cg, cgErr = d.cgroups.NewServer(sharedSession(s.port), cgName)
-	}
-	// Its limits are set before it exists, or it does not start.
-	limited, err := d.setLimits(sharedSession(s.port), cgName, s.limits, cg, cgErr)
+	srv, err := d.prepareServer(sharedSession(s.port), s.id, cgName, s.limits, nil)
 	if err != nil {
 		null.Close()
 		logf.Close()
 		errf.Close()
-		cg.CloseFd()
-		if cg.Path != "" {
-			d.removeCgroup(cg.Path)
-		}
-		d.event("limits.refused", sharedSession(s.port), s.id, err.Error())
 		return err
 	}
-	started, err := spawn.Start(d.reaper, spawn.Request{
+	started, err := d.forkServer(srv, spawn.Request{
 		Argv: s.argv, Env: s.env, Dir: s.cwd,
-		Stdio:     [3]*os.File{null, logf, errf},
-		SessionID: sharedSession(s.port), ProcID: s.id, CgroupFD: cg.Fd, Instance: d.instance,
-		ThreadCgroups: limited.V1, ThreadHome: d.v1Home(limited.V1),
+		Stdio: [3]*os.File{null, logf, errf},
 	})
-	d.metrics.spawn(err)
-	cg.CloseFd()
 	if err != nil {
-		if cg.Path != "" {
-			d.removeCgroup(cg.Path)
-		}
-		cgroup.RemoveV1(limited.V1)
 		d.event("process.failed", sharedSession(s.port), s.id, err.Error())
 		return err
 	}
-	d.applyLimits(sharedSession(s.port), s.id, limited, cg)
+	cg, limited := srv.cg, srv.limited
 	fault("ensure.forked")
 	rec, err := d.reg.Restart(s.id, func(p *registry.Process) {
 		p.PID, p.PGID, p.Token, p.Path, p.Cgroup = started.PID, started.PGID, started.Token, started.Path, cg.Path
@@ -357,7 +338,11 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 		// Final already (stopped for good meanwhile): the stop below still
 		// needs this incarnation's identity.
 		d.log.Error("record shared server", "id", s.id, "err", err)
-		rec, _ = d.reg.Process(s.id)
+		if cur, perr := d.reg.Process(s.id); perr == nil {
+			rec = cur
+		} else { // compacted away meanwhile: what the stop needs
+			rec = registry.Process{ID: s.id, Session: sharedSession(s.port), Name: s.name, Argv: s.argv, Port: s.port, Shared: true}
+		}
 		rec.PID, rec.PGID, rec.Token, rec.Cgroup = started.PID, started.PGID, started.Token, cg.Path
 	}
 	l := &live{id: s.id, done: make(chan struct{}), grace: time.Duration(rec.GraceMS) * time.Millisecond,
