@@ -222,15 +222,12 @@ func (h *Hub) copy(p *hubPipe) {
 	h.finish(p)
 }
 
-// write copies b to the tee, then the log. A failed log write drops that
+// write copies b to the log, then the tee. A failed log write drops that
 // data (the pipe keeps being read, so its writer never blocks on it), and
-// counts it: the daemon is told with the pipe's end.
+// counts it: the daemon is told with the pipe's end. The log comes first:
+// a hub killed between the two has kept what the host was shown, which
+// `supervisor logs` reads back.
 func (p *hubPipe) write(b []byte) {
-	if p.tee != nil && !p.teeGone.Load() {
-		if _, err := p.tee.Write(b); err != nil {
-			p.teeGone.Store(true) // the host went away; the log goes on
-		}
-	}
 	p.file.mu.Lock()
 	if err := p.file.w.write(b); err != nil {
 		if p.logErr == "" {
@@ -239,6 +236,11 @@ func (p *hubPipe) write(b []byte) {
 		p.dropped += int64(len(b))
 	}
 	p.file.mu.Unlock()
+	if p.tee != nil && !p.teeGone.Load() {
+		if _, err := p.tee.Write(b); err != nil {
+			p.teeGone.Store(true) // the host went away; the log goes on
+		}
+	}
 }
 
 func (p *hubPipe) close() {
