@@ -99,6 +99,81 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		return
 	}
 	defer release() // a failed start; a live server releases it at once
+	r, ok := d.acceptRun(conn, req, fds, log)
+	if !ok {
+		return
+	}
+	r.release = release
+	if err := d.openSession(&r.req); err != nil {
+		r.closeFiles()
+		d.send(conn, api.TypeError, &api.Error{Code: 125, Message: "run: " + err.Error(),
+			Retry: errors.Is(err, registry.ErrBadTransition)})
+		return
+	}
+	r.id = newID()
+	r.name = r.req.Name
+	if r.name == "" {
+		r.name = baseName(r.req.Argv[0])
+	}
+	st := d.settings()          // one snapshot: a reload meanwhile mixes no two configs
+	st.ApplyRun(r.name, &r.req) // the config file's [servers.NAME]
+	r.req.Limits = settings.EffectiveLimits(r.req.Limits, st.Limits)
+	if mode, shared := d.runMode(&r.req, r.name); shared {
+		r.dropShim()
+		// A broker and its upstream are one tree in one cgroup: the limits
+		// bound both.
+		d.serveShare(conn, r.req, r.files, r.name, mode)
+		return
+	}
+	// A server that keeps dying on start is refused fast: this is what
+	// stops a host's retry storm.
+	var err error
+	if r.bkey, err = d.breakers.allow(r.req.Argv, string(r.req.Cwd), r.name); err != nil {
+		r.closeFiles()
+		d.event("breaker.refused", r.req.Session, "", err.Error())
+		d.sendError(conn, 125, "%v", err)
+		return
+	}
+	d.startDirect(r)
+}
+
+// directRun is one run being started as a direct server (neither shared
+// nor lazy nor idle), from its accepted request to its lifeline.
+type directRun struct {
+	conn    *api.Conn
+	req     api.RunRequest
+	log     hclog.Logger
+	release func() // the server slot: released once the server counts as live
+	files   [3]*os.File
+	stdio   []registry.StdioInode
+	shim    *proc.Handle // the shim, where its offer to exec in place is taken
+	shimTok proc.Token
+	id      string
+	name    string
+	bkey    string // its breaker's key
+}
+
+// closeFiles lets go of the host's fds and the shim: a run refused.
+func (r *directRun) closeFiles() {
+	for _, f := range r.files {
+		f.Close()
+	}
+	r.dropShim()
+}
+
+// dropShim declines the shim's offer to exec in place, if taken.
+func (r *directRun) dropShim() {
+	if r.shim != nil {
+		r.shim.Close()
+		r.shim = nil
+	}
+}
+
+// acceptRun takes a run request's fds (stdin, stdout, stderr and, with an
+// offer to exec in place, the shim's pidfd) and checks what the daemon
+// can check before anything is made for it. A run it refuses is answered
+// and its fds are closed.
+func (d *Daemon) acceptRun(conn *api.Conn, req api.RunRequest, fds []int, log hclog.Logger) (*directRun, bool) {
 	want := 3
 	if req.InPlace {
 		want = 4 // and the shim's pidfd
@@ -107,82 +182,59 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		api.CloseFds(fds)
 		d.sendError(conn, 125, "run needs exactly %d file descriptors (stdin, stdout, stderr%s), got %d",
 			want, map[bool]string{true: ", the shim's pidfd"}[req.InPlace], len(fds))
-		return
+		return nil, false
 	}
+	r := &directRun{conn: conn, req: req, log: log}
 	// An offer to exec in the shim's place is taken where this daemon
 	// can watch such a server (inplace_linux.go).
-	var shim *proc.Handle
-	var shimTok proc.Token
 	if req.InPlace {
 		pidfd := fds[3]
 		fds = fds[:3]
 		if d.feat["in_place"] {
 			var err error
-			if shim, shimTok, err = shimHandle(pidfd, req); err != nil {
+			if r.shim, r.shimTok, err = shimHandle(pidfd, req); err != nil {
 				api.CloseFds(fds)
 				api.CloseFds([]int{pidfd})
 				d.sendError(conn, 125, "run: the shim's pidfd: %v", err)
-				return
+				return nil, false
 			}
 		} else {
 			api.CloseFds([]int{pidfd})
 		}
 	}
-	files := [3]*os.File{}
-	stdio := make([]registry.StdioInode, 3)
+	r.stdio = make([]registry.StdioInode, 3)
 	for i, fd := range fds {
-		files[i] = os.NewFile(uintptr(fd), fmt.Sprintf("stdio%d", i))
+		r.files[i] = os.NewFile(uintptr(fd), fmt.Sprintf("stdio%d", i))
 		kind, ino, _ := proc.FdKind(fd)
-		stdio[i] = registry.StdioInode{Fd: i, Kind: kind, Inode: ino}
+		r.stdio[i] = registry.StdioInode{Fd: i, Kind: kind, Inode: ino}
 	}
-	closeFiles := func() {
-		for _, f := range files {
-			f.Close()
-		}
-		if shim != nil {
-			shim.Close()
-			shim = nil
-		}
+	refuse := func(e api.Error) (*directRun, bool) {
+		r.closeFiles()
+		d.send(conn, api.TypeError, &e)
+		return nil, false
 	}
 	if len(req.Argv) == 0 {
-		closeFiles()
-		d.sendError(conn, 125, "run: no command given")
-		return
+		return refuse(api.Error{Code: 125, Message: "run: no command given"})
 	}
 	if err := session.ValidateID(req.Session); err != nil {
-		closeFiles()
-		d.sendError(conn, 125, "run: %v", err)
-		return
+		return refuse(api.Error{Code: 125, Message: "run: " + err.Error()})
 	}
 	if _, err := api.GraceOf(req.GraceMS); err != nil {
-		closeFiles()
-		d.sendError(conn, 125, "run: %v", err)
-		return
+		return refuse(api.Error{Code: 125, Message: "run: " + err.Error()})
 	}
-	d.mu.Lock()
-	stopping := d.stopping
-	d.mu.Unlock()
-	if stopping {
-		closeFiles()
-		d.send(conn, api.TypeError, &api.Error{Code: 125, Retry: true, Message: "the daemon is stopping"})
-		return
+	if d.isStopping() {
+		return refuse(api.Error{Code: 125, Retry: true, Message: "the daemon is stopping"})
 	}
-	if err := d.openSession(&req); err != nil {
-		closeFiles()
-		d.send(conn, api.TypeError, &api.Error{Code: 125, Message: "run: " + err.Error(),
-			Retry: errors.Is(err, registry.ErrBadTransition)})
-		return
-	}
-	id := newID()
-	name := req.Name
-	if name == "" {
-		name = baseName(req.Argv[0])
-	}
-	st := d.settings()      // one snapshot: a reload meanwhile mixes no two configs
-	st.ApplyRun(name, &req) // the config file's [servers.NAME]
-	mode := "run --share"
+	return r, true
+}
+
+// runMode says whether req's server is shared through a broker (run
+// --share, automatic sharing, --lazy or --idle), and which of them, for
+// the messages.
+func (d *Daemon) runMode(req *api.RunRequest, name string) (mode string, shared bool) {
+	mode = "run --share"
 	switch {
-	case !req.Share && d.autoShare(req, name):
+	case !req.Share && d.autoShare(*req, name):
 		req.Share = true
 		mode = "automatic sharing (run --share=false or share = false in [servers." + name + "] runs it unshared)"
 		d.event("shared.auto", req.Session, "", name+" speaks the stateless MCP revision: shared automatically")
@@ -191,41 +243,28 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	case !req.Share:
 		mode = "run --idle"
 	}
-	if req.Share || req.Lazy || req.IdleMS > 0 {
-		if shim != nil {
-			shim.Close()
-			shim = nil
-		}
-		// A broker and its upstream are one tree in one cgroup: the limits
-		// bound both.
-		req.Limits = settings.EffectiveLimits(req.Limits, st.Limits)
-		d.serveShare(conn, req, files, name, mode)
-		return
-	}
-	// A server that keeps dying on start is refused fast: this is what
-	// stops a host's retry storm.
-	bkey, err := d.breakers.allow(req.Argv, string(req.Cwd), name)
-	if err != nil {
-		closeFiles()
-		d.event("breaker.refused", req.Session, "", err.Error())
-		d.sendError(conn, 125, "%v", err)
-		return
-	}
+	return mode, req.Share || req.Lazy || req.IdleMS > 0
+}
+
+// startDirect starts r's server: its cgroup, limits and intent record,
+// its stderr captured, its command flattened, then exec'd in its shim's
+// place where the shim offered that, else forked here.
+func (d *Daemon) startDirect(r *directRun) {
+	req, id, name := r.req, r.id, r.name
 	// Its cgroup, its limits and the intent record, committed before the
 	// fork or the exec in place (start.go, design §7).
-	req.Limits = settings.EffectiveLimits(req.Limits, st.Limits)
 	srv, err := d.prepareServer(req.Session, id, id, req.Limits, func(cgroupPath string, v1 []string) error {
 		_, err := d.reg.AddProcess(registry.Process{
 			ID: id, Session: req.Session, Name: name, Argv: req.Argv, Cwd: string(req.Cwd),
-			ShimPID: req.ShimPID, ShimToken: req.ShimToken, Stdio: stdio, GraceMS: req.GraceMS, Cgroup: cgroupPath,
+			ShimPID: req.ShimPID, ShimToken: req.ShimToken, Stdio: r.stdio, GraceMS: req.GraceMS, Cgroup: cgroupPath,
 			Limits: req.Limits, LimitCgroups: v1,
 		})
 		return err
 	})
 	if err != nil {
-		closeFiles()
-		d.breakers.release(bkey)
-		d.sendError(conn, 125, "run: %v", err)
+		r.closeFiles()
+		d.breakers.release(r.bkey)
+		d.sendError(r.conn, 125, "run: %v", err)
 		return
 	}
 	fault("run.intent")
@@ -234,35 +273,25 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	// writer holds the host's stderr instead of the server and copies
 	// every byte to it. stdin and stdout stay the host's own fds.
 	logged := false
-	if w, err := d.startLogWriter(RunLogPath(d.cfg.Paths, name, id), files[2], id); err == nil {
-		files[2].Close()
-		files[2] = w
+	if w, err := d.startLogWriter(RunLogPath(d.cfg.Paths, name, id), r.files[2], id); err == nil {
+		r.files[2].Close()
+		r.files[2] = w
 		logged = true
 	} else if !errors.Is(err, errLogWriterUnsupported) {
-		log.Warn("stderr not captured: the server writes to the host's stderr itself", "id", id, "err", err)
+		r.log.Warn("stderr not captured: the server writes to the host's stderr itself", "id", id, "err", err)
 	}
-	// An npx command runs as the program npx would run, where that is
-	// known offline (package launcher): npm does not stay resident.
-	launch := launched{argv: req.Argv, env: req.Env}
-	if fl, ok, why := launcher.Flatten(req.Argv, string(req.Cwd), req.Env); ok && !req.NoFlatten {
-		launch = launched{argv: fl.Argv, env: fl.Env, note: " (flattened, " + fl.Via + ")"}
-	} else if ok {
-		launch.note = " (not flattened: flatten = false)"
-	} else if why != launcher.NotARunner {
-		launch.note = " (not flattened: " + why + ")"
-	}
-	if shim != nil {
-		r := inPlaceRun{req: req, launch: launch, id: id, name: name, bkey: bkey, cg: srv.cg, limited: srv.limited, host: host, shim: shim, tok: shimTok, log: log}
+	launch := flattened(req)
+	if r.shim != nil {
+		ip := inPlaceRun{req: req, launch: launch, id: id, name: name, bkey: r.bkey, cg: srv.cg, limited: srv.limited, host: host, shim: r.shim, tok: r.shimTok, log: r.log}
 		if logged {
-			r.stderr = files[2]
+			ip.stderr = r.files[2]
 		}
-		if l := d.execInPlace(conn, r); l != nil {
-			release() // it counts as live now
-			shim.Close()
-			shim = nil
+		if l := d.execInPlace(r.conn, ip); l != nil {
+			r.release() // it counts as live now
+			r.dropShim()
 			srv.closeFd()
-			for i, f := range files {
-				if r.stderr == nil || i != 2 {
+			for i, f := range r.files {
+				if ip.stderr == nil || i != 2 {
 					f.Close()
 				}
 			}
@@ -273,14 +302,36 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 				d.stopIfSessionEnding(req.Session, id)
 				d.enforceCap(req, id)
 			}()
-			d.execLine(conn, l, log)
+			d.execLine(r.conn, l, r.log)
 			return
 		}
-		shim.Close()
-		shim = nil
+		r.dropShim()
 	}
+	d.startForked(r, srv, launch, host)
+}
+
+// flattened is the command req's server runs as: an npx command as the
+// program npx would run, where that is known offline (package launcher),
+// so that npm does not stay resident.
+func flattened(req api.RunRequest) launched {
+	launch := launched{argv: req.Argv, env: req.Env}
+	if fl, ok, why := launcher.Flatten(req.Argv, string(req.Cwd), req.Env); ok && !req.NoFlatten {
+		launch = launched{argv: fl.Argv, env: fl.Env, note: " (flattened, " + fl.Via + ")"}
+	} else if ok {
+		launch.note = " (not flattened: flatten = false)"
+	} else if why != launcher.NotARunner {
+		launch.note = " (not flattened: " + why + ")"
+	}
+	return launch
+}
+
+// startForked forks r's server on the host's fds, records it running,
+// tells the shim, and keeps the shim's connection as the server's
+// lifeline.
+func (d *Daemon) startForked(r *directRun, srv *serverStart, launch launched, host string) {
+	req, id, name, log := r.req, r.id, r.name, r.log
 	started, err := d.forkServer(srv, spawn.Request{
-		Argv: launch.argv, Env: launch.env, Dir: string(req.Cwd), Stdio: files, Host: host,
+		Argv: launch.argv, Env: launch.env, Dir: string(req.Cwd), Stdio: r.files, Host: host,
 	})
 	if err != nil {
 		code := 125
@@ -294,9 +345,9 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 			p.ExitedAt = &t
 		})
 		d.event("process.failed", req.Session, id, err.Error())
-		d.breakers.result(bkey, req.Argv, string(req.Cwd), name, err.Error())
+		d.breakers.result(r.bkey, req.Argv, string(req.Cwd), name, err.Error())
 		log.Info("spawn failed", "id", id, "err", err)
-		d.sendError(conn, code, "%v", err)
+		d.sendError(r.conn, code, "%v", err)
 		return
 	}
 	// The environment is the bulk of a request and holds the host's
@@ -328,27 +379,27 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	startPeriod := d.settings().Breaker.StartPeriod
 	l := &live{id: id, done: make(chan struct{}), grace: time.Duration(req.GraceMS) * time.Millisecond,
 		target: d.targetOf(rec), started: time.Now(),
-		breaker: breakerRef{key: bkey, argv: req.Argv, cwd: string(req.Cwd), name: name, startPeriod: startPeriod}}
+		breaker: breakerRef{key: r.bkey, argv: req.Argv, cwd: string(req.Cwd), name: name, startPeriod: startPeriod}}
 	// Alive past the start period: a good start, whatever comes later.
 	l.startTimer = time.AfterFunc(startPeriod, func() {
 		if d.isLive(id) {
-			d.breakers.result(bkey, req.Argv, string(req.Cwd), name, "")
+			d.breakers.result(r.bkey, req.Argv, string(req.Cwd), name, "")
 		}
 	})
 	d.mu.Lock()
 	d.live[id] = l
 	d.mu.Unlock()
-	release() // it counts as live now
+	r.release() // it counts as live now
 	go d.monitor(l, started.Exit)
 
 	d.stopIfSessionEnding(req.Session, id)
-	if err := conn.Send(api.TypeStarted, &api.Started{ID: id, PID: started.PID, Token: started.Token, Session: req.Session}); err != nil {
+	if err := r.conn.Send(api.TypeStarted, &api.Started{ID: id, PID: started.PID, Token: started.Token, Session: req.Session}); err != nil {
 		log.Info("shim gone before start was confirmed", "id", id, "err", err)
 	}
 	log.Info("started", "id", id, "pid", started.PID, "argv", req.Argv)
 	d.enforceCap(req, id)
 
-	d.lifeline(conn, l, req.Session, req.ShimPID, d.graceFor(req))
+	d.lifeline(r.conn, l, req.Session, req.ShimPID, d.graceFor(req))
 }
 
 // launched is the command a run's server is started as: the request's, or
