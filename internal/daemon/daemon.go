@@ -213,38 +213,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		defer ms.ln.Close()
 	}
 
-	if err := proc.SetChildSubreaper(); err != nil {
-		d.log.Warn("not a subreaper: orphaned descendants will go to init", "err", err)
-		d.limits = append(d.limits, fmt.Sprintf("not a subreaper (%v): escaped descendants are found by their markers", err))
-	} else {
-		d.feat["subreaper"] = true
-	}
 	d.instance = paths.Instance()
-	d.feat["process_handles"] = proc.HandlesSupported() // pidfd, kqueue or process HANDLE
-	d.feat["cgroup"] = false
-	if cfg.Cgroups {
-		// One subtree per instance (uid and state directory), so daemons
-		// of other instances never meet in a cgroup.
-		name := filepath.Join(fmt.Sprintf("supervisor-%d", os.Getuid()), d.instance)
-		if m, err := cgroup.Detect(name); err != nil {
-			d.log.Info("cgroups not in use: process groups and markers only", "why", err)
-			d.limits = append(d.limits, fmt.Sprintf("no cgroups (%v): process groups and markers only", err))
-		} else {
-			d.cgroups = m
-			d.feat["cgroup"] = true
-			d.log.Info("cgroups in use", "root", m.Root())
-			defer m.RemoveRoot() // when empty: a daemon that keeps processes leaves it
-		}
-	}
-
-	if cfg.InPlace {
-		if why := inPlaceUnsupported(); why != "" {
-			d.log.Info("servers are spawned by the daemon, not exec'd in their shim's place", "why", why)
-			d.limits = append(d.limits, "no exec in the shim's place ("+why+"): a shim process stays beside each server")
-		} else {
-			d.feat["in_place"] = true
-		}
-	}
+	removeCgroupRoot := d.setUpFeatures(cfg)
+	defer removeCgroupRoot() // when empty: a daemon that keeps processes leaves it
 
 	var loaded storeContent
 	d.store, loaded, err = openStore(paths.DB(), d.log)
@@ -324,87 +295,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if cfg.Init != nil {
 		ictx, cancel := context.WithCancel(ctx)
 		g.Add(func() error { return d.runInit(ictx, cfg.Init) }, func(error) { cancel() })
-	} else { // the stopper: SIGTERM, SIGINT or `daemon stop` stop every session, then exit; SIGHUP reloads the config
-		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-		stopCtx, cancel := context.WithCancel(ctx)
-		g.Add(func() error {
-			defer signal.Stop(sigs)
-			var req *stopRequest
-		wait:
-			for {
-				select {
-				case s := <-sigs:
-					if s == syscall.SIGHUP {
-						d.log.Info("SIGHUP received: reloading the config")
-						_, _ = d.reload() // it logs its failure and keeps the old config
-						continue
-					}
-					d.log.Info("signal received: stopping every session", "signal", s)
-				case r := <-d.stopReq:
-					req = &r
-					d.log.Info("daemon stop requested", "keep_processes", r.keep)
-				case <-stopCtx.Done():
-					return nil
-				}
-				break wait
-			}
-			var outcomes []shutdown.Outcome
-			if req != nil && req.keep {
-				// An upgrade: the next daemon re-adopts everything. Runs
-				// are refused from here, and the lifelines closing with
-				// the connections stop nothing.
-				d.mu.Lock()
-				d.stopping = true
-				d.mu.Unlock()
-				d.detachShared()
-				d.log.Info("exiting and leaving every server running for the next daemon", "live", len(d.reg.Processes(registry.Filter{})))
-				d.event("daemon.stop", "", "", "keeping processes for the next daemon")
-				outcomes = []shutdown.Outcome{}
-			} else {
-				var opt shutdown.Options
-				if req != nil {
-					opt = req.opt
-				}
-				outcomes = d.stopAllWith(context.WithoutCancel(ctx), opt)
-				d.event("daemon.stop", "", "", fmt.Sprintf("stopped every session (%d processes)", len(outcomes)))
-			}
-			if req != nil {
-				req.reply <- outcomes
-				select {
-				case <-req.sent:
-				case <-time.After(5 * time.Second):
-				}
-			}
-			return nil
-		}, func(error) { cancel() })
+	} else {
+		g.Add(d.stopper(ctx))
 	}
-	{
-		rctx, cancel := context.WithCancel(context.Background())
-		g.Add(func() error { return d.reaper.Run(rctx) }, func(error) { cancel() })
-	}
-	{
-		wctx, cancel := context.WithCancel(context.Background())
-		g.Add(func() error { return d.watcher.Run(wctx) }, func(error) { cancel() })
-	}
-	{
-		lctx, cancel := context.WithCancel(context.Background())
-		g.Add(func() error { return d.runLogRotation(lctx) }, func(error) { cancel() })
-	}
-	{
-		cctx, cancel := context.WithCancel(context.Background())
-		g.Add(func() error { return d.runRetention(cctx) }, func(error) { cancel() })
-	}
-	{
-		sock := &socketKeeper{cur: ln, path: paths.Socket, paths: paths}
-		sctx, cancel := context.WithCancel(context.Background())
-		g.Add(func() error { return d.keepSocket(sctx, sock) }, func(error) {
-			cancel()
-			sock.close()
-			d.hubs.closing() // the hubs' connections end: let them go, not replaced
-			d.closeConns()
-		})
-	}
+	d.addActors(&g, ln, paths)
 	if ms != nil {
 		g.Add(ms.run, ms.stop)
 	}
@@ -559,4 +453,137 @@ func moveAside(path string, now time.Time) (string, error) {
 		return "", err
 	}
 	return aside, nil
+}
+
+// setUpFeatures finds what this machine lets the daemon do: be a
+// subreaper, give each server a cgroup, let shims exec their servers in
+// their own place. What it cannot is logged and listed in d.limits (for
+// `status`). cleanup removes the instance's cgroup subtree once it is
+// empty.
+func (d *Daemon) setUpFeatures(cfg Config) (cleanup func()) {
+	cleanup = func() {}
+	if err := proc.SetChildSubreaper(); err != nil {
+		d.log.Warn("not a subreaper: orphaned descendants will go to init", "err", err)
+		d.limits = append(d.limits, fmt.Sprintf("not a subreaper (%v): escaped descendants are found by their markers", err))
+	} else {
+		d.feat["subreaper"] = true
+	}
+	d.feat["process_handles"] = proc.HandlesSupported() // pidfd, kqueue or process HANDLE
+	d.feat["cgroup"] = false
+	if cfg.Cgroups {
+		// One subtree per instance (uid and state directory), so daemons
+		// of other instances never meet in a cgroup.
+		name := filepath.Join(fmt.Sprintf("supervisor-%d", os.Getuid()), d.instance)
+		if m, err := cgroup.Detect(name); err != nil {
+			d.log.Info("cgroups not in use: process groups and markers only", "why", err)
+			d.limits = append(d.limits, fmt.Sprintf("no cgroups (%v): process groups and markers only", err))
+		} else {
+			d.cgroups = m
+			d.feat["cgroup"] = true
+			d.log.Info("cgroups in use", "root", m.Root())
+			cleanup = m.RemoveRoot
+		}
+	}
+
+	if cfg.InPlace {
+		if why := inPlaceUnsupported(); why != "" {
+			d.log.Info("servers are spawned by the daemon, not exec'd in their shim's place", "why", why)
+			d.limits = append(d.limits, "no exec in the shim's place ("+why+"): a shim process stays beside each server")
+		} else {
+			d.feat["in_place"] = true
+		}
+	}
+	return cleanup
+}
+
+// stopper is the actor that ends the daemon: SIGTERM, SIGINT or `daemon
+// stop` stop every session (or, for an upgrade, leave every server to the
+// next daemon), then it returns and the group ends; SIGHUP reloads the
+// config.
+func (d *Daemon) stopper(ctx context.Context) (execute func() error, interrupt func(error)) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	stopCtx, cancel := context.WithCancel(ctx)
+	return func() error {
+		defer signal.Stop(sigs)
+		var req *stopRequest
+	wait:
+		for {
+			select {
+			case s := <-sigs:
+				if s == syscall.SIGHUP {
+					d.log.Info("SIGHUP received: reloading the config")
+					_, _ = d.reload() // it logs its failure and keeps the old config
+					continue
+				}
+				d.log.Info("signal received: stopping every session", "signal", s)
+			case r := <-d.stopReq:
+				req = &r
+				d.log.Info("daemon stop requested", "keep_processes", r.keep)
+			case <-stopCtx.Done():
+				return nil
+			}
+			break wait
+		}
+		var outcomes []shutdown.Outcome
+		if req != nil && req.keep {
+			// An upgrade: the next daemon re-adopts everything. Runs
+			// are refused from here, and the lifelines closing with
+			// the connections stop nothing.
+			d.mu.Lock()
+			d.stopping = true
+			d.mu.Unlock()
+			d.detachShared()
+			d.log.Info("exiting and leaving every server running for the next daemon", "live", len(d.reg.Processes(registry.Filter{})))
+			d.event("daemon.stop", "", "", "keeping processes for the next daemon")
+			outcomes = []shutdown.Outcome{}
+		} else {
+			var opt shutdown.Options
+			if req != nil {
+				opt = req.opt
+			}
+			outcomes = d.stopAllWith(context.WithoutCancel(ctx), opt)
+			d.event("daemon.stop", "", "", fmt.Sprintf("stopped every session (%d processes)", len(outcomes)))
+		}
+		if req != nil {
+			req.reply <- outcomes
+			select {
+			case <-req.sent:
+			case <-time.After(5 * time.Second):
+			}
+		}
+		return nil
+	}, func(error) { cancel() }
+}
+
+// addActors adds the daemon's standing actors to g: the reaper, the host
+// watcher, log rotation, retention, and the socket's accept loop (whose
+// end closes every connection). Each ends when g interrupts it.
+func (d *Daemon) addActors(g *run.Group, ln *api.Listener, paths api.Paths) {
+	{
+		rctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return d.reaper.Run(rctx) }, func(error) { cancel() })
+	}
+	{
+		wctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return d.watcher.Run(wctx) }, func(error) { cancel() })
+	}
+	{
+		lctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return d.runLogRotation(lctx) }, func(error) { cancel() })
+	}
+	{
+		cctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return d.runRetention(cctx) }, func(error) { cancel() })
+	}
+	{
+		sock := &socketKeeper{cur: ln, path: paths.Socket, paths: paths}
+		sctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return d.keepSocket(sctx, sock) }, func(error) {
+			cancel()
+			sock.close()
+			d.hubs.closing() // the hubs' connections end: let them go, not replaced
+			d.closeConns()
+		})
+	}
 }
