@@ -45,6 +45,12 @@ func connPair(t *testing.T) (daemon, hub *api.Conn) {
 // recvDone waits for a log_done and returns its id.
 func recvDone(t *testing.T, c *api.Conn) string {
 	t.Helper()
+	return recvDoneMsg(t, c).ID
+}
+
+// recvDoneMsg waits for a log_done and returns it.
+func recvDoneMsg(t *testing.T, c *api.Conn) api.LogDone {
+	t.Helper()
 	c.SetDeadline(time.Now().Add(30 * time.Second))
 	m, fds, err := c.Recv()
 	api.CloseFds(fds)
@@ -55,7 +61,7 @@ func recvDone(t *testing.T, c *api.Conn) string {
 	if err := api.Decode(m, &d); err != nil {
 		t.Fatal(err)
 	}
-	return d.ID
+	return d
 }
 
 // TestHubSharesOneFileAmongItsPipes: two pipes of one log (an old
@@ -251,17 +257,7 @@ func TestHubReportsWhatItsLogCouldNotTake(t *testing.T) {
 		}
 	}
 	w.Close()
-	daemon.SetDeadline(time.Now().Add(30 * time.Second))
-	m, fds, err := daemon.Recv()
-	api.CloseFds(fds)
-	if err != nil || m.Type != api.TypeLogDone {
-		t.Fatalf("want log_done, got %q (%v)", m.Type, err)
-	}
-	var d api.LogDone
-	if err := api.Decode(m, &d); err != nil {
-		t.Fatal(err)
-	}
-	if d.ID != "full" || d.Dropped != 1000 || !strings.Contains(d.LogError, "no space") {
+	if d := recvDoneMsg(t, daemon); d.ID != "full" || d.Dropped != 1000 || !strings.Contains(d.LogError, "no space") {
 		t.Errorf("log_done %+v, want pipe full with 1000 bytes dropped and the reason (no space left)", d)
 	}
 }
