@@ -297,7 +297,7 @@ func (d *Daemon) startDirect(r *directRun) {
 			}
 			// The stop these may start waits for the monitor, which
 			// waits for execLine: they go beside it.
-			req.Env = nil
+			req.Env, r.req.Env = nil, nil
 			go func() {
 				d.stopIfSessionEnding(req.Session, id)
 				d.enforceCap(req, id)
@@ -352,7 +352,7 @@ func (d *Daemon) startForked(r *directRun, srv *serverStart, launch launched, ho
 	}
 	// The environment is the bulk of a request and holds the host's
 	// secrets: the daemon keeps none of it for the server's lifetime.
-	req.Env = nil
+	req.Env, r.req.Env = nil, nil
 	// Where the session's processes live in a kill-on-close job
 	// (Windows), the shim holds a handle to it too, so a daemon crash does
 	// not take them along (design §2) while the host still runs.
@@ -381,9 +381,10 @@ func (d *Daemon) startForked(r *directRun, srv *serverStart, launch launched, ho
 		target: d.targetOf(rec), started: time.Now(),
 		breaker: breakerRef{key: r.bkey, argv: req.Argv, cwd: string(req.Cwd), name: name, startPeriod: startPeriod}}
 	// Alive past the start period: a good start, whatever comes later.
+	bkey := r.bkey // not r: the timer would keep the run alive
 	l.startTimer = time.AfterFunc(startPeriod, func() {
 		if d.isLive(id) {
-			d.breakers.result(r.bkey, req.Argv, string(req.Cwd), name, "")
+			d.breakers.result(bkey, req.Argv, string(req.Cwd), name, "")
 		}
 	})
 	d.mu.Lock()
