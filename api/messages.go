@@ -7,8 +7,7 @@ import (
 
 	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/registry"
-	"github.com/seed-86a41135/supervisor/shutdown"
-	"github.com/seed-86a41135/supervisor/spawn"
+	"github.com/seed-86a41135/supervisor/shutdown/outcome"
 )
 
 // Protocol is the wire protocol number; a peer with another is refused.
@@ -222,13 +221,13 @@ type Progress struct {
 }
 
 // GraceOf is a request's grace, refused when the cascade would not take
-// it (negative, or above shutdown.MaxGrace); 0 means the default.
+// it (negative, or above outcome.MaxGrace); 0 means the default.
 func GraceOf(ms int64) (time.Duration, error) {
-	if ms > shutdown.MaxGrace.Milliseconds() {
-		return 0, fmt.Errorf("grace of %d ms is above the maximum of %v: a stop must end in bounded time", ms, shutdown.MaxGrace)
+	if ms > outcome.MaxGrace.Milliseconds() {
+		return 0, fmt.Errorf("grace of %d ms is above the maximum of %v: a stop must end in bounded time", ms, outcome.MaxGrace)
 	}
 	g := time.Duration(ms) * time.Millisecond
-	return g, shutdown.CheckGrace(g)
+	return g, outcome.CheckGrace(g)
 }
 
 // Recovery summarizes a daemon's reconcile at start (design §7).
@@ -360,7 +359,7 @@ type Restarted struct {
 
 // Outcomes answers session_end and stop.
 type Outcomes struct {
-	Outcomes []shutdown.Outcome `json:"outcomes"`
+	Outcomes []outcome.Outcome `json:"outcomes"`
 }
 
 // Status answers status.
@@ -484,7 +483,7 @@ type Ensured struct {
 
 // BreakerList answers breakers and breaker_reset.
 type BreakerList struct {
-	Breakers []spawn.Breaker `json:"breakers"`
+	Breakers []registry.BreakerState `json:"breakers"`
 }
 
 // BreakerResetRequest closes the breakers with this key or name.

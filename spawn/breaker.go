@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/seed-86a41135/supervisor/registry"
 	"regexp"
 	"strings"
 	"sync"
@@ -42,19 +43,11 @@ const (
 	BreakerHalfOpen = "half-open"
 )
 
-// Breaker is the persisted state of one server key's circuit breaker.
+// Breaker is one server key's circuit breaker: its persisted state (a
+// registry record, which the wire protocol carries too) and the rules
+// that move it.
 type Breaker struct {
-	Key        string    `json:"key"`
-	Name       string    `json:"name"`
-	Argv       []string  `json:"argv"`
-	Cwd        string    `json:"cwd"`
-	State      string    `json:"state"`
-	Failures   int       `json:"failures"`
-	LastReason string    `json:"last_reason,omitempty"`
-	OpenedAt   time.Time `json:"opened_at,omitzero"`
-	RetryAt    time.Time `json:"retry_at,omitzero"`
-	CooldownMS int64     `json:"cooldown_ms,omitempty"`
-	Trial      bool      `json:"trial,omitempty"` // a half-open trial is out
+	registry.BreakerState
 }
 
 // BreakerKey names a server by command, arguments and working directory.

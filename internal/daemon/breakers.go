@@ -77,7 +77,7 @@ func (b *breakers) result(key string, argv []string, cwd, name, reason string) {
 		return
 	}
 	if !ok {
-		br = &spawn.Breaker{Key: key, State: spawn.BreakerClosed}
+		br = &spawn.Breaker{BreakerState: registry.BreakerState{Key: key, State: spawn.BreakerClosed}}
 		b.m[key] = br
 	}
 	br.Name, br.Argv, br.Cwd = name, argv, cwd
@@ -120,22 +120,22 @@ func (b *breakers) event(br *spawn.Breaker, detail string) {
 	}
 }
 
-func (b *breakers) list() []spawn.Breaker {
+func (b *breakers) list() []registry.BreakerState {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]spawn.Breaker, 0, len(b.m))
+	out := make([]registry.BreakerState, 0, len(b.m))
 	for _, br := range b.m {
-		out = append(out, *br)
+		out = append(out, br.BreakerState)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name+out[i].Key < out[j].Name+out[j].Key })
 	return out
 }
 
 // reset closes the breakers whose key or name is keyOrName.
-func (b *breakers) reset(keyOrName string) ([]spawn.Breaker, error) {
+func (b *breakers) reset(keyOrName string) ([]registry.BreakerState, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []spawn.Breaker
+	var out []registry.BreakerState
 	for _, br := range b.m {
 		if br.Key == keyOrName || br.Name == keyOrName {
 			was := br.State
@@ -144,7 +144,7 @@ func (b *breakers) reset(keyOrName string) ([]spawn.Breaker, error) {
 			if was != br.State {
 				b.event(br, "reset by hand")
 			}
-			out = append(out, *br)
+			out = append(out, br.BreakerState)
 		}
 	}
 	if len(out) == 0 {

@@ -33,7 +33,8 @@ func TestMetricsCollector(t *testing.T) {
 			[]registry.Process{{ID: "p-1", Session: "a", State: registry.StateRunning},
 				{ID: "p-2", Session: "a", State: registry.StateRunning}, {ID: "p-3", Session: "b", State: registry.StateExited}}),
 		breakers: &breakers{m: map[string]*spawn.Breaker{
-			"k1": {Key: "k1", State: spawn.BreakerOpen}, "k2": {Key: "k2", State: spawn.BreakerClosed}}},
+			"k1": {BreakerState: registry.BreakerState{Key: "k1", State: spawn.BreakerOpen}},
+			"k2": {BreakerState: registry.BreakerState{Key: "k2", State: spawn.BreakerClosed}}}},
 		recovery: &api.Recovery{Adopted: 3, Lost: 1, Stopped: 2, DurationMS: 1500},
 	}
 	d.metrics = newMetrics(d)
