@@ -93,15 +93,14 @@ func (in *instance) socket() string { return filepath.Join(in.state, "s.sock") }
 // nothing any test started under this instance is left.
 func (in *instance) cleanup() {
 	procs, _ := in.processes(true)
-	// The keeper first: it would start a daemon the test ends again.
-	for _, pid := range in.keepers() {
-		if tok, err := proc.TokenOf(pid); err == nil {
-			killByToken(pid, tok)
-		}
-	}
+	// The daemon first, stopped on purpose: its keeper then ends without
+	// starting another. Killing the keeper first made the daemon start a
+	// replacement that watches it, which could outlive this cleanup: it
+	// took a daemon that ended once the state directory was being removed
+	// for a crash, and started one again there.
 	if pid := in.daemonPID(); pid > 0 {
 		cmd := in.command("daemon", "stop")
-		cmd.Run()
+		_ = cmd.Run() // what it could not stop is killed below
 		killByPID(pid)
 	}
 	for _, p := range procs {
@@ -111,7 +110,8 @@ func (in *instance) cleanup() {
 			unix.Kill(p.PID, unix.SIGKILL)
 		}
 	}
-	// A keeper the daemon started while this cleanup killed the first.
+	// A keeper left (one pausing between restarts, or whose daemon the
+	// stop could not end) would start a daemon again.
 	for _, pid := range in.keepers() {
 		if tok, err := proc.TokenOf(pid); err == nil {
 			killByToken(pid, tok)
