@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
 	"github.com/seed-86a41135/supervisor/internal/proc"
@@ -25,7 +24,7 @@ import (
 // change to a PID's watches (settleLocked), fires the watches whose process
 // is no longer there, and rebinds the knote to the current process.
 type Watcher struct {
-	log hclog.Logger
+	log Logger
 
 	mu      sync.Mutex
 	kq      int // -1 once closed
@@ -49,9 +48,9 @@ type watch struct {
 const wakeIdent = 0
 
 // NewWatcher creates the kqueue; Run drives it, Close releases it.
-func NewWatcher(log hclog.Logger) (*Watcher, error) {
+func NewWatcher(log Logger) (*Watcher, error) {
 	if log == nil {
-		log = hclog.NewNullLogger()
+		log = nopLogger{}
 	}
 	kq, err := unix.Kqueue()
 	if err != nil {

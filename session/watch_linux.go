@@ -7,7 +7,6 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
 	"github.com/seed-86a41135/supervisor/internal/proc"
@@ -16,7 +15,7 @@ import (
 // Watcher tells when watched processes (hosts) die. One epoll loop over
 // pidfds serves every watch: no poll interval, no goroutine per host.
 type Watcher struct {
-	log  hclog.Logger
+	log  Logger
 	epfd int
 	evfd int // wakes Run for shutdown
 
@@ -36,9 +35,9 @@ type watch struct {
 }
 
 // NewWatcher creates the epoll set; Run drives it, Close releases it.
-func NewWatcher(log hclog.Logger) (*Watcher, error) {
+func NewWatcher(log Logger) (*Watcher, error) {
 	if log == nil {
-		log = hclog.NewNullLogger()
+		log = nopLogger{}
 	}
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/windows"
 
 	"github.com/seed-86a41135/supervisor/internal/proc"
@@ -20,7 +19,7 @@ import (
 // are handed to Run over a channel, so callbacks run on Run's goroutine as
 // on Linux.
 type Watcher struct {
-	log   hclog.Logger
+	log   Logger
 	fired chan *watch   // a watched process exited; Run fires it
 	done  chan struct{} // closed by Close: Run returns
 	wg    sync.WaitGroup
@@ -44,9 +43,9 @@ type watch struct {
 }
 
 // NewWatcher creates an empty watcher; Run drives it, Close releases it.
-func NewWatcher(log hclog.Logger) (*Watcher, error) {
+func NewWatcher(log Logger) (*Watcher, error) {
 	if log == nil {
-		log = hclog.NewNullLogger()
+		log = nopLogger{}
 	}
 	return &Watcher{
 		log:     log,

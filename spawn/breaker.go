@@ -5,9 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"github.com/seed-86a41135/supervisor/registry"
-	"regexp"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -72,14 +70,24 @@ func (e *OpenError) Error() string {
 		e.B.Name, e.B.Failures, e.B.LastReason, untilRetry(e.B.RetryAt.Sub(e.Now)), e.B.RetryAt.Local().Format(time.TimeOnly), reset)
 }
 
-// safeName is a name a user can paste into a shell as it is.
-// Compiled when first used: an init would cost every command's start.
-var safeName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._@+-]+$`) })
+// shellSafe says whether name can be pasted into a shell as it is: one or
+// more of A-Z a-z 0-9 . _ @ + -.
+func shellSafe(name string) bool {
+	for _, c := range []byte(name) {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '.' || c == '_' || c == '@' || c == '+' || c == '-':
+		default:
+			return false
+		}
+	}
+	return name != ""
+}
 
 // resetTarget is what `breaker reset` is told to close b: its name, or
 // its key when the name is empty or would need quoting.
 func (b *Breaker) resetTarget() string {
-	if safeName().MatchString(b.Name) {
+	if shellSafe(b.Name) {
 		return b.Name
 	}
 	return b.Key

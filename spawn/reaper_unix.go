@@ -10,7 +10,6 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,16 +18,16 @@ import (
 // channel registered for that PID; statuses of unregistered children
 // (orphans re-parented to a subreaper) are reaped and dropped.
 type Reaper struct {
-	log hclog.Logger
+	log Logger
 
 	mu      sync.Mutex
 	waiters map[int]chan Status
 }
 
 // NewReaper returns a reaper; call Run to start reaping.
-func NewReaper(log hclog.Logger) *Reaper {
+func NewReaper(log Logger) *Reaper {
 	if log == nil {
-		log = hclog.NewNullLogger()
+		log = nopLogger{}
 	}
 	return &Reaper{
 		log:     log,

@@ -9,7 +9,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/windows"
 
 	"github.com/seed-86a41135/supervisor/internal/proc"
@@ -44,7 +43,7 @@ import (
 // would end every server whose session no shim holds, which the exit of
 // the daemon does anyway.
 type Reaper struct {
-	log hclog.Logger
+	log Logger
 	// stop is a manual-reset event, set when Run ends: every waiter waits
 	// on it beside its process handle, so none outlives Run.
 	stop    windows.Handle
@@ -79,9 +78,9 @@ type jobSpec struct {
 }
 
 // NewReaper returns a reaper; call Run to keep it going and to stop it.
-func NewReaper(log hclog.Logger) *Reaper {
+func NewReaper(log Logger) *Reaper {
 	if log == nil {
-		log = hclog.NewNullLogger()
+		log = nopLogger{}
 	}
 	r := &Reaper{
 		log:      log,

@@ -14,7 +14,7 @@ import (
 	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/internal/shim"
 	"github.com/seed-86a41135/supervisor/session"
-	"github.com/seed-86a41135/supervisor/spawn"
+	"github.com/seed-86a41135/supervisor/spawn/health"
 )
 
 type ensureOptions struct {
@@ -54,7 +54,7 @@ reported, never fought over (unless --adopt-foreign and it is healthy).`,
 			if o.port < 1 || o.port > 65535 {
 				return fmt.Errorf("--port %d: want a TCP port from 1 to 65535", o.port)
 			}
-			if _, err := spawn.ParseHealth(o.health); err != nil {
+			if _, err := health.Parse(o.health); err != nil {
 				return err
 			}
 			for flag, d := range map[string]time.Duration{"--timeout": o.timeout, "--linger": o.linger, "--interval": o.interval} {

@@ -39,7 +39,7 @@ import (
 	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
-	"github.com/seed-86a41135/supervisor/spawn"
+	"github.com/seed-86a41135/supervisor/spawn/health"
 )
 
 // EnvConfig names the config file instead of the default location.
@@ -498,7 +498,7 @@ func (e *Effective) apply(path string, src []byte) error {
 		var o settings.Server
 		dur(pre+".grace", sv.Grace, &o.Grace)
 		if sv.Health != nil {
-			if _, err := spawn.ParseHealth(*sv.Health); err != nil || *sv.Health == "" {
+			if _, err := health.Parse(*sv.Health); err != nil || *sv.Health == "" {
 				p.add(pre+".health", fmt.Sprintf("%q: want none, tcp or an http:// URL", *sv.Health))
 			} else {
 				o.Health = *sv.Health

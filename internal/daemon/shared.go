@@ -18,6 +18,7 @@ import (
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
 	"github.com/seed-86a41135/supervisor/spawn"
+	"github.com/seed-86a41135/supervisor/spawn/health"
 )
 
 // shared is one port-bound server shared across sessions (design §5):
@@ -31,7 +32,7 @@ type shared struct {
 	argv     []string
 	env      []string
 	cwd      string
-	health   spawn.Health
+	health   health.Probe
 	limits   *registry.Limits // each incarnation's, set by the ensure that started it
 	linger   time.Duration
 	interval time.Duration
@@ -206,7 +207,7 @@ func (d *Daemon) waitHealthy(ctx context.Context, s *shared, req api.EnsureReque
 			return fmt.Errorf("%s on port %d stopped while waiting for it to be healthy", s.name, s.port)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s on port %d: %w (%v; it is %s)", s.name, s.port, spawn.ErrNotReady, timeout, p.Health)
+			return fmt.Errorf("%s on port %d: %w (%v; it is %s)", s.name, s.port, health.ErrNotReady, timeout, p.Health)
 		}
 		select {
 		case <-ctx.Done():
@@ -252,12 +253,12 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 		name = baseName(req.Argv[0])
 	}
 	st.ApplyEnsure(name, &req) // the config file's [servers.NAME]
-	health, err := spawn.ParseHealth(req.Health)
+	probe, err := health.Parse(req.Health)
 	if err != nil {
 		return nil, err
 	}
 	s := &shared{
-		port: req.Port, name: name, argv: req.Argv, env: req.Env, cwd: string(req.Cwd), health: health, limits: settings.EffectiveLimits(req.Limits, st.Limits),
+		port: req.Port, name: name, argv: req.Argv, env: req.Env, cwd: string(req.Cwd), health: probe, limits: settings.EffectiveLimits(req.Limits, st.Limits),
 		linger:   orDefault(time.Duration(req.LingerMS)*time.Millisecond, st.Linger),
 		interval: orDefault(time.Duration(req.IntervalMS)*time.Millisecond, st.Interval),
 		sessions: map[string]bool{}, quit: make(chan struct{}), stopped: make(chan struct{}),
@@ -281,7 +282,7 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 	s.id = newID()
 	if _, err := d.reg.AddProcess(registry.Process{
 		ID: s.id, Session: sharedSession(req.Port), Name: name, Argv: req.Argv, Cwd: s.cwd,
-		Port: req.Port, Shared: true, Health: "starting", GraceMS: req.GraceMS, HealthCheck: health.String(),
+		Port: req.Port, Shared: true, Health: "starting", GraceMS: req.GraceMS, HealthCheck: probe.String(),
 	}); err != nil {
 		d.breakers.release(s.bkey)
 		return nil, err
@@ -877,12 +878,12 @@ func lockPort(p api.Paths, port int) (func(), error) {
 // session references until an ensure takes one, and so lingers out unless
 // one does.
 func (d *Daemon) readoptShared(p registry.Process, l *live) {
-	health, err := spawn.ParseHealth(p.HealthCheck)
+	probe, err := health.Parse(p.HealthCheck)
 	if err != nil || p.HealthCheck == "" {
-		health = spawn.Health{Kind: "tcp"}
+		probe = health.Probe{Kind: "tcp"}
 	}
 	s := &shared{
-		port: p.Port, id: p.ID, name: p.Name, argv: p.Argv, cwd: p.Cwd, health: health, limits: p.Limits,
+		port: p.Port, id: p.ID, name: p.Name, argv: p.Argv, cwd: p.Cwd, health: probe, limits: p.Limits,
 		linger: d.settings().Linger, interval: d.settings().Interval, adopted: true,
 		sessions: map[string]bool{}, quit: make(chan struct{}), stopped: make(chan struct{}), cur: l,
 		logPath: LogPath(d.cfg.Paths, p.Name, p.Port),

@@ -1,4 +1,8 @@
-package spawn
+// Package health checks whether a server that listens on a port is
+// ready: a TCP connect or an HTTP GET (design §5). It is apart from
+// spawn so that what only starts processes (the lean run entry) does not
+// link net/http.
+package health
 
 import (
 	"context"
@@ -11,27 +15,27 @@ import (
 	"time"
 )
 
-// Health is how a server's health is checked (design §5): "none" (alive),
+// Probe is how a server's health is checked (design §5): "none" (alive),
 // "tcp" (connect to its port), or an http:// URL (2xx).
-type Health struct {
+type Probe struct {
 	Kind string // "none", "tcp" or "http"
 	URL  string // for "http"
 }
 
-// ParseHealth parses --health.
-func ParseHealth(s string) (Health, error) {
+// Parse parses --health.
+func Parse(s string) (Probe, error) {
 	switch {
 	case s == "" || s == "none":
-		return Health{Kind: "none"}, nil
+		return Probe{Kind: "none"}, nil
 	case s == "tcp":
-		return Health{Kind: "tcp"}, nil
+		return Probe{Kind: "tcp"}, nil
 	case strings.HasPrefix(s, "http://"):
-		return Health{Kind: "http", URL: s}, nil
+		return Probe{Kind: "http", URL: s}, nil
 	}
-	return Health{}, fmt.Errorf("--health %q: want none, tcp or an http:// URL", s)
+	return Probe{}, fmt.Errorf("--health %q: want none, tcp or an http:// URL", s)
 }
 
-func (h Health) String() string {
+func (h Probe) String() string {
 	if h.Kind == "http" {
 		return h.URL
 	}
@@ -41,7 +45,7 @@ func (h Health) String() string {
 // Check runs one health check against a server listening on port whose
 // main process is alive (the caller checks liveness). It returns nil when
 // healthy.
-func (h Health) Check(ctx context.Context, port int) error {
+func (h Probe) Check(ctx context.Context, port int) error {
 	switch h.Kind {
 	case "tcp":
 		var d net.Dialer
@@ -56,7 +60,7 @@ func (h Health) Check(ctx context.Context, port int) error {
 		if err != nil {
 			return fmt.Errorf("http health: %w", err)
 		}
-		resp, err := healthClient.Do(req)
+		resp, err := httpClient.Do(req)
 		if err != nil {
 			return fmt.Errorf("http health: %w", err)
 		}
@@ -69,9 +73,9 @@ func (h Health) Check(ctx context.Context, port int) error {
 	return nil
 }
 
-// healthClient never reuses connections: a check must reach the server
+// httpClient never reuses connections: a check must reach the server
 // as a new client would.
-var healthClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+var httpClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
 // ErrNotReady is returned by WaitReady when the deadline passes first.
 var ErrNotReady = errors.New("not healthy before the readiness timeout")
@@ -79,7 +83,7 @@ var ErrNotReady = errors.New("not healthy before the readiness timeout")
 // WaitReady checks h until it passes, alive reports false, or timeout
 // passes. Checks back off from 20 ms to 500 ms: a server's readiness is not
 // an event the kernel can deliver.
-func (h Health) WaitReady(ctx context.Context, port int, timeout time.Duration, alive func() error) error {
+func (h Probe) WaitReady(ctx context.Context, port int, timeout time.Duration, alive func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	delay := 5 * time.Millisecond

@@ -1,0 +1,16 @@
+package spawn
+
+// Logger is what the reaper logs through: hclog.Logger has it. The
+// package does not link hclog itself, so that what only starts a process
+// (the lean run entry) stays small.
+type Logger interface {
+	Debug(msg string, args ...any)
+	Warn(msg string, args ...any)
+	Error(msg string, args ...any)
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Debug(string, ...any) {}
+func (nopLogger) Warn(string, ...any)  {}
+func (nopLogger) Error(string, ...any) {}
