@@ -36,7 +36,13 @@ const (
 	TypeExec = "exec"
 	// TypeExecFailed is the shim telling why the exec failed, before it
 	// exits with the status of a failed start.
-	TypeExecFailed  = "exec_failed"
+	TypeExecFailed = "exec_failed"
+	// TypeNotInPlace answers a run that asked InPlaceOnly and that the
+	// daemon would not exec in the shim's place (a shared or lazy server,
+	// a cgroup the shim cannot enter): nothing was recorded or started
+	// for it, and the lean entry hands the run to the full `supervisor
+	// run`. Its body is an Error (the reason; Code 125).
+	TypeNotInPlace  = "not_in_place"
 	TypeStopSelf    = "stop_self"
 	TypePs          = "ps"
 	TypeSessions    = "sessions"
@@ -78,6 +84,11 @@ type Hello struct {
 	// server in the shim's place (RunRequest.InPlace): a shim offers only
 	// then, so an older daemon still gets the three fds it expects.
 	InPlace bool `json:"in_place,omitempty"`
+	// InPlaceOnly, from a daemon, says it answers a run that asks
+	// InPlaceOnly with not_in_place rather than starting the server any
+	// other way: the lean run entry (cmd/supervisor-run) asks only such a
+	// daemon.
+	InPlaceOnly bool `json:"in_place_only,omitempty"`
 }
 
 // Error is a failed request. Code is the exit status the CLI should use.
@@ -130,6 +141,11 @@ type RunRequest struct {
 	// the three of stdio. The daemon answers with exec or, where it
 	// spawns the server itself after all, with started.
 	InPlace bool `json:"in_place,omitempty"`
+	// InPlaceOnly (with InPlace) asks for exec in place or nothing: a run
+	// the daemon would start any other way is answered not_in_place
+	// before anything is recorded for it. The lean run entry cannot stay
+	// resident as a shim, and hands such a run to `supervisor run`.
+	InPlaceOnly bool `json:"in_place_only,omitempty"`
 	// NoFlatten (run --flatten=false) runs a package runner's command
 	// (npx, npm exec) as given instead of as the program it would run.
 	NoFlatten bool `json:"no_flatten,omitempty"`

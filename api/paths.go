@@ -15,6 +15,12 @@ const (
 	EnvSocket   = "SUPERVISOR_SOCKET"
 )
 
+// EnvInPlace set to "off" makes an auto-started daemon spawn every server
+// itself, and every shim keep from offering to exec its server in its own
+// place (the default is auto: where the kernel allows it). Here, not with
+// the other settings, because the lean run entry reads it too.
+const EnvInPlace = "SUPERVISOR_IN_PLACE"
+
 // Paths are the files of one daemon instance.
 type Paths struct {
 	StateDir string // registry.db, daemon.lock, supervisor.log

@@ -11,8 +11,8 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/client"
+	"github.com/seed-86a41135/supervisor/internal/leanrun"
 	"github.com/seed-86a41135/supervisor/internal/settings"
-	"github.com/seed-86a41135/supervisor/internal/shim"
 	"github.com/seed-86a41135/supervisor/session"
 	"github.com/seed-86a41135/supervisor/spawn/health"
 )
@@ -85,7 +85,7 @@ reported, never fought over (unless --adopt-foreign and it is healthy).`,
 			if err != nil {
 				return err
 			}
-			rr, err := shim.NewRequest(shim.Options{Argv: args, Name: o.name, Dir: o.cwd, Session: o.session, Grace: o.grace, Env: os.Environ(), Limits: limits})
+			rr, err := leanrun.NewRequest(leanrun.Spec{Argv: args, Name: o.name, Dir: o.cwd, Session: o.session, Grace: o.grace, Env: os.Environ(), Limits: limits})
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-86a41135/supervisor/internal/cgroup"
+	"github.com/seed-86a41135/supervisor/internal/leanrun"
 	"github.com/seed-86a41135/supervisor/registry"
 
 	"github.com/seed-86a41135/supervisor/internal/shim"
@@ -77,8 +78,11 @@ executable, 125 for a supervisor error.`,
 				return err
 			}
 			code, err := shim.Run(context.Background(), shim.Options{
-				Argv: args, Name: o.name, Dir: o.cwd, Session: o.session, Grace: o.grace, MaxInstances: maxInst,
-				Share: o.share, NoShare: cmd.Flags().Changed("share") && !o.share, Lazy: o.lazy, Idle: o.idle, NoFlatten: !o.flatten, Limits: limits, Exe: exe, Paths: p, Env: os.Environ(),
+				Spec: leanrun.Spec{
+					Argv: args, Name: o.name, Dir: o.cwd, Session: o.session, Grace: o.grace, MaxInstances: maxInst,
+					Share: o.share, NoShare: cmd.Flags().Changed("share") && !o.share, Lazy: o.lazy, Idle: o.idle, NoFlatten: !o.flatten, Limits: limits, Env: os.Environ(),
+				},
+				Exe: exe, Paths: p,
 			})
 			if err != nil {
 				return &exitError{code: code, err: err}

@@ -28,8 +28,14 @@ import (
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
-// bin is the real supervisor binary, built once by TestMain.
-var bin string
+// bin is the real supervisor binary, built once by TestMain, and leanBin
+// the lean run entry beside it (cmd/supervisor-run).
+var bin, leanBin string
+
+// viaLean (SUPERVISOR_TEST_LEAN=1) makes every `supervisor run` a test
+// starts through in.command go through the lean entry instead: the fast
+// path runs the same crash, fault and wrong-kill tests as the shim.
+var viaLean = os.Getenv("SUPERVISOR_TEST_LEAN") == "1"
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "supervisor-bin-")
@@ -47,6 +53,14 @@ func TestMain(m *testing.M) {
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build supervisor:", err)
+		os.Exit(1)
+	}
+	leanBin = filepath.Join(dir, "supervisor-run")
+	build = exec.Command("go", "build", "-o", leanBin, "../supervisor-run")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build supervisor-run:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -178,6 +192,11 @@ func killByToken(pid int, tok proc.Token) {
 }
 
 func (in *instance) command(args ...string) *exec.Cmd {
+	if viaLean && len(args) > 0 && args[0] == "run" {
+		cmd := exec.Command(leanBin, args[1:]...)
+		cmd.Env = in.env
+		return cmd
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = in.env
 	return cmd

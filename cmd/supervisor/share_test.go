@@ -239,7 +239,7 @@ func shareSetupWith(t *testing.T, n int, flags []string, config string, opts fun
 	for i := 0; i < n; i++ {
 		args := append(append([]string{"run"}, flags...), "--name", "everything", "--", "node",
 			filepath.Join(npm, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"), "stdio")
-		cmd := exec.Command(bin, args...)
+		cmd := in.command(args...) // the lean entry under SUPERVISOR_TEST_LEAN=1
 		cmd.Dir = dir
 		cmd.Env = env
 		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("client %d: ", i)}
@@ -465,6 +465,13 @@ func TestShareFromConfig(t *testing.T) {
 	}
 	if got := in.mustRun("config", "show"); !strings.Contains(got, "servers.everything.share") {
 		t.Errorf("config show does not list servers.everything.share:\n%s", got)
+	}
+	// The lean entry's run is declined (it is not exec'd in place) before
+	// anything is recorded for it: no failed record is left.
+	for _, p := range in.mustProcesses(true) {
+		if p.State == registry.StateFailed {
+			t.Errorf("a failed record %s (%s): %s", p.ID, p.Name, p.Error)
+		}
 	}
 }
 

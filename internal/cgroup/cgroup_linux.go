@@ -14,6 +14,7 @@ import (
 
 // Manager creates and removes cgroups below one root directory.
 type Manager struct {
+	mount  string // the cgroup2 mount root is below
 	root   string
 	top    string    // the daemon's subtree's top (supervisor-UID)
 	limits limitDirs // where memory_max, cpu_max and pids_max go
@@ -40,7 +41,7 @@ func Detect(name string) (*Manager, error) {
 		return nil, fmt.Errorf("cgroup2 at %s is not writable: %w", root, err)
 	}
 	os.Remove(probe)
-	m := &Manager{root: root}
+	m := &Manager{mount: mount, root: root}
 	m.probeLimits(name)
 	return m, nil
 }
@@ -228,6 +229,37 @@ func ownCgroup() (string, error) {
 		}
 	}
 	return "", errors.New("this process has no cgroup2 path")
+}
+
+// MayEnter says why process pid cannot be moved into a server cgroup by
+// this process, or nil where it can. The kernel lets only a writer of
+// cgroup.procs in the closest cgroup the two share move it (a host in a
+// login session's scope, owned by root, shares only user-UID.slice with
+// the daemon). A prediction: nil does not promise that Enter succeeds,
+// but an error here promises that it fails.
+func (m *Manager) MayEnter(pid int) error {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return fmt.Errorf("read the cgroup of pid %d: %w", pid, err)
+	}
+	var from string
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			from = filepath.Join(m.mount, p)
+		}
+	}
+	if from == "" {
+		return fmt.Errorf("pid %d has no cgroup2 path", pid)
+	}
+	shared := m.root
+	for shared != m.mount && !strings.HasPrefix(from+"/", shared+"/") {
+		shared = filepath.Dir(shared)
+	}
+	procs := filepath.Join(shared, "cgroup.procs")
+	if err := unix.Access(procs, unix.W_OK); err != nil {
+		return fmt.Errorf("pid %d is in %s, and %s, where it and the servers' cgroups meet, is not writable by the daemon: %w", pid, from, procs, err)
+	}
+	return nil
 }
 
 // RemoveRoot removes the manager's root and its session directories when

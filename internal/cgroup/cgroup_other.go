@@ -39,6 +39,9 @@ func (m *Manager) NewServer(session, proc string) (Server, error) { return Serve
 // RemoveRoot has nothing to remove.
 func (m *Manager) RemoveRoot() {}
 
+// MayEnter: no cgroups here.
+func (m *Manager) MayEnter(pid int) error { return errNoCgroups }
+
 // Kill fails: there are no cgroups here.
 func Kill(path string) error { return errNoCgroups }
 

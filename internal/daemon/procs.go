@@ -118,6 +118,11 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	st := d.settings()          // one snapshot: a reload meanwhile mixes no two configs
 	st.ApplyRun(r.name, &r.req) // the config file's [servers.NAME]
 	r.req.Limits = settings.EffectiveLimits(r.req.Limits, st.Limits)
+	if r.req.InPlaceOnly && (r.req.Share || r.req.Lazy || r.req.IdleMS > 0 || d.autoShare(r.req, r.name)) {
+		r.closeFiles()
+		d.declineInPlace(conn, "the server runs through a broker (shared, lazy or idle-stopped)")
+		return
+	}
 	if mode, shared := d.runMode(&r.req, r.name); shared {
 		r.dropShim()
 		// A broker and its upstream are one tree in one cgroup: the limits
@@ -183,6 +188,25 @@ func (d *Daemon) acceptRun(conn *api.Conn, req api.RunRequest, fds []int, log hc
 		d.sendError(conn, 125, "run needs exactly %d file descriptors (stdin, stdout, stderr%s), got %d",
 			want, map[bool]string{true: ", the shim's pidfd"}[req.InPlace], len(fds))
 		return nil, false
+	}
+	// The lean run entry asks for exec in place or nothing: where this
+	// daemon would not take the offer, it is told so before anything is
+	// made for the run, and hands the run to `supervisor run`.
+	if req.InPlaceOnly {
+		why := ""
+		switch {
+		case !req.InPlace || !d.feat["in_place"]:
+			why = "this daemon does not exec servers in their shims' places here"
+		case d.cgroups != nil:
+			if err := d.cgroups.MayEnter(req.ShimPID); err != nil {
+				why = err.Error()
+			}
+		}
+		if why != "" {
+			api.CloseFds(fds)
+			d.declineInPlace(conn, why)
+			return nil, false
+		}
 	}
 	r := &directRun{conn: conn, req: req, log: log}
 	// An offer to exec in the shim's place is taken where this daemon
@@ -306,8 +330,28 @@ func (d *Daemon) startDirect(r *directRun) {
 			return
 		}
 		r.dropShim()
+		if req.InPlaceOnly {
+			// Its intent record says why it never ran; the run goes on
+			// through `supervisor run`, under an id of its own.
+			d.transition(id, registry.StateFailed, func(p *registry.Process) {
+				p.Error = "not exec'd in its shim's place (the shim cannot enter its cgroup): handed to `supervisor run`"
+				t := d.reg.Now().UTC()
+				p.ExitedAt = &t
+			})
+			d.undoStart(srv)
+			r.closeFiles()
+			d.breakers.release(r.bkey)
+			d.declineInPlace(r.conn, "the shim cannot enter the server's cgroup")
+			return
+		}
 	}
 	d.startForked(r, srv, launch, host)
+}
+
+// declineInPlace answers a run that asked for exec in place or nothing
+// (the lean run entry) that it is not exec'd in place, and why.
+func (d *Daemon) declineInPlace(conn *api.Conn, why string) {
+	d.send(conn, api.TypeNotInPlace, &api.Error{Code: 125, Message: "not exec'd in place: " + why})
 }
 
 // flattened is the command req's server runs as: an npx command as the

@@ -58,6 +58,7 @@ func (d *Daemon) handle(conn *api.Conn) {
 	}
 	hello := api.NewHello()
 	hello.InPlace = d.feat["in_place"]
+	hello.InPlaceOnly = d.feat["in_place"]
 	if err := conn.Send(api.TypeHello, hello); err != nil {
 		return
 	}

@@ -151,10 +151,8 @@ const (
 // (the default is auto).
 const EnvCgroups = "SUPERVISOR_CGROUPS"
 
-// EnvInPlace set to "off" makes an auto-started daemon spawn every server
-// itself instead of letting shims exec them in their own place (the
-// default is auto: where the kernel allows it, inplace_linux.go).
-const EnvInPlace = "SUPERVISOR_IN_PLACE"
+// EnvInPlace is api.EnvInPlace.
+const EnvInPlace = api.EnvInPlace
 
 // EnvMetricsAddr is --metrics-addr for an auto-started daemon.
 const EnvMetricsAddr = "SUPERVISOR_METRICS_ADDR"

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -22,43 +21,23 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/client"
 	"github.com/seed-86a41135/supervisor/internal/config"
+	"github.com/seed-86a41135/supervisor/internal/leanrun"
 	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/registry"
-	"github.com/seed-86a41135/supervisor/session"
 	"github.com/seed-86a41135/supervisor/shutdown"
-	"github.com/seed-86a41135/supervisor/spawn"
 )
 
 // CodeSupervisorError is the exit status for any failure of the supervisor
 // itself (as opposed to the server's own status).
-const CodeSupervisorError = 125
+const CodeSupervisorError = leanrun.CodeSupervisorError
 
-// Options is one `supervisor run`.
+// Options is one `supervisor run`: what it asks for (leanrun.Spec), and
+// how this shim goes about it.
 type Options struct {
-	Argv []string
-	Name string
-	// Dir is the server's working directory; empty: this process's.
-	Dir     string
-	Session string        // explicit session id; empty derives it from the host
-	Grace   time.Duration // SIGTERM grace for this server; 0 = daemon default
-	// MaxInstances caps live instances of Name in the session (nil: 1).
-	MaxInstances *int
-	// Share attaches to the shared upstream of this server (run --share).
-	Share bool
-	// NoShare (run --share=false) keeps it direct even where the daemon
-	// would share it on its own.
-	NoShare bool
-	// Lazy and Idle: RunRequest.Lazy and IdleMS.
-	Lazy bool
-	Idle time.Duration
-	// NoFlatten: RunRequest.NoFlatten.
-	NoFlatten bool
-	// Limits: RunRequest.Limits (nil: none asked).
-	Limits *registry.Limits
+	leanrun.Spec
 	Exe    string // this binary, to start the daemon
 	Paths  api.Paths
-	Env    []string
 	Stderr io.Writer
 	// StartTimeout bounds starting the server while the daemon asks to
 	// retry (it is stopping, or the session is being ended). Default 10 s.
@@ -108,7 +87,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 	// the daemon answers with exec where it takes the offer.
 	selfFd := -1
 	if v, _ := proc.EnvValue(o.Env, settings.EnvInPlace); v != "off" {
-		selfFd = inPlaceFd()
+		selfFd = leanrun.InPlaceFd()
 	}
 	if selfFd >= 0 {
 		defer api.CloseFds([]int{selfFd})
@@ -129,10 +108,11 @@ func Run(ctx context.Context, o Options) (int, error) {
 	defer signal.Stop(sigs)
 
 	c, started, msgs, err := startServer(ctx, o, &req, selfFd)
-	var ex *execOrder
+	var ex *leanrun.ExecOrder
 	if errors.As(err, &ex) {
 		warnVersion(o.Stderr, c.Daemon.Version)
-		return execServer(c, ex)
+		code, err := leanrun.Exec(c, ex)
+		return fail(code, err)
 	}
 	// One P for a shim that stays: it waits nearly all its life, and
 	// every P past the first lets the runtime start threads that then stay
@@ -240,63 +220,8 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 }
 
-// NewRequest describes o for the daemon: the command, this process's
-// working directory and environment, and the session of its host (the
-// first non-launcher ancestor, or the explicit one).
-func NewRequest(o Options) (api.RunRequest, error) {
-	explicit := o.Session
-	if explicit == "" {
-		explicit, _ = proc.EnvValue(o.Env, session.EnvSession)
-	}
-	ident, err := session.Identify(os.Getppid(), explicit, o.Env)
-	if err != nil {
-		return api.RunRequest{}, err
-	}
-	cwd, err := workDir(o.Dir)
-	if err != nil {
-		return api.RunRequest{}, err
-	}
-	selfTok, err := proc.TokenOf(os.Getpid())
-	if err != nil {
-		return api.RunRequest{}, err
-	}
-	return api.RunRequest{
-		Argv: o.Argv, Cwd: api.ByteString(cwd), Env: o.Env, Name: o.Name,
-		Session: ident.ID, Label: ident.Label,
-		HostPID: ident.HostPID, HostToken: ident.HostToken, HostCommand: ident.HostCommand,
-		GraceMS: api.Millis(o.Grace), ShimPID: os.Getpid(), ShimToken: selfTok,
-		MaxInstances: o.MaxInstances, Share: o.Share, NoShare: o.NoShare, Lazy: o.Lazy, IdleMS: api.Millis(o.Idle),
-		NoFlatten: o.NoFlatten, Limits: o.Limits,
-	}, nil
-}
-
-// workDir is the server's working directory as an absolute path (the
-// daemon runs in /), checked here so that a bad one is reported before a
-// daemon is started or reached. The daemon checks again when it spawns.
-func workDir(dir string) (string, error) {
-	if dir == "" {
-		cwd, err := os.Getwd()
-		switch {
-		case errors.Is(err, fs.ErrPermission):
-			// getwd stats ".", which needs search permission on it.
-			return "", fmt.Errorf("the current directory is not searchable: %w; chmod u+x it, or cd to another directory, or pass --cwd", err)
-		case err != nil:
-			// getwd fails with ENOENT once the directory was removed.
-			return "", fmt.Errorf("the current directory cannot be found (was it removed?): %w; cd to a directory that exists, or pass --cwd", err)
-		}
-		dir = cwd
-	} else {
-		abs, err := filepath.Abs(dir)
-		if err != nil {
-			return "", fmt.Errorf("--cwd %q: %w", dir, err)
-		}
-		dir = abs
-	}
-	if err := spawn.CheckDir(dir); err != nil {
-		return "", err
-	}
-	return dir, nil
-}
+// NewRequest describes o for the daemon (leanrun.NewRequest).
+func NewRequest(o Options) (api.RunRequest, error) { return leanrun.NewRequest(o.Spec) }
 
 type recv struct {
 	m   api.Msg
@@ -310,7 +235,7 @@ type recv struct {
 // fresh daemon (or session) follows in moments.
 //
 // A daemon that takes an in-place offer (selfFd, the pidfd sent along)
-// answers with exec instead: the error is then an *execOrder.
+// answers with exec instead: the error is then a *leanrun.ExecOrder.
 func startServer(ctx context.Context, o Options, req *api.RunRequest, selfFd int) (*api.Client, api.Started, <-chan recv, error) {
 	deadline := time.Now().Add(o.StartTimeout)
 	for {
@@ -368,15 +293,8 @@ func startServer(ctx context.Context, o Options, req *api.RunRequest, selfFd int
 			}
 			return c, st, msgs, nil
 		case r.m.Type == api.TypeExec && req.InPlace:
-			ex := &execOrder{stderr: -1}
-			err := api.Decode(r.m, &ex.Exec)
-			switch {
-			case err == nil && ex.LogStderr && len(r.fds) == 1:
-				ex.stderr, r.fds = r.fds[0], nil
-			case err == nil && (ex.LogStderr || len(r.fds) > 0):
-				err = fmt.Errorf("%w: exec with %d fds, log_stderr %v", api.ErrMalformed, len(r.fds), ex.LogStderr)
-			}
-			api.CloseFds(r.fds)
+			ex, err := leanrun.DecodeExec(r.m, r.fds)
+			r.fds = nil
 			if err != nil {
 				c.Close()
 				return nil, api.Started{}, nil, err
@@ -572,15 +490,6 @@ func lostDaemon(stderr io.Writer, s api.Started, cause error, sigs <-chan os.Sig
 		}
 	}
 }
-
-// execOrder is the daemon's answer to an in-place offer: become the
-// server. stderr is the log writer's pipe, or -1.
-type execOrder struct {
-	api.Exec
-	stderr int
-}
-
-func (e *execOrder) Error() string { return "exec " + e.ID + " in place" }
 
 // effectiveLimits are the limits the daemon would give this run's
 // server: its flags, over the config file's [servers.NAME], over the

@@ -1,4 +1,4 @@
-package shim
+package leanrun
 
 import (
 	"errors"
@@ -12,13 +12,13 @@ import (
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
-// inPlaceFd opens the pidfd a shim offers the daemon with a run, so that
+// InPlaceFd opens the pidfd a shim offers the daemon with a run, so that
 // it may exec the server in its own place (api.RunRequest.InPlace), or
 // returns -1 where it does not offer: a kernel that cannot tell the daemon
 // the exit status of a process it did not fork, or a terminal on stdin or
 // stdout (the server gets a process group of its own, and a background
 // group that reads its terminal is stopped).
-func inPlaceFd() int {
+func InPlaceFd() int {
 	// The server gets a group of its own (spawn.Exec): not where this
 	// process already leads a group in its host's session (a shell's job,
 	// a host's process_group), which others may share.
@@ -51,17 +51,17 @@ func stderrOnto(fd int) error {
 	return nil
 }
 
-// execServer execs the server in this process's place, as the daemon
-// ordered. It returns only if that fails, after telling the daemon why,
-// with the status of a failed start.
+// Exec execs the server in this process's place, as the daemon ordered.
+// It returns only if that fails, after telling the daemon why, with the
+// status of a failed start.
 //
-// Stop signals were never caught on this path (Run): one that comes before
-// the exec ends this process by its default action, as it would end a
-// server started directly, and the daemon sees that exit.
-func execServer(c *api.Client, ex *execOrder) (int, error) {
+// Stop signals are never caught before it: one that comes before the exec
+// ends this process by its default action, as it would end a server
+// started directly, and the daemon sees that exit.
+func Exec(c *api.Client, ex *ExecOrder) (int, error) {
 	err := func() error {
-		if ex.stderr >= 0 {
-			if err := stderrOnto(ex.stderr); err != nil {
+		if ex.Stderr >= 0 {
+			if err := stderrOnto(ex.Stderr); err != nil {
 				return &spawn.StartError{Name: ex.Argv[0], Code: CodeSupervisorError, Err: fmt.Errorf("stderr onto the log pipe: %w", err)}
 			}
 		}
@@ -77,5 +77,5 @@ func execServer(c *api.Client, ex *execOrder) (int, error) {
 	// and records that.
 	_ = c.Send(api.TypeExecFailed, &api.ExecFailed{Code: code, Message: err.Error()})
 	c.Close()
-	return fail(code, err)
+	return code, err
 }

@@ -1,0 +1,60 @@
+package leanrun
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// parseArgs reads the flags of `supervisor run` the fast path handles
+// (--name, --cwd, --session, --grace, --max-instances) up to the "--"
+// before the command. Anything else, or anything it cannot read, is why
+// the run goes to `supervisor run`, which has every flag and the errors
+// that explain them.
+func parseArgs(args []string) (Spec, string) {
+	var s Spec
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			if i+1 == len(args) {
+				return s, "no command after --"
+			}
+			s.Argv = args[i+1:]
+			return s, ""
+		}
+		name, val, hasVal := strings.Cut(a, "=")
+		switch name {
+		case "--name", "--cwd", "--session", "--grace", "--max-instances":
+		default:
+			return s, "flag " + a + " is for supervisor run"
+		}
+		if !hasVal {
+			if i+1 >= len(args) || args[i+1] == "--" {
+				return s, "flag " + name + " needs a value"
+			}
+			i++
+			val = args[i]
+		}
+		switch name {
+		case "--name":
+			s.Name = val
+		case "--cwd":
+			s.Dir = val
+		case "--session":
+			s.Session = val
+		case "--grace":
+			d, err := time.ParseDuration(val)
+			if err != nil || d < 0 {
+				return s, "--grace " + val
+			}
+			s.Grace = d
+		case "--max-instances":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 {
+				return s, "--max-instances " + val
+			}
+			s.MaxInstances = &n
+		}
+	}
+	return s, "no -- before the command"
+}

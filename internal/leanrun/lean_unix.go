@@ -1,0 +1,148 @@
+//go:build unix
+
+package leanrun
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/internal/proc"
+	"github.com/seed-86a41135/supervisor/session"
+)
+
+// FullName is the full binary the lean entry hands runs to: it is
+// installed beside it.
+const FullName = "supervisor"
+
+// dialWait bounds reaching the daemon: past it, `supervisor run` decides
+// (it starts a daemon, or supervises the server itself), as the shim
+// gives a daemon two seconds (shim.Options.LocalAfter).
+const dialWait = 2 * time.Second
+
+// Main is the lean entry: `supervisor-run [flags] -- CMD [ARG...]`, the
+// arguments of `supervisor run`. It returns only when it could neither
+// exec the server nor hand the run over; the status is then 125.
+func Main(args []string, env []string, stderr io.Writer) int {
+	why, code, err := fastPath(args, env)
+	if err != nil {
+		// The server's exec failed after the daemon ordered it: the
+		// daemon has its record; this is the run's end, as on the full
+		// path.
+		fmt.Fprintf(stderr, "supervisor: %v\n", err)
+		return code
+	}
+	return handOver(args, env, why, stderr)
+}
+
+// handOver execs `supervisor run` with the same arguments, in this
+// process's place: the host's child stays the same process.
+func handOver(args, env []string, why string, stderr io.Writer) int {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "supervisor: the lean run entry cannot find itself to find %s beside it: %v\n", FullName, err)
+		return CodeSupervisorError
+	}
+	full := filepath.Join(filepath.Dir(exe), FullName)
+	if v, _ := proc.EnvValue(env, envTrace); v != "" {
+		fmt.Fprintf(stderr, "supervisor-run: handing over to %s run: %s\n", full, why)
+	}
+	err = syscall.Exec(full, append([]string{full, "run"}, args...), env)
+	fmt.Fprintf(stderr, "supervisor: hand the run to %s: %v; it is installed beside supervisor-run: reinstall both\n", full, err)
+	return CodeSupervisorError
+}
+
+// envTrace set to anything makes the lean entry say why it hands a run
+// over (tests and `supervisor doctor` use it).
+const envTrace = "SUPERVISOR_RUN_TRACE"
+
+// fastPath execs the server in this process's place where the daemon is
+// up and orders it. Otherwise it returns why not, for the hand-over; an
+// error is a failed exec of the server, with its status.
+func fastPath(args, env []string) (why string, code int, err error) {
+	spec, why := parseArgs(args)
+	if why != "" {
+		return why, 0, nil
+	}
+	spec.Env = env
+	if v, _ := proc.EnvValue(env, api.EnvInPlace); v == "off" {
+		return api.EnvInPlace + "=off", 0, nil
+	}
+	explicit := spec.Session
+	if explicit == "" {
+		explicit, _ = proc.EnvValue(env, session.EnvSession)
+	}
+	if explicit != "" && session.ValidateID(explicit) != nil {
+		return "the session id is not valid", 0, nil
+	}
+	// Host fds leaked without close-on-exec must not reach the server (or
+	// `supervisor run`, which marks them itself).
+	if _, err := proc.MarkInheritedCloexec(); err != nil {
+		return "inherited fds: " + err.Error(), 0, nil
+	}
+	selfFd := InPlaceFd()
+	if selfFd < 0 {
+		return "no offer to exec in place here (a terminal, a group leader, or a kernel without pidfd exit info)", 0, nil
+	}
+	defer api.CloseFds([]int{selfFd})
+	req, err := NewRequest(spec)
+	if err != nil {
+		return "the request: " + err.Error(), 0, nil
+	}
+	req.InPlace, req.InPlaceOnly = true, true
+	paths, err := api.ResolvePaths(func(k string) string { v, _ := proc.EnvValue(env, k); return v })
+	if err != nil {
+		return "the daemon's paths: " + err.Error(), 0, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), dialWait)
+	c, err := api.Dial(ctx, paths.Socket)
+	cancel()
+	if err != nil {
+		return "the daemon: " + err.Error(), 0, nil
+	}
+	switch {
+	case !c.Daemon.InPlaceOnly:
+		why = "the daemon does not take in-place-only runs"
+	case c.Daemon.Version != api.Version:
+		why = fmt.Sprintf("the daemon is version %s, this entry %s", c.Daemon.Version, api.Version)
+	case !c.SameNamespaces():
+		why = "the daemon runs in other namespaces"
+	}
+	if why != "" {
+		c.Close()
+		return why, 0, nil
+	}
+	if err := c.Send(api.TypeRun, &req, 0, 1, 2, selfFd); err != nil {
+		c.Close()
+		return "send the run: " + err.Error(), 0, nil
+	}
+	m, fds, err := c.Recv()
+	if err != nil {
+		c.Close()
+		return "the daemon's answer: " + err.Error(), 0, nil
+	}
+	if m.Type != api.TypeExec {
+		api.CloseFds(fds)
+		c.Close()
+		var e api.Error
+		if api.Decode(m, &e) == nil && e.Message != "" {
+			return m.Type + ": " + e.Message, 0, nil
+		}
+		return "the daemon answered " + m.Type, 0, nil
+	}
+	ex, err := DecodeExec(m, fds)
+	if err != nil {
+		// Ordered, but the order does not decode: this process is the
+		// server in the daemon's record now, and `supervisor run` must
+		// not start another on the same stdio. The daemon sees it end.
+		c.Close()
+		return "", CodeSupervisorError, err
+	}
+	code, err = Exec(c, ex)
+	return "", code, err
+}
