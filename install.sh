@@ -86,6 +86,12 @@ mkdir -p "$dir" || fail "cannot create $dir"
 # binary or the new one, never a half-written file.
 cp "$tmp/$name/supervisor" "$dir/.supervisor.new" && chmod 755 "$dir/.supervisor.new" &&
   mv -f "$dir/.supervisor.new" "$dir/supervisor" || fail "cannot write $dir/supervisor"
+# The lean run entry, beside supervisor (archives of Linux and macOS
+# since it exists).
+if [ -f "$tmp/$name/supervisor-run" ]; then
+  cp "$tmp/$name/supervisor-run" "$dir/.supervisor-run.new" && chmod 755 "$dir/.supervisor-run.new" &&
+    mv -f "$dir/.supervisor-run.new" "$dir/supervisor-run" || fail "cannot write $dir/supervisor-run"
+fi
 echo "installed $("$dir/supervisor" version) at $dir/supervisor"
 case ":$PATH:" in
   *":$dir:"*) ;;
