@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/internal/proc"
@@ -42,10 +43,17 @@ func Dial(ctx context.Context, socket string) (*Client, error) {
 		give = dl
 	}
 	delay := 10 * time.Millisecond
+	unanswered := 0
 	for {
 		c, err := dialOnce(ctx, socket)
 		var e *Error
-		if err == nil || !errors.As(err, &e) || !e.Retry || time.Now().Add(delay).After(give) {
+		retry := errors.As(err, &e) && e.Retry
+		var u *unansweredError
+		if errors.As(err, &u) && unanswered < maxUnanswered {
+			unanswered++
+			retry = true
+		}
+		if err == nil || !retry || time.Now().Add(delay).After(give) {
 			return c, err
 		}
 		t := time.NewTimer(delay)
@@ -62,6 +70,23 @@ func Dial(ctx context.Context, socket string) (*Client, error) {
 // busyWait is how long Dial retries a busy daemon when its context sets
 // no deadline.
 const busyWait = 10 * time.Second
+
+// maxUnanswered is how many connections in a row Dial lets the daemon
+// close unanswered before it gives up (unansweredError).
+const maxUnanswered = 3
+
+// answerWait bounds the wait for the daemon's answer to a hello it did
+// not read, should its end not be closed (see handshake).
+var answerWait = time.Second
+
+// unansweredError is a handshake that found the connection closed by the
+// daemon with no answer to read. Nothing was asked of the daemon yet, so
+// Dial tries again (a few times): a daemon at its connection cap whose
+// answer was not written (see Daemon.refuseBusy) is the known cause.
+type unansweredError struct{ err error }
+
+func (e *unansweredError) Error() string { return e.err.Error() }
+func (e *unansweredError) Unwrap() error { return e.err }
 
 func dialOnce(ctx context.Context, socket string) (*Client, error) {
 	conn, err := dial(ctx, socket)
@@ -94,21 +119,37 @@ func (c *Client) handshake() error {
 		// A daemon at its connection cap answers at once and closes
 		// without reading the hello: the write fails (EPIPE on unix, a
 		// broken pipe of another name on Windows), and its answer, a
-		// retryable error, waits to be read. A second at most: a peer that
-		// wrote nothing has closed, or is no daemon.
-		c.SetDeadline(time.Now().Add(time.Second))
-		if m, fds, rerr := c.Recv(); rerr == nil {
+		// retryable error, waits to be read, in full, since the daemon
+		// closed. recvQueued reads it whatever the deadline: a read
+		// bounded by a deadline set here is not even tried once this
+		// goroutine is held off past it, and under a flood on a loaded
+		// machine one was (the refusal lost, the broken pipe reported).
+		// Only a peer whose end is still open (nothing queued yet) is
+		// waited for, answerWait at most.
+		m, fds, rerr := c.recvQueued()
+		if errors.Is(rerr, syscall.EAGAIN) {
+			c.SetDeadline(time.Now().Add(answerWait))
+			m, fds, rerr = c.Recv()
+		}
+		if rerr == nil {
 			CloseFds(fds)
 			var e Error
 			if m.Type == TypeError && Decode(m, &e) == nil {
 				return &e
 			}
 		}
+		if PeerGone(rerr) {
+			return &unansweredError{err}
+		}
 		return err
 	}
 	m, fds, err := c.Recv()
 	CloseFds(fds)
 	if err != nil {
+		if PeerGone(err) {
+			// Closed without a word, the hello read or not.
+			return &unansweredError{err}
+		}
 		return err
 	}
 	if m.Type == TypeError {

@@ -77,7 +77,17 @@ func (c *Conn) Send(typ string, body any, fds ...int) error {
 
 // Recv reads one message and the fds that came with it (close-on-exec; the
 // caller owns them). On error no fds are returned: any received are closed.
-func (c *Conn) Recv() (Msg, []int, error) {
+func (c *Conn) Recv() (Msg, []int, error) { return c.recv(true) }
+
+// recvQueued is Recv of a message already queued in full, as everything
+// a peer wrote before it closed is: it never waits, and it reads whatever
+// the deadline says. (Recv checks the deadline before its first read: a
+// goroutine that stalls past its deadline on a loaded machine then reads
+// nothing, though the message waits in the socket.) Nothing queued yet is
+// an error wrapping EAGAIN; a peer gone with nothing queued is io.EOF.
+func (c *Conn) recvQueued() (Msg, []int, error) { return c.recv(false) }
+
+func (c *Conn) recv(wait bool) (Msg, []int, error) {
 	var fds []int
 	fail := func(err error) (Msg, []int, error) {
 		for _, fd := range fds {
@@ -86,7 +96,7 @@ func (c *Conn) Recv() (Msg, []int, error) {
 		return Msg{}, nil, err
 	}
 	var hdr [4]byte
-	if err := c.readFull(hdr[:], &fds); err != nil {
+	if err := c.readFull(hdr[:], &fds, wait); err != nil {
 		return fail(err)
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
@@ -94,7 +104,7 @@ func (c *Conn) Recv() (Msg, []int, error) {
 		return fail(err)
 	}
 	buf := make([]byte, n)
-	if err := c.readFull(buf, &fds); err != nil {
+	if err := c.readFull(buf, &fds, wait); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
@@ -108,7 +118,8 @@ func (c *Conn) Recv() (Msg, []int, error) {
 }
 
 // readFull fills b with recvmsg(MSG_CMSG_CLOEXEC), collecting any fds.
-func (c *Conn) readFull(b []byte, fds *[]int) error {
+// Unless wait, it reads only what is queued (see recvQueued).
+func (c *Conn) readFull(b []byte, fds *[]int, wait bool) error {
 	// Room for far more than maxFds: a sender's excess is then received
 	// (and closed by the caller) rather than truncated, which on macOS
 	// leaves a control header whose length overruns the buffer.
@@ -118,7 +129,7 @@ func (c *Conn) readFull(b []byte, fds *[]int) error {
 		var n, oobn, flags int
 		var rerr, perr error
 		var rights []int
-		err := c.rc.Read(func(fd uintptr) bool {
+		read := func(fd uintptr) bool {
 			// Without MSG_CMSG_CLOEXEC (macOS) the fds are marked right
 			// after recvmsg, under the fork lock, so no spawn in between
 			// can inherit one.
@@ -130,7 +141,15 @@ func (c *Conn) readFull(b []byte, fds *[]int) error {
 			}
 			recvUnlock()
 			return !errors.Is(rerr, unix.EAGAIN)
-		})
+		}
+		var err error
+		if wait {
+			err = c.rc.Read(read)
+		} else {
+			// Control runs read once, deadline or not; the socket is
+			// non-blocking, so an empty queue is EAGAIN, not a wait.
+			err = c.rc.Control(func(fd uintptr) { read(fd) })
+		}
 		if err == nil {
 			err = rerr
 		}

@@ -169,6 +169,13 @@ func reclaim(peer windows.Handle, dups []windows.Handle, written int) {
 	}
 }
 
+// recvQueued is Recv bounded by answerWait: a named pipe has no read that
+// is sure to be tried whatever the deadline.
+func (c *Conn) recvQueued() (Msg, []int, error) {
+	c.SetDeadline(time.Now().Add(answerWait))
+	return c.Recv()
+}
+
 // Recv reads one message and the handles that came with it (not
 // inheritable; the caller owns them and closes unused ones with CloseFds).
 // On error no handles are returned: any received are closed.

@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -99,18 +101,40 @@ func (d *Daemon) forget(conn *api.Conn) {
 // refuseBusy answers a connection over a cap with a retryable error and
 // closes it. The peer's hello is not awaited: the answer is written at
 // once, and a peer that does not read it loses nothing but this attempt.
+//
+// The answer goes first and the connection is closed before anything is
+// logged: a flood's warnings queue on the log (its lock, the pipe of a
+// stderr read slowly), and every refused connection held its fd
+// meanwhile, which took the daemon to EMFILE. The frame, a few hundred
+// bytes into a new socket's empty send buffer, does not wait; the
+// deadline only bounds a write that would, and it is generous: Go checks
+// a deadline before it tries the write, so one that passed while this
+// goroutine was held off on a loaded machine would lose the answer (the
+// client then sees only its broken pipe).
 func (d *Daemon) refuseBusy(conn *api.Conn) {
-	defer conn.Close()
 	d.mu.Lock()
 	open, reqs := len(d.conns), d.reqConns
 	d.mu.Unlock()
-	d.log.Warn("connection refused: at the connection cap", "open", open, "requests", reqs,
-		"cap", d.connCap, "request_cap", d.reqCap)
-	conn.SetDeadline(time.Now().Add(time.Second))
-	d.send(conn, api.TypeError, &api.Error{Code: 125, Retry: true, Message: fmt.Sprintf(
+	conn.SetDeadline(time.Now().Add(refuseWait))
+	err := conn.Send(api.TypeError, &api.Error{Code: 125, Retry: true, Message: fmt.Sprintf(
 		"the daemon is at its connection limit (%d open, %d of them requests; caps %d and %d from its file descriptor limit): retry shortly, or raise `ulimit -n` for the daemon",
 		open, reqs, d.connCap, d.reqCap)})
+	conn.Close()
+	d.log.Warn("connection refused: at the connection cap", "open", open, "requests", reqs,
+		"cap", d.connCap, "request_cap", d.reqCap)
+	switch {
+	case err == nil:
+	case api.PeerGone(err) || errors.Is(err, syscall.EPIPE):
+		d.log.Debug("client gone before its answer", "type", api.TypeError, "err", err)
+	default:
+		// The client finds the connection closed with no answer, and
+		// retries a few times (api.Dial).
+		d.log.Warn("a refused client was not told why", "err", err)
+	}
 }
+
+// refuseWait bounds the write of a refusal (see refuseBusy).
+const refuseWait = 10 * time.Second
 
 // idleTimeout is the request connections' idle limit in force.
 func (d *Daemon) idleTimeout() time.Duration {
