@@ -349,6 +349,9 @@ func servesMCP(c *node) bool {
 	if len(c.argv) > 2 && filepath.Base(c.argv[0]) == "supervisor" && c.argv[1] == "run" {
 		return true
 	}
+	if len(c.argv) > 1 && filepath.Base(c.argv[0]) == "supervisor-run" {
+		return true // the lean entry, before it execs the server or hands over
+	}
 	return false
 }
 

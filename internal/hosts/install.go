@@ -409,6 +409,7 @@ func wrapAll(f File, src []byte, cmd string, o Options) ([]byte, []Entry, error)
 	}
 	out := src
 	var entries []Entry
+	entry, pre := o.runEntry(cmd)
 	err = eachServer(f, src, func(s Schema, srv Server) error {
 		var a Action
 		var err error
@@ -420,7 +421,7 @@ func wrapAll(f File, src []byte, cmd string, o Options) ([]byte, []Entry, error)
 		case isWrapped(srv):
 			a = Already
 			flags, added := runFlags(srv, o)
-			if added != "" || isAbs(srv.Command) && isAbs(cmd) && srv.Command != cmd {
+			if added != "" || isAbs(srv.Command) && isAbs(entry) && srv.Command != entry {
 				a = Repinned
 				switch added {
 				case "--share":
@@ -429,13 +430,13 @@ func wrapAll(f File, src []byte, cmd string, o Options) ([]byte, []Entry, error)
 					a = Lazy
 				}
 				if out, err = ed.Unwrap(out, s, srv.Name); err == nil {
-					out, err = ed.Wrap(out, s, srv.Name, cmd, rewrapPrefix(srv, flags))
+					out, err = ed.Wrap(out, s, srv.Name, entry, append(slices.Clone(pre), rewrapPrefix(srv, flags)...))
 				}
 			}
 		default:
 			a = Wrapped
 			flags, _ := runFlags(srv, o)
-			out, err = ed.Wrap(out, s, srv.Name, cmd, runPrefix(srv.Name, flags))
+			out, err = ed.Wrap(out, s, srv.Name, entry, append(slices.Clone(pre), runPrefix(srv.Name, flags)...))
 		}
 		if err != nil {
 			return err
@@ -529,23 +530,52 @@ func rewrapPrefix(srv Server, flags []string) []string {
 		return runPrefix(srv.Name, flags)
 	}
 	pre := slices.Clone(srv.Args[:i+1])
+	if supervisorCommand(srv.Command) && len(pre) > 0 && pre[0] == "run" {
+		pre = pre[1:] // runEntry puts it back where the entry needs it
+	}
 	var add []string
 	for _, f := range flags {
 		if !slices.Contains(pre, f) {
 			add = append(add, f)
 		}
 	}
-	return slices.Insert(pre, 1, add...)
+	return slices.Insert(pre, 0, add...)
 }
 
+// runPrefix are a wrapped server's arguments before its own command, but
+// for the run entry's (runEntry).
 func runPrefix(name string, flags []string) []string {
-	return append(append(append([]string{"run"}, flags...), "--name", name), "--")
+	return append(append(slices.Clone(flags), "--name", name), "--")
+}
+
+// LeanName is the lean run entry (cmd/supervisor-run), installed beside
+// supervisor on Linux and macOS: it starts a server in about a
+// millisecond where `supervisor run` takes several, and hands every run
+// but its fast path to `supervisor run`.
+const LeanName = "supervisor-run"
+
+// runEntry is what a wrapped server's command starts with: the lean entry
+// beside cmd where this binary has one beside it (and cmd is a path, not
+// the bare name a committed file gets), else cmd and its run subcommand.
+func (o *Options) runEntry(cmd string) (string, []string) {
+	if !isAbs(cmd) {
+		return cmd, []string{"run"}
+	}
+	exe, err := o.exe()
+	if err != nil {
+		return cmd, []string{"run"}
+	}
+	if st, err := os.Stat(filepath.Join(filepath.Dir(exe), LeanName)); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+		return cmd, []string{"run"}
+	}
+	return filepath.Join(filepath.Dir(cmd), LeanName), nil
 }
 
 // isWrapped: the command is a supervisor binary and its arguments start
-// with run.
+// with run, or it is the lean entry and a command follows its "--".
 func isWrapped(srv Server) bool {
-	return supervisorCommand(srv.Command) && len(srv.Args) > 0 && srv.Args[0] == "run"
+	return supervisorCommand(srv.Command) && len(srv.Args) > 0 && srv.Args[0] == "run" ||
+		leanCommand(srv.Command) && slices.Contains(srv.Args, "--")
 }
 
 // isAbs recognizes absolute paths of any OS (a file may come from another).
@@ -691,6 +721,12 @@ func (o *Options) settle() error {
 	}
 	if err := copyExecutable(exe, dst); err != nil {
 		return fmt.Errorf("copy this binary out of npx's cache: %w", err)
+	}
+	lean := filepath.Join(filepath.Dir(exe), LeanName)
+	if _, err := os.Stat(lean); err == nil {
+		if err := copyExecutable(lean, filepath.Join(filepath.Dir(dst), LeanName)); err != nil {
+			return fmt.Errorf("copy %s out of npx's cache: %w", LeanName, err)
+		}
 	}
 	return nil
 }

@@ -408,3 +408,44 @@ func TestInstallLazy(t *testing.T) {
 		t.Errorf("a plain install changed the flags or reported %+v", rs[0].Entries)
 	}
 }
+
+// Where the lean run entry is installed beside this binary, servers are
+// wrapped in it (its arguments are run's, without "run"); an entry wrapped
+// in `supervisor run` before is repinned to it, keeping its flags, and
+// uninstall restores the original from either.
+func TestInstallLeanEntry(t *testing.T) {
+	o, path := placeFile(t, "cursor", false, []byte(cursorSrc))
+	dir := t.TempDir()
+	o.Exe = filepath.Join(dir, "supervisor")
+	o.TempDirs = []string{"/nonexistent-temp"}
+	o.Share = []string{"fs"}
+	mustInstall(t, cursor, o) // no lean entry yet: supervisor run --share
+	if got := string(mustRead(t, path)); !strings.Contains(got, `"args": ["run", "--share", "--name", "fs", "--", "npx", "-y", "pkg"]`) {
+		t.Fatalf("without the lean entry:\n%s", got)
+	}
+	if err := os.WriteFile(filepath.Join(dir, LeanName), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o.Share = nil
+	rs := mustInstall(t, cursor, o)
+	if rs[0].Count(Repinned) != 1 {
+		t.Fatalf("entries %+v, want one repinned", rs[0].Entries)
+	}
+	want := strings.Replace(cursorSrc, `"command": "npx",
+      "args": ["-y", "pkg"]`, `"command": "`+filepath.Join(dir, LeanName)+`",
+      "args": ["--share", "--name", "fs", "--", "npx", "-y", "pkg"]`, 1)
+	if got := mustRead(t, path); string(got) != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
+	}
+	st, err := Status([]Host{cursor[0]}, o)
+	if err != nil || st[0].Count(IsWrapped) != 1 {
+		t.Fatalf("status %+v (%v), want fs wrapped", st, err)
+	}
+	if rs := mustInstall(t, cursor, o); rs[0].Count(Already) != 1 || string(mustRead(t, path)) != want {
+		t.Fatalf("a second install changed the file or reported %+v", rs[0].Entries)
+	}
+	mustUninstall(t, cursor, o)
+	if got := mustRead(t, path); string(got) != cursorSrc {
+		t.Fatalf("uninstall:\n%s", got)
+	}
+}

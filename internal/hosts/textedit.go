@@ -68,13 +68,18 @@ func supervisorCommand(cmd string) bool {
 	return base == BareName || strings.EqualFold(base, BareName+".exe")
 }
 
+// leanCommand: cmd runs the lean run entry (LeanName, any directory).
+func leanCommand(cmd string) bool {
+	return cmd[strings.LastIndexAny(cmd, `/\`)+1:] == LeanName
+}
+
 // wrappedSplit finds the "--" that ends what Wrap put in front of a
 // server's own command in args (the first one: in an entry wrapped twice,
 // the rest is the inner wrap). It is an error naming the server when the
 // entry is not wrapped: the command is not a supervisor, or no command
 // follows a "--".
 func wrappedSplit(name, cmd string, args []string) (int, error) {
-	if !supervisorCommand(cmd) {
+	if !supervisorCommand(cmd) && !leanCommand(cmd) {
 		return 0, fmt.Errorf("server %q is not wrapped: its command %q is not a supervisor", name, cmd)
 	}
 	for i, a := range args {
