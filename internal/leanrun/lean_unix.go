@@ -4,6 +4,7 @@ package leanrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,9 +32,9 @@ const dialWait = 2 * time.Second
 func Main(args []string, env []string, stderr io.Writer) int {
 	why, code, err := fastPath(args, env)
 	if err != nil {
-		// The server's exec failed after the daemon ordered it: the
-		// daemon has its record; this is the run's end, as on the full
-		// path.
+		// The daemon refused the run, or the server's exec failed after
+		// it was ordered (the daemon has its record): the run's end, as
+		// on the full path.
 		fmt.Fprintf(stderr, "supervisor: %v\n", err)
 		return code
 	}
@@ -63,7 +64,8 @@ const envTrace = "SUPERVISOR_RUN_TRACE"
 
 // fastPath execs the server in this process's place where the daemon is
 // up and orders it. Otherwise it returns why not, for the hand-over; an
-// error is a failed exec of the server, with its status.
+// error ends the run with its status, as it would end `supervisor run`: a
+// failed exec of the server, or the daemon's refusal of the run.
 func fastPath(args, env []string) (why string, code int, err error) {
 	spec, why := parseArgs(args)
 	if why != "" {
@@ -130,10 +132,19 @@ func fastPath(args, env []string) (why string, code int, err error) {
 		api.CloseFds(fds)
 		c.Close()
 		var e api.Error
-		if api.Decode(m, &e) == nil && e.Message != "" {
-			return m.Type + ": " + e.Message, 0, nil
+		if api.Decode(m, &e) != nil || e.Message == "" {
+			return "the daemon answered " + m.Type, 0, nil
 		}
-		return "the daemon answered " + m.Type, 0, nil
+		// A refusal that does not pass by itself (an open breaker, a
+		// directory the daemon cannot use) is the run's end, as in
+		// `supervisor run`: asking again would only ask twice.
+		if m.Type == api.TypeError && !e.Retry {
+			if e.Code == 0 {
+				e.Code = CodeSupervisorError
+			}
+			return "", e.Code, errors.New(e.Message)
+		}
+		return m.Type + ": " + e.Message, 0, nil
 	}
 	ex, err := DecodeExec(m, fds)
 	if err != nil {
