@@ -367,7 +367,11 @@ func newBench(ctx context.Context, o options, log io.Writer) (*bench, error) {
 	if b.bin == "" {
 		b.bin = filepath.Join(dir, "supervisor")
 		b.progress("building %s", mainPkg)
+		// Without cgo, as releases are built (scripts/release): a cgo
+		// build of net is a dynamic binary, which loads libc at every
+		// start.
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.bin, mainPkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		cmd.Stdout, cmd.Stderr = log, log
 		if err := cmd.Run(); err != nil {
 			b.errLog.Close()
@@ -375,6 +379,7 @@ func newBench(ctx context.Context, o options, log io.Writer) (*bench, error) {
 			return nil, fmt.Errorf("go build %s: %w", mainPkg, err)
 		}
 		cmd = exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "supervisor-run"), leanPkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		cmd.Stdout, cmd.Stderr = log, log
 		if err := cmd.Run(); err != nil {
 			b.errLog.Close()
