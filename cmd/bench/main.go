@@ -147,7 +147,7 @@ func main() {
 func commandLine() string {
 	exe := os.Args[0]
 	if strings.Contains(exe, "go-build") || strings.Contains(filepath.Dir(exe), string(filepath.Separator)+"exe") {
-		return strings.Join(append([]string{"go", "run", "./bench"}, os.Args[1:]...), " ")
+		return strings.Join(append([]string{"go", "run", "./cmd/bench"}, os.Args[1:]...), " ")
 	}
 	return strings.Join(os.Args, " ")
 }
