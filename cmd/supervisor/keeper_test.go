@@ -3,7 +3,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -404,4 +406,29 @@ func foregroundDaemons(state string) []int {
 		}
 	}
 	return out
+}
+
+// An instance whose state directory was removed is gone: its keeper does
+// not start a daemon again when the daemon dies (it would make the
+// directory again and run on, unwatched by anyone: the leak a test's
+// cleanup racing a restart left behind).
+func TestKeeperLetsARemovedInstanceGo(t *testing.T) {
+	in := newInstance(t)
+	in.mustRun("daemon")
+	d := in.daemonPID()
+	keepers := in.keepers()
+	if len(keepers) != 1 {
+		t.Fatalf("keepers %v, want one", keepers)
+	}
+	k := keepers[0]
+	ktok, dtok := mustToken(t, k), mustToken(t, d)
+	if err := os.RemoveAll(in.state); err != nil {
+		t.Fatal(err)
+	}
+	killByPIDNow(t, d)
+	waitGonePID(t, d, dtok)
+	waitGonePID(t, k, ktok)
+	if _, err := os.Stat(in.state); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the state directory %s is back (%v): a daemon was started again in it", in.state, err)
+	}
 }

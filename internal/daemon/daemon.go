@@ -165,6 +165,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		cfg.Settings = &s
 	}
 	paths := cfg.Paths
+	if os.Getenv(keeper.EnvRestart) == "1" {
+		// Started again by its keeper: the instance is its state
+		// directory, and one removed meanwhile is not made again.
+		if _, err := os.Stat(paths.StateDir); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("state directory %s is gone: not starting again in its place (a new daemon starts with the next supervisor command)", paths.StateDir)
+		}
+	}
 	if err := api.EnsurePrivateDir(paths.StateDir); err != nil {
 		return err
 	}

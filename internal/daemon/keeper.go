@@ -90,7 +90,7 @@ func (d *Daemon) replaceKeeper() {
 	}
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, keeper.EnvPID+"=") && !strings.HasPrefix(kv, keeper.EnvWatch+"=") {
+		if !strings.HasPrefix(kv, keeper.EnvPID+"=") && !strings.HasPrefix(kv, keeper.EnvWatch+"=") && !strings.HasPrefix(kv, keeper.EnvRestart+"=") {
 			env = append(env, kv)
 		}
 	}

@@ -29,6 +29,12 @@ const Command = "_keeper"
 // daemon can tell whether a crash of its own would be recovered.
 const EnvPID = "SUPERVISOR_KEEPER_PID"
 
+// EnvRestart is set to 1 for a daemon the keeper starts again (after one
+// that ended, or one it watched): such a daemon never creates its state
+// directory. One removed meanwhile is an instance that is gone (a test's
+// cleanup, a user's rm -r), not one to bring back.
+const EnvRestart = "SUPERVISOR_KEEPER_RESTART"
+
 // EnvWatch, "PID:STARTTICKS", makes a keeper watch a daemon that is not
 // its child: one whose keeper died, started by that daemon (the keepers
 // and the daemon watch each other). When it ends, the keeper starts a
@@ -127,6 +133,9 @@ type Options struct {
 	// stopped on purpose.
 	Watch   interface{ Wait(time.Duration) bool }
 	Stopped func() bool
+	// Gone, when set, says the daemon's instance is gone (its state
+	// directory removed): the keeper then starts no daemon again.
+	Gone func() bool
 	// Signals delivers the signals the keeper handles: SIGTERM and SIGINT
 	// are passed on to the daemon and end the keeping, SIGHUP (reload) is
 	// passed on.
@@ -179,8 +188,15 @@ func Keep(ctx context.Context, o Options) error {
 	}
 	stopping := false
 	for first := true; ; first = false {
+		restarted := !first || o.Watch != nil
+		if restarted && o.Gone != nil && o.Gone() {
+			return nil // nothing to log to: the log was in that directory
+		}
 		cmd := exec.Command(o.Exe, o.Args...)
 		cmd.Env = append(append([]string{}, o.Env...), fmt.Sprintf("%s=%d", EnvPID, os.Getpid()))
+		if restarted {
+			cmd.Env = append(cmd.Env, EnvRestart+"=1")
+		}
 		cmd.Dir = "/"
 		started := time.Now()
 		if err := StartDetached(cmd); err != nil {

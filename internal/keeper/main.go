@@ -74,9 +74,13 @@ func Main(args []string) int {
 		Logf: func(format string, a ...any) { appendLine(logPath, format, a...) }, Policy: DefaultPolicy(), Signals: sigs,
 	}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, EnvWatch+"=") {
+		if !strings.HasPrefix(kv, EnvWatch+"=") && !strings.HasPrefix(kv, EnvRestart+"=") {
 			o.Env = append(o.Env, kv)
 		}
+	}
+	o.Gone = func() bool {
+		_, err := os.Stat(filepath.Dir(logPath))
+		return errors.Is(err, fs.ErrNotExist)
 	}
 	if w := os.Getenv(EnvWatch); w != "" {
 		h := watched(w)
