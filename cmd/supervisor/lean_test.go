@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,5 +134,45 @@ func TestLeanRunWithoutFullBinary(t *testing.T) {
 	stderr, code, _ := runLean(t, lone, in.env, "--", "/bin/true")
 	if code != 125 || !strings.Contains(stderr, filepath.Join(dir, "supervisor")) || !strings.Contains(stderr, "reinstall") {
 		t.Errorf("exit %d, stderr %q; want 125 and a message naming %s", code, stderr, filepath.Join(dir, "supervisor"))
+	}
+}
+
+// A pipe the host leaked without close-on-exec does not reach the server
+// the lean entry becomes.
+func TestLeanRunDropsLeakedFds(t *testing.T) {
+	skipWithoutInPlace(t)
+	in := newInstance(t)
+	in.mustRun("daemon")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd := exec.Command(leanBin, "--", bin, "_fixture", "echo", "--ready")
+	cmd.Env = in.env
+	cmd.ExtraFiles = []*os.File{w} // fd 3, no close-on-exec
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		cmd.Wait()
+	}()
+	w.Close()
+	buf := make([]byte, 64)
+	n, _ := stdout.Read(buf)
+	var server int
+	fmt.Sscanf(string(buf[:n]), "ready %d", &server)
+	if server != cmd.Process.Pid {
+		t.Fatalf("ready line %q: want the server in the lean entry's place, pid %d", buf[:n], cmd.Process.Pid)
+	}
+	st, err := r.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name := pipeInodeName(st); holds(server, name) {
+		t.Errorf("the server holds the host's leaked pipe %s", name)
 	}
 }

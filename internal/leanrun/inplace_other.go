@@ -6,10 +6,17 @@ import (
 	"errors"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
 // Exec in the shim's place is Linux-only (inplace_linux.go): here a shim
 // never offers it, so no daemon orders it.
+
+// cloexecAbove2 sets close-on-exec on every fd above 2.
+func cloexecAbove2() error {
+	_, err := proc.MarkInheritedCloexec()
+	return err
+}
 
 // InPlaceFd is -1: no offer.
 func InPlaceFd() int { return -1 }

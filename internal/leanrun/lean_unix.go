@@ -84,7 +84,7 @@ func fastPath(args, env []string) (why string, code int, err error) {
 	}
 	// Host fds leaked without close-on-exec must not reach the server (or
 	// `supervisor run`, which marks them itself).
-	if _, err := proc.MarkInheritedCloexec(); err != nil {
+	if err := cloexecAbove2(); err != nil {
 		return "inherited fds: " + err.Error(), 0, nil
 	}
 	selfFd := InPlaceFd()
