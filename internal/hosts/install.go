@@ -409,7 +409,6 @@ func wrapAll(f File, src []byte, cmd string, o Options) ([]byte, []Entry, error)
 	}
 	out := src
 	var entries []Entry
-	entry, pre := o.runEntry(cmd)
 	err = eachServer(f, src, func(s Schema, srv Server) error {
 		var a Action
 		var err error
@@ -421,6 +420,7 @@ func wrapAll(f File, src []byte, cmd string, o Options) ([]byte, []Entry, error)
 		case isWrapped(srv):
 			a = Already
 			flags, added := runFlags(srv, o)
+			entry, pre := o.runEntry(cmd, flags)
 			if added != "" || isAbs(srv.Command) && isAbs(entry) && srv.Command != entry {
 				a = Repinned
 				switch added {
@@ -436,6 +436,7 @@ func wrapAll(f File, src []byte, cmd string, o Options) ([]byte, []Entry, error)
 		default:
 			a = Wrapped
 			flags, _ := runFlags(srv, o)
+			entry, pre := o.runEntry(cmd, flags)
 			out, err = ed.Wrap(out, s, srv.Name, entry, append(slices.Clone(pre), runPrefix(srv.Name, flags)...))
 		}
 		if err != nil {
@@ -557,8 +558,11 @@ const LeanName = "supervisor-run"
 // runEntry is what a wrapped server's command starts with: the lean entry
 // beside cmd where this binary has one beside it (and cmd is a path, not
 // the bare name a committed file gets), else cmd and its run subcommand.
-func (o *Options) runEntry(cmd string) (string, []string) {
-	if !isAbs(cmd) {
+// A server wrapped --share or --lazy keeps `supervisor run`: it runs
+// through a broker, which the lean entry would hand over to it anyway,
+// one process start later.
+func (o *Options) runEntry(cmd string, flags []string) (string, []string) {
+	if !isAbs(cmd) || slices.Contains(flags, "--share") || slices.Contains(flags, "--lazy") {
 		return cmd, []string{"run"}
 	}
 	exe, err := o.exe()

@@ -410,9 +410,9 @@ func TestInstallLazy(t *testing.T) {
 }
 
 // Where the lean run entry is installed beside this binary, servers are
-// wrapped in it (its arguments are run's, without "run"); an entry wrapped
-// in `supervisor run` before is repinned to it, keeping its flags, and
-// uninstall restores the original from either.
+// wrapped in it (its arguments are run's, without "run"), but for shared
+// and lazy ones, which keep `supervisor run`; uninstall restores the
+// original from either form.
 func TestInstallLeanEntry(t *testing.T) {
 	o, path := placeFile(t, "cursor", false, []byte(cursorSrc))
 	dir := t.TempDir()
@@ -426,14 +426,19 @@ func TestInstallLeanEntry(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, LeanName), []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Shared, it stays on supervisor run: a broker's client is run's.
 	o.Share = nil
-	rs := mustInstall(t, cursor, o)
-	if rs[0].Count(Repinned) != 1 {
-		t.Fatalf("entries %+v, want one repinned", rs[0].Entries)
+	if rs := mustInstall(t, cursor, o); rs[0].Count(Already) != 1 {
+		t.Fatalf("a shared entry: %+v, want it left as it is", rs[0].Entries)
+	}
+	mustUninstall(t, cursor, o)
+	rs := mustInstall(t, cursor, o) // plain: the lean entry
+	if rs[0].Count(Wrapped) != 1 {
+		t.Fatalf("entries %+v, want one wrapped", rs[0].Entries)
 	}
 	want := strings.Replace(cursorSrc, `"command": "npx",
       "args": ["-y", "pkg"]`, `"command": "`+filepath.Join(dir, LeanName)+`",
-      "args": ["--share", "--name", "fs", "--", "npx", "-y", "pkg"]`, 1)
+      "args": ["--name", "fs", "--", "npx", "-y", "pkg"]`, 1)
 	if got := mustRead(t, path); string(got) != want {
 		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
 	}
@@ -444,8 +449,28 @@ func TestInstallLeanEntry(t *testing.T) {
 	if rs := mustInstall(t, cursor, o); rs[0].Count(Already) != 1 || string(mustRead(t, path)) != want {
 		t.Fatalf("a second install changed the file or reported %+v", rs[0].Entries)
 	}
+	// Made lazy, it goes back to supervisor run, its flags kept.
+	o.Lazy = []string{"fs"}
+	if rs := mustInstall(t, cursor, o); rs[0].Count(Lazy) != 1 || !strings.Contains(string(mustRead(t, path)), `"command": "`+o.Exe+`",
+      "args": ["run", "--lazy", "--name", "fs", "--"`) {
+		t.Fatalf("made lazy: %+v\n%s", rs[0].Entries, mustRead(t, path))
+	}
 	mustUninstall(t, cursor, o)
 	if got := mustRead(t, path); string(got) != cursorSrc {
 		t.Fatalf("uninstall:\n%s", got)
+	}
+	// Wrapped in supervisor run before the lean entry was installed:
+	// repinned to it by the next install.
+	o.Lazy = nil
+	lean := filepath.Join(dir, LeanName)
+	if err := os.Rename(lean, lean+".away"); err != nil {
+		t.Fatal(err)
+	}
+	mustInstall(t, cursor, o)
+	if err := os.Rename(lean+".away", lean); err != nil {
+		t.Fatal(err)
+	}
+	if rs := mustInstall(t, cursor, o); rs[0].Count(Repinned) != 1 || string(mustRead(t, path)) != want {
+		t.Fatalf("repin to the lean entry: %+v\n%s", rs[0].Entries, mustRead(t, path))
 	}
 }
