@@ -32,6 +32,10 @@ func TestInstallScriptChecksTheChecksum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	lean, err := os.ReadFile(leanBin)
+	if err != nil {
+		t.Fatal(err)
+	}
 	const version = "0.0.1"
 	name := fmt.Sprintf("supervisor_%s_%s_%s", version, runtime.GOOS, runtime.GOARCH)
 	var archive bytes.Buffer
@@ -40,6 +44,8 @@ func TestInstallScriptChecksTheChecksum(t *testing.T) {
 	tw.WriteHeader(&tar.Header{Name: name + "/", Typeflag: tar.TypeDir, Mode: 0o755})
 	tw.WriteHeader(&tar.Header{Name: name + "/supervisor", Mode: 0o755, Size: int64(len(data))})
 	tw.Write(data)
+	tw.WriteHeader(&tar.Header{Name: name + "/supervisor-run", Mode: 0o755, Size: int64(len(lean))})
+	tw.Write(lean)
 	tw.Close()
 	gz.Close()
 	sum := sha256.Sum256(archive.Bytes())
@@ -78,6 +84,14 @@ func TestInstallScriptChecksTheChecksum(t *testing.T) {
 				t.Fatalf("%s/supervisor is not the archive's binary: %v", dir, readErr)
 			case !tc.ok && readErr == nil:
 				t.Fatalf("install.sh refused the archive but left %s/supervisor", dir)
+			}
+			// The lean run entry goes beside it.
+			got, readErr = os.ReadFile(filepath.Join(dir, "supervisor-run"))
+			switch {
+			case tc.ok && (readErr != nil || !bytes.Equal(got, lean)):
+				t.Fatalf("%s/supervisor-run is not the archive's: %v", dir, readErr)
+			case !tc.ok && readErr == nil:
+				t.Fatalf("install.sh refused the archive but left %s/supervisor-run", dir)
 			}
 		})
 	}
