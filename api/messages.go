@@ -39,9 +39,11 @@ const (
 	TypeExecFailed = "exec_failed"
 	// TypeNotInPlace answers a run that asked InPlaceOnly and that the
 	// daemon would not exec in the shim's place (a shared or lazy server,
-	// a cgroup the shim cannot enter): nothing was recorded or started
-	// for it, and the lean entry hands the run to the full `supervisor
-	// run`. Its body is an Error (the reason; Code 125).
+	// a cgroup the shim cannot enter): nothing runs for it, and the lean
+	// entry hands the run to the full `supervisor run`. Nothing is
+	// recorded either, but where the move into the cgroup failed after
+	// the daemon predicted it would not: that intent record is left
+	// failed, saying why. Its body is an Error (the reason; Code 125).
 	TypeNotInPlace  = "not_in_place"
 	TypeStopSelf    = "stop_self"
 	TypePs          = "ps"

@@ -77,6 +77,7 @@ type instance struct {
 	t     *testing.T
 	state string
 	env   []string
+	lean  string // the lean entry its runs use under viaLean; "" is leanBin
 }
 
 func newInstance(t *testing.T) *instance {
@@ -193,7 +194,11 @@ func killByToken(pid int, tok proc.Token) {
 
 func (in *instance) command(args ...string) *exec.Cmd {
 	if viaLean && len(args) > 0 && args[0] == "run" {
-		cmd := exec.Command(leanBin, args[1:]...)
+		lean := leanBin
+		if in.lean != "" {
+			lean = in.lean
+		}
+		cmd := exec.Command(lean, args[1:]...)
 		cmd.Env = in.env
 		return cmd
 	}

@@ -4,7 +4,9 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -221,6 +223,30 @@ func TestInPlaceCgroupFallback(t *testing.T) {
 	p := waitRecord(t, in, pid, anyRecord)
 	if p.InPlace || p.ShimPID != s.cmd.Process.Pid || p.Cgroup == "" {
 		t.Errorf("record: in_place %v, shim_pid %d, cgroup %q; want spawned by the daemon into a cgroup, its shim %d", p.InPlace, p.ShimPID, p.Cgroup, s.cmd.Process.Pid)
+	}
+	// Through the lean entry (SUPERVISOR_TEST_LEAN=1), which asks for exec
+	// in place or nothing, the declined start is one failed record that
+	// says why, its cgroup removed; through `supervisor run`, none.
+	var failed []registry.Process
+	for _, r := range in.mustProcesses(true) {
+		if r.State == registry.StateFailed {
+			failed = append(failed, r)
+		}
+	}
+	want := 0
+	if viaLean {
+		want = 1
+	}
+	if len(failed) != want {
+		t.Fatalf("%d failed records, want %d: %+v", len(failed), want, failed)
+	}
+	for _, f := range failed {
+		if !strings.Contains(f.Error, "handed to `supervisor run`") {
+			t.Errorf("the declined record says %q, want why it was handed over", f.Error)
+		}
+		if _, err := os.Stat(f.Cgroup); f.Cgroup == "" || !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the declined record's cgroup %q is left (%v)", f.Cgroup, err)
+		}
 	}
 }
 

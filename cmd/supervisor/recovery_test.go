@@ -52,11 +52,49 @@ func faultBin(t *testing.T) string {
 	return faultPath
 }
 
+var (
+	faultLeanOnce sync.Once
+	faultLeanPath string
+	faultLeanErr  error
+)
+
+// faultLean is the lean entry of the fault-injection binary's version,
+// with that binary beside it as its `supervisor`: through it
+// (SUPERVISOR_TEST_LEAN=1) a fault test's runs take the lean fast path,
+// which a lean entry of another version than the daemon hands over.
+func faultLean(t *testing.T) string {
+	t.Helper()
+	fault := faultBin(t)
+	faultLeanOnce.Do(func() {
+		dir := filepath.Join(filepath.Dir(bin), "fault")
+		if faultLeanErr = os.MkdirAll(dir, 0o755); faultLeanErr != nil {
+			return
+		}
+		if faultLeanErr = os.Symlink(fault, filepath.Join(dir, "supervisor")); faultLeanErr != nil {
+			return
+		}
+		faultLeanPath = filepath.Join(dir, "supervisor-run")
+		build := exec.Command("go", "build",
+			"-ldflags", "-X github.com/seed-86a41135/supervisor/api.Version="+oldVersion, "-o", faultLeanPath, "../supervisor-run")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			faultLeanErr = fmt.Errorf("build the fault-injection lean entry: %v\n%s", err, out)
+		}
+	})
+	if faultLeanErr != nil {
+		t.Fatal(faultLeanErr)
+	}
+	return faultLeanPath
+}
+
 // startDaemonWith runs `exe daemon --foreground` for the instance with
 // extra environment and waits until it answers. The returned channel is
 // closed when it exits.
 func (in *instance) startDaemonWith(t *testing.T, exe string, env ...string) (int, chan struct{}) {
 	t.Helper()
+	if viaLean && exe == faultBin(t) {
+		in.lean = faultLean(t) // of the daemon's version, or it hands every run over
+	}
 	return in.startDaemonCmd(t, exec.Command(exe, "daemon", "--foreground"), env...)
 }
 

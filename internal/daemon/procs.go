@@ -118,12 +118,18 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	st := d.settings()          // one snapshot: a reload meanwhile mixes no two configs
 	st.ApplyRun(r.name, &r.req) // the config file's [servers.NAME]
 	r.req.Limits = settings.EffectiveLimits(r.req.Limits, st.Limits)
-	if r.req.InPlaceOnly && (r.req.Share || r.req.Lazy || r.req.IdleMS > 0 || d.autoShare(r.req, r.name)) {
+	// Decided once: a broker that becomes ready (or a reload) between two
+	// looks would hand an in-place-only run to a broker after all.
+	mode, shared, auto := d.runMode(&r.req, r.name)
+	if shared && r.req.InPlaceOnly {
 		r.closeFiles()
-		d.declineInPlace(conn, "the server runs through a broker (shared, lazy or idle-stopped)")
+		d.declineInPlace(conn, "the server runs through a broker ("+mode+")")
 		return
 	}
-	if mode, shared := d.runMode(&r.req, r.name); shared {
+	if auto {
+		d.event("shared.auto", r.req.Session, "", r.name+" speaks the stateless MCP revision: shared automatically")
+	}
+	if shared {
 		r.dropShim()
 		// A broker and its upstream are one tree in one cgroup: the limits
 		// bound both.
@@ -253,21 +259,20 @@ func (d *Daemon) acceptRun(conn *api.Conn, req api.RunRequest, fds []int, log hc
 }
 
 // runMode says whether req's server is shared through a broker (run
-// --share, automatic sharing, --lazy or --idle), and which of them, for
-// the messages.
-func (d *Daemon) runMode(req *api.RunRequest, name string) (mode string, shared bool) {
+// --share, automatic sharing, --lazy or --idle), which of them, for the
+// messages, and whether the sharing is automatic (the caller says so).
+func (d *Daemon) runMode(req *api.RunRequest, name string) (mode string, shared, auto bool) {
 	mode = "run --share"
 	switch {
 	case !req.Share && d.autoShare(*req, name):
-		req.Share = true
+		req.Share, auto = true, true
 		mode = "automatic sharing (run --share=false or share = false in [servers." + name + "] runs it unshared)"
-		d.event("shared.auto", req.Session, "", name+" speaks the stateless MCP revision: shared automatically")
 	case !req.Share && req.Lazy:
 		mode = "run --lazy"
 	case !req.Share:
 		mode = "run --idle"
 	}
-	return mode, req.Share || req.Lazy || req.IdleMS > 0
+	return mode, req.Share || req.Lazy || req.IdleMS > 0, auto
 }
 
 // startDirect starts r's server: its cgroup, limits and intent record,

@@ -8,8 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
 // BareName is what files meant to be committed (and installs from a
@@ -54,6 +57,12 @@ type Options struct {
 	// Lazy names the servers to wrap lazy (`run --lazy`: started on the
 	// first call their cache cannot answer, design §11), likewise.
 	Lazy []string
+
+	// leanFast says whether the lean run entry can take its fast path
+	// on this machine (nil: Linux with pidfd exit status, 6.15+; tests
+	// set it). Elsewhere it would only hand every run to `supervisor run`,
+	// one process start later, so servers are wrapped in that.
+	leanFast func() bool
 
 	// beforeWrite runs between the edit and the re-read that precedes the
 	// write: tests use it to change the file under our feet.
@@ -560,9 +569,17 @@ const LeanName = "supervisor-run"
 // the bare name a committed file gets), else cmd and its run subcommand.
 // A server wrapped --share or --lazy keeps `supervisor run`: it runs
 // through a broker, which the lean entry would hand over to it anyway,
-// one process start later.
+// one process start later; so does every server where the lean entry has
+// no fast path (leanFast).
 func (o *Options) runEntry(cmd string, flags []string) (string, []string) {
 	if !isAbs(cmd) || slices.Contains(flags, "--share") || slices.Contains(flags, "--lazy") {
+		return cmd, []string{"run"}
+	}
+	fast := o.leanFast
+	if fast == nil {
+		fast = func() bool { return runtime.GOOS == "linux" && proc.ExitInfoSupported() }
+	}
+	if !fast() {
 		return cmd, []string{"run"}
 	}
 	exe, err := o.exe()

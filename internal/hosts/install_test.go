@@ -418,6 +418,7 @@ func TestInstallLeanEntry(t *testing.T) {
 	dir := t.TempDir()
 	o.Exe = filepath.Join(dir, "supervisor")
 	o.TempDirs = []string{"/nonexistent-temp"}
+	o.leanFast = func() bool { return true } // whatever this kernel is
 	o.Share = []string{"fs"}
 	mustInstall(t, cursor, o) // no lean entry yet: supervisor run --share
 	if got := string(mustRead(t, path)); !strings.Contains(got, `"args": ["run", "--share", "--name", "fs", "--", "npx", "-y", "pkg"]`) {

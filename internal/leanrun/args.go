@@ -2,8 +2,11 @@ package leanrun
 
 import (
 	"strconv"
+
 	"strings"
 	"time"
+
+	"github.com/seed-86a41135/supervisor/api"
 )
 
 // parseArgs reads the flags of `supervisor run` the fast path handles
@@ -44,15 +47,20 @@ func parseArgs(args []string) (Spec, string) {
 			s.Session = val
 		case "--grace":
 			d, err := time.ParseDuration(val)
+			if err == nil && d >= 0 {
+				_, err = api.GraceOf(d.Milliseconds())
+			}
 			if err != nil || d < 0 {
 				return s, "--grace " + val
 			}
 			s.Grace = d
 		case "--max-instances":
-			n, err := strconv.Atoi(val)
-			if err != nil || n < 0 {
+			// As pflag reads an int: base prefixes (0x, 0o, 0) included.
+			n64, err := strconv.ParseInt(val, 0, 0)
+			if err != nil || n64 < 0 {
 				return s, "--max-instances " + val
 			}
+			n := int(n64)
 			s.MaxInstances = &n
 		}
 	}

@@ -123,28 +123,39 @@ func fastPath(args, env []string) (why string, code int, err error) {
 		c.Close()
 		return "send the run: " + err.Error(), 0, nil
 	}
+	// From here the daemon may have recorded the run (its intent, the
+	// move into its cgroup): only an answer that says nothing was made
+	// hands it over, as `supervisor run` would otherwise make a second.
 	m, fds, err := c.Recv()
 	if err != nil {
 		c.Close()
-		return "the daemon's answer: " + err.Error(), 0, nil
+		// The daemon died mid-start. Its keeper (or service manager)
+		// starts the next at once, which finds the intent record and
+		// stops whatever was started for it: as `supervisor run` says.
+		return "", CodeSupervisorError, fmt.Errorf("the daemon went away while starting the server (%v); a new daemon stops whatever it had started: retry", err)
 	}
 	if m.Type != api.TypeExec {
 		api.CloseFds(fds)
 		c.Close()
 		var e api.Error
-		if api.Decode(m, &e) != nil || e.Message == "" {
-			return "the daemon answered " + m.Type, 0, nil
-		}
-		// A refusal that does not pass by itself (an open breaker, a
-		// directory the daemon cannot use) is the run's end, as in
-		// `supervisor run`: asking again would only ask twice.
-		if m.Type == api.TypeError && !e.Retry {
+		derr := api.Decode(m, &e)
+		switch {
+		case m.Type == api.TypeNotInPlace && derr == nil:
+			return "not_in_place: " + e.Message, 0, nil
+		case m.Type == api.TypeError && derr == nil && e.Retry:
+			// Before anything is made (the daemon stopping, at its server
+			// limit): `supervisor run` retries.
+			return "retry: " + e.Message, 0, nil
+		case m.Type == api.TypeError && derr == nil:
+			// A refusal that does not pass by itself (an open breaker, a
+			// directory the daemon cannot use) is the run's end, as in
+			// `supervisor run`: asking again would only ask twice.
 			if e.Code == 0 {
 				e.Code = CodeSupervisorError
 			}
 			return "", e.Code, errors.New(e.Message)
 		}
-		return m.Type + ": " + e.Message, 0, nil
+		return "", CodeSupervisorError, fmt.Errorf("%w: the daemon answered an in-place-only run with %q", api.ErrMalformed, m.Type)
 	}
 	ex, err := DecodeExec(m, fds)
 	if err != nil {
