@@ -210,8 +210,16 @@ func TestInPlaceStderrIsLogged(t *testing.T) {
 // daemon instead, in the cgroup: never a server outside it.
 func TestInPlaceCgroupFallback(t *testing.T) {
 	skipWithoutInPlace(t)
+	// The move fails (cgroup.enter), or its second half after the shim is
+	// in (cgroup.entered: its cgroup v1 limits): the shim goes back.
+	for _, fault := range []string{"cgroup.enter", "cgroup.entered"} {
+		t.Run(fault, func(t *testing.T) { inPlaceCgroupFallback(t, fault) })
+	}
+}
+
+func inPlaceCgroupFallback(t *testing.T, fault string) {
 	in := newInstance(t)
-	in.startDaemonWith(t, faultBin(t), "SUPERVISOR_FAULT=cgroup.enter")
+	in.startDaemonWith(t, faultBin(t), "SUPERVISOR_FAULT="+fault)
 	if st := in.status(t); !st.Features["cgroup"] {
 		t.Skip("no cgroups in use here (they need root and a writable cgroup2 hierarchy): nothing to enter")
 	}
@@ -223,6 +231,17 @@ func TestInPlaceCgroupFallback(t *testing.T) {
 	p := waitRecord(t, in, pid, anyRecord)
 	if p.InPlace || p.ShimPID != s.cmd.Process.Pid || p.Cgroup == "" {
 		t.Errorf("record: in_place %v, shim_pid %d, cgroup %q; want spawned by the daemon into a cgroup, its shim %d", p.InPlace, p.ShimPID, p.Cgroup, s.cmd.Process.Pid)
+	}
+	// The shim that stays is not in the server's cgroup (a stop of it
+	// would reach the shim).
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", s.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if own, ok := strings.CutPrefix(line, "0::"); ok && strings.HasSuffix(p.Cgroup, own) {
+			t.Errorf("the shim %d is in the server's cgroup %s", s.cmd.Process.Pid, own)
+		}
 	}
 	// Through the lean entry (SUPERVISOR_TEST_LEAN=1), which asks for exec
 	// in place or nothing, the declined start is one failed record that

@@ -238,18 +238,9 @@ func ownCgroup() (string, error) {
 // the daemon). A prediction: nil does not promise that Enter succeeds,
 // but an error here promises that it fails.
 func (m *Manager) MayEnter(pid int) error {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	from, err := m.Of(pid)
 	if err != nil {
-		return fmt.Errorf("read the cgroup of pid %d: %w", pid, err)
-	}
-	var from string
-	for _, line := range strings.Split(string(b), "\n") {
-		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			from = filepath.Join(m.mount, p)
-		}
-	}
-	if from == "" {
-		return fmt.Errorf("pid %d has no cgroup2 path", pid)
+		return err
 	}
 	shared := m.root
 	for shared != m.mount && !strings.HasPrefix(from+"/", shared+"/") {
@@ -258,6 +249,29 @@ func (m *Manager) MayEnter(pid int) error {
 	procs := filepath.Join(shared, "cgroup.procs")
 	if err := unix.Access(procs, unix.W_OK); err != nil {
 		return fmt.Errorf("pid %d is in %s, and %s, where it and the servers' cgroups meet, is not writable by the daemon: %w", pid, from, procs, err)
+	}
+	return nil
+}
+
+// Of is the cgroup2 directory process pid is in.
+func (m *Manager) Of(pid int) (string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return "", fmt.Errorf("read the cgroup of pid %d: %w", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return filepath.Join(m.mount, p), nil
+		}
+	}
+	return "", fmt.Errorf("pid %d has no cgroup2 path", pid)
+}
+
+// MoveTo moves process pid into the cgroup directory dir: back where it
+// was, when what it entered for cannot go on.
+func MoveTo(dir string, pid int) error {
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+		return fmt.Errorf("move pid %d back into cgroup %s: %w", pid, dir, err)
 	}
 	return nil
 }

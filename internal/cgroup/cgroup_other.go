@@ -39,6 +39,12 @@ func (m *Manager) NewServer(session, proc string) (Server, error) { return Serve
 // RemoveRoot has nothing to remove.
 func (m *Manager) RemoveRoot() {}
 
+// Of: no cgroups here.
+func (m *Manager) Of(pid int) (string, error) { return "", errNoCgroups }
+
+// MoveTo: no cgroups here.
+func MoveTo(dir string, pid int) error { return errNoCgroups }
+
 // MayEnter: no cgroups here.
 func (m *Manager) MayEnter(pid int) error { return errNoCgroups }
 

@@ -9,5 +9,9 @@ func fault(string) {}
 // enterFault is the cgroup move's fault hook: none in release builds.
 func enterFault() error { return nil }
 
+// enteredFault is the injected failure after the move: none in release
+// builds.
+func enteredFault() error { return nil }
+
 // scanFault is the cascade's scan fault hook: none in release builds.
 func scanFault() func() error { return nil }

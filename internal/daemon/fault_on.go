@@ -29,6 +29,15 @@ func fault(point string) {
 // enterFault fails moving a shim into its server's cgroup when EnvFault is
 // "cgroup.enter", as the kernel does where the daemon may not write the
 // cgroup the two share: the tests see the daemon spawn the server instead.
+// enteredFault is the move's second half failing (cgroup v1 limits) once
+// the shim is in the server's cgroup v2 (SUPERVISOR_FAULT=cgroup.entered).
+func enteredFault() error {
+	if os.Getenv(EnvFault) == "cgroup.entered" {
+		return fmt.Errorf("set the cgroup v1 limits: %w (injected)", syscall.EACCES)
+	}
+	return nil
+}
+
 func enterFault() error {
 	if os.Getenv(EnvFault) == "cgroup.enter" {
 		return fmt.Errorf("write cgroup.procs: %w (injected)", syscall.EACCES)

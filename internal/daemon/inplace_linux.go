@@ -59,9 +59,18 @@ func shimHandle(fd int, req api.RunRequest) (*proc.Handle, proc.Token, error) {
 func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 	pid := r.req.ShimPID
 	if r.cg.Fd > 0 {
+		// Where it is now: a shim that entered but cannot go on (its
+		// cgroup v1 limits) goes back, or it would hold the server's
+		// cgroup (and be in its stop's reach) as the shim that stays.
+		home, herr := d.cgroups.Of(pid)
+		entered := false
 		err := enterFault()
 		if err == nil {
 			err = r.cg.Enter(pid)
+			entered = err == nil
+		}
+		if entered {
+			err = enteredFault()
 		}
 		if err == nil && len(r.limited.V1) > 0 {
 			if err = cgroup.EnterV1(r.limited.V1, pid); err == nil {
@@ -70,6 +79,14 @@ func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 		}
 		if err != nil {
 			r.log.Info("shim cannot enter the server's cgroup: spawning the server instead", "id", r.id, "err", err)
+			if entered {
+				if herr == nil {
+					herr = cgroup.MoveTo(home, pid)
+				}
+				if herr != nil {
+					r.log.Warn("the shim stays in the server's cgroup", "id", r.id, "err", herr)
+				}
+			}
 			return nil
 		}
 	}
