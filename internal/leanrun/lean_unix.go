@@ -21,10 +21,12 @@ import (
 // installed beside it.
 const FullName = "supervisor"
 
-// dialWait bounds reaching the daemon: past it, `supervisor run` decides
-// (it starts a daemon, or supervises the server itself), as the shim
-// gives a daemon two seconds (shim.Options.LocalAfter).
-const dialWait = 2 * time.Second
+// dialWait bounds reaching the daemon (a hello takes milliseconds): past
+// it, `supervisor run` decides, with its own two seconds for a daemon
+// (shim.Options.LocalAfter) before it supervises the server itself. A
+// daemon at its connection cap thus delays local mode by half a second,
+// not by the lean entry's own two.
+const dialWait = 500 * time.Millisecond
 
 // Main is the lean entry: `supervisor-run [flags] -- CMD [ARG...]`, the
 // arguments of `supervisor run`. It returns only when it could neither
