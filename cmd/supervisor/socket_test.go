@@ -3,11 +3,15 @@
 package main
 
 import (
+	"errors"
+	"io/fs"
 	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seed-86a41135/supervisor/internal/proc"
 
 	"path/filepath"
 )
@@ -72,5 +76,35 @@ func TestSocketPathNeverReplacesAFile(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(notes); string(b) != "keep me" {
 		t.Fatalf("the file at SUPERVISOR_SOCKET was changed to %q", b)
+	}
+}
+
+// A daemon whose state directory is removed with its socket in it (the
+// instance removed: its registry gone too) does not make it again: it
+// exits and leaves its servers running for the next daemon, and its keeper
+// starts none in its place.
+func TestRemovedInstanceStepsDown(t *testing.T) {
+	in := newInstance(t)
+	s := in.startShim("--", bin, "_fixture", "sleep")
+	server := s.readyPID(t)
+	stok := mustToken(t, server)
+	t.Cleanup(func() { killByPIDNow(t, server) }) // no daemon is left to stop it
+	d := in.daemonPID()
+	dtok := mustToken(t, d)
+	keepers := in.keepers()
+	if err := os.RemoveAll(in.state); err != nil {
+		t.Fatal(err)
+	}
+	waitGonePID(t, d, dtok)
+	for _, k := range keepers {
+		if tok, err := proc.TokenOf(k); err == nil {
+			waitGonePID(t, k, tok)
+		}
+	}
+	if _, err := os.Stat(in.state); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the state directory %s is back (%v)", in.state, err)
+	}
+	if proc.Verify(server, stok) != nil {
+		t.Errorf("server %d was stopped: a daemon stepping down leaves it to the next", server)
 	}
 }

@@ -2,12 +2,16 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/shutdown"
 )
 
 // socketCheckEvery is how often the daemon looks at its socket file.
@@ -104,6 +108,25 @@ func (d *Daemon) keepSocket(ctx context.Context, k *socketKeeper) error {
 				d.event("daemon.socket", "", "", fmt.Sprintf("%s, and another process serves there: clients reach it, not this daemon (pid %d); stop it or this daemon", why, os.Getpid()))
 			}
 			continue
+		}
+		// The state directory gone with the socket in it is the instance
+		// removed (its registry with it): making it again would serve an
+		// empty directory while this daemon writes an unlinked registry,
+		// and keep a keeper restarting into it. This daemon steps down as
+		// for an upgrade, leaving every server to the next daemon, which
+		// finds them by their markers.
+		if filepath.Dir(k.path) == k.paths.StateDir {
+			if _, err := os.Stat(k.paths.StateDir); errors.Is(err, fs.ErrNotExist) {
+				d.log.Error("the state directory is gone with the socket: exiting and leaving every server running for the next daemon", "state", k.paths.StateDir)
+				req := stopRequest{reply: make(chan []shutdown.Outcome, 1), sent: make(chan struct{}), keep: true}
+				close(req.sent) // nobody waits for the outcomes
+				select {
+				case d.stopReq <- req:
+				case <-ctx.Done():
+				}
+				<-ctx.Done() // the stopper ends the group once it has let go
+				return nil
+			}
 		}
 		// A cleaner of /tmp may take the fallback directory with the file.
 		nl, err := func() (*api.Listener, error) {
