@@ -559,8 +559,8 @@ func runPrefix(name string, flags []string) []string {
 }
 
 // LeanName is the lean run entry (cmd/supervisor-run), installed beside
-// supervisor on Linux and macOS: it starts a server in about a
-// millisecond where `supervisor run` takes several, and hands every run
+// supervisor on Linux and macOS: it starts a server sooner than
+// `supervisor run` (it links only what that takes), and hands every run
 // but its fast path to `supervisor run`.
 const LeanName = "supervisor-run"
 
