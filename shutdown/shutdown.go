@@ -31,12 +31,12 @@ package shutdown
 
 import (
 	"fmt"
-	"github.com/seed-86a41135/supervisor/shutdown/outcome"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/seed-86a41135/supervisor/internal/proc"
+	"github.com/seed-86a41135/supervisor/shutdown/outcome"
 )
 
 // Target is one supervised process to stop, with what identifies its tree.
@@ -192,9 +192,6 @@ const DefaultGrace = 5 * time.Second
 
 // MaxGrace caps every grace (outcome.MaxGrace).
 const MaxGrace = outcome.MaxGrace
-
-// CheckGrace refuses a grace the cascade does not take (outcome.CheckGrace).
-func CheckGrace(g time.Duration) error { return outcome.CheckGrace(g) }
 
 // DefaultEOFGrace is how long a dead host's servers get to exit on stdin
 // EOF before any signal (design §6).

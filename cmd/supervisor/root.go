@@ -14,6 +14,7 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/shutdown"
+	"github.com/seed-86a41135/supervisor/shutdown/outcome"
 )
 
 // exitError carries the exit status a command wants; main prints err.
@@ -243,7 +244,7 @@ func call(typ string, req, resp any) error {
 }
 
 func checkGrace(d time.Duration) error {
-	if err := shutdown.CheckGrace(d); err != nil {
+	if err := outcome.CheckGrace(d); err != nil {
 		return &hintError{err: fmt.Errorf("--%w", err), hint: fmt.Sprintf("give a --grace from 0s to %v", shutdown.MaxGrace)}
 	}
 	return nil
