@@ -193,16 +193,14 @@ func killByToken(pid int, tok proc.Token) {
 }
 
 func (in *instance) command(args ...string) *exec.Cmd {
+	exe := bin
 	if viaLean && len(args) > 0 && args[0] == "run" {
-		lean := leanBin
+		exe, args = leanBin, args[1:]
 		if in.lean != "" {
-			lean = in.lean
+			exe = in.lean
 		}
-		cmd := exec.Command(lean, args[1:]...)
-		cmd.Env = in.env
-		return cmd
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(exe, args...)
 	cmd.Env = in.env
 	return cmd
 }

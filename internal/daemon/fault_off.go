@@ -10,8 +10,11 @@ func fault(string) {}
 func enterFault() error { return nil }
 
 // enteredFault is the injected failure after the move: none in release
-// builds.
+// builds, where only cgroup v1 limits can fail after it.
 func enteredFault() error { return nil }
+
+// faultAfterEnter says enteredFault may fail: not in release builds.
+const faultAfterEnter = false
 
 // scanFault is the cascade's scan fault hook: none in release builds.
 func scanFault() func() error { return nil }

@@ -38,6 +38,9 @@ func enteredFault() error {
 	return nil
 }
 
+// faultAfterEnter says enteredFault may fail.
+const faultAfterEnter = true
+
 func enterFault() error {
 	if os.Getenv(EnvFault) == "cgroup.enter" {
 		return fmt.Errorf("write cgroup.procs: %w (injected)", syscall.EACCES)

@@ -59,10 +59,16 @@ func shimHandle(fd int, req api.RunRequest) (*proc.Handle, proc.Token, error) {
 func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 	pid := r.req.ShimPID
 	if r.cg.Fd > 0 {
-		// Where it is now: a shim that entered but cannot go on (its
-		// cgroup v1 limits) goes back, or it would hold the server's
-		// cgroup (and be in its stop's reach) as the shim that stays.
-		home, herr := d.cgroups.Of(pid)
+		// Where it is now, where something can fail after the move (its
+		// cgroup v1 limits): a shim that entered but cannot go on goes
+		// back, or it would hold the server's cgroup (and be in its
+		// stop's reach) as the shim that stays. Read only then: it is
+		// a /proc read on every start.
+		var home string
+		herr := errors.New("its cgroup was not read")
+		if len(r.limited.V1) > 0 || faultAfterEnter {
+			home, herr = d.cgroups.Of(pid)
+		}
 		entered := false
 		err := enterFault()
 		if err == nil {
