@@ -109,8 +109,9 @@ func decodeFrame(buf []byte) (Msg, error) {
 	return m, nil
 }
 
-// PeerGone says err is the other side having gone: EOF, a cut frame or a
-// reset connection.
+// PeerGone says err is the other side having gone: EOF, a cut frame, a
+// reset connection, or a write to a closed one.
 func PeerGone(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) // a write's word for it
 }

@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
@@ -84,7 +83,7 @@ func Launch(ctx context.Context, exe string, paths api.Paths, env []string) erro
 		}
 		// A daemon killed between accepting and answering (its keeper
 		// starts the next one) is one not running yet, not a failure.
-		if !errors.Is(err, api.ErrNotRunning) && !(api.PeerGone(err) || errors.Is(err, syscall.EPIPE)) {
+		if !errors.Is(err, api.ErrNotRunning) && !api.PeerGone(err) {
 			return err
 		}
 		select {

@@ -1,10 +1,8 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -124,7 +122,7 @@ func (d *Daemon) refuseBusy(conn *api.Conn) {
 		"cap", d.connCap, "request_cap", d.reqCap)
 	switch {
 	case err == nil:
-	case api.PeerGone(err) || errors.Is(err, syscall.EPIPE):
+	case api.PeerGone(err):
 		d.log.Debug("client gone before its answer", "type", api.TypeError, "err", err)
 	default:
 		// The client finds the connection closed with no answer, and

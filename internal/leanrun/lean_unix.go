@@ -29,8 +29,9 @@ const FullName = "supervisor"
 const dialWait = 500 * time.Millisecond
 
 // Main is the lean entry: `supervisor-run [flags] -- CMD [ARG...]`, the
-// arguments of `supervisor run`. It returns only when it could neither
-// exec the server nor hand the run over; the status is then 125.
+// arguments of `supervisor run`. It returns only with the run's status
+// when the run ends here: the daemon refused it, the server's exec
+// failed, or the hand-over's exec did (125).
 func Main(args []string, env []string, stderr io.Writer) int {
 	why, code, err := fastPath(args, env)
 	if err != nil {
@@ -61,7 +62,7 @@ func handOver(args, env []string, why string, stderr io.Writer) int {
 }
 
 // envTrace set to anything makes the lean entry say why it hands a run
-// over (tests and `supervisor doctor` use it).
+// over (the tests use it).
 const envTrace = "SUPERVISOR_RUN_TRACE"
 
 // fastPath execs the server in this process's place where the daemon is
