@@ -418,6 +418,7 @@ func wrapAll(f File, src []byte, cmd string, o Options) ([]byte, []Entry, error)
 	}
 	out := src
 	var entries []Entry
+	runEntry := o.runEntries(cmd)
 	err = eachServer(f, src, func(s Schema, srv Server) error {
 		var a Action
 		var err error
@@ -429,7 +430,7 @@ func wrapAll(f File, src []byte, cmd string, o Options) ([]byte, []Entry, error)
 		case isWrapped(srv):
 			a = Already
 			flags, added := runFlags(srv, o)
-			entry, pre := o.runEntry(cmd, flags)
+			entry, pre := runEntry(flags)
 			if added != "" || isAbs(srv.Command) && isAbs(entry) && srv.Command != entry {
 				a = Repinned
 				switch added {
@@ -445,7 +446,7 @@ func wrapAll(f File, src []byte, cmd string, o Options) ([]byte, []Entry, error)
 		default:
 			a = Wrapped
 			flags, _ := runFlags(srv, o)
-			entry, pre := o.runEntry(cmd, flags)
+			entry, pre := runEntry(flags)
 			out, err = ed.Wrap(out, s, srv.Name, entry, append(slices.Clone(pre), runPrefix(srv.Name, flags)...))
 		}
 		if err != nil {
@@ -541,7 +542,7 @@ func rewrapPrefix(srv Server, flags []string) []string {
 	}
 	pre := slices.Clone(srv.Args[:i+1])
 	if supervisorCommand(srv.Command) && len(pre) > 0 && pre[0] == "run" {
-		pre = pre[1:] // runEntry puts it back where the entry needs it
+		pre = pre[1:] // runEntries puts it back where the entry needs it
 	}
 	var add []string
 	for _, f := range flags {
@@ -553,7 +554,7 @@ func rewrapPrefix(srv Server, flags []string) []string {
 }
 
 // runPrefix are a wrapped server's arguments before its own command, but
-// for the run entry's (runEntry).
+// for the run entry's (runEntries).
 func runPrefix(name string, flags []string) []string {
 	return append(append(slices.Clone(flags), "--name", name), "--")
 }
@@ -564,32 +565,36 @@ func runPrefix(name string, flags []string) []string {
 // but its fast path to `supervisor run`.
 const LeanName = "supervisor-run"
 
-// runEntry is what a wrapped server's command starts with: the lean entry
-// beside cmd where this binary has one beside it (and cmd is a path, not
-// the bare name a committed file gets), else cmd and its run subcommand.
-// A server wrapped --share or --lazy keeps `supervisor run`: it runs
-// through a broker, which the lean entry would hand over to it anyway,
-// one process start later; so does every server where the lean entry has
-// no fast path (leanFast).
-func (o *Options) runEntry(cmd string, flags []string) (string, []string) {
-	if !isAbs(cmd) || slices.Contains(flags, "--share") || slices.Contains(flags, "--lazy") {
-		return cmd, []string{"run"}
+// runEntries are what wrapped servers' commands start with, for a file
+// whose command is cmd: the lean entry beside cmd where this binary has
+// one beside it (and cmd is a path, not the bare name a committed file
+// gets) and it has a fast path here (leanFast), else cmd and its run
+// subcommand. A server wrapped --share or --lazy keeps `supervisor run`:
+// it runs through a broker, which the lean entry would hand it to anyway,
+// one process start later. Looked at once per file.
+func (o *Options) runEntries(cmd string) func(flags []string) (string, []string) {
+	full := func([]string) (string, []string) { return cmd, []string{"run"} }
+	if !isAbs(cmd) {
+		return full
 	}
 	fast := o.leanFast
 	if fast == nil {
 		fast = func() bool { return runtime.GOOS == "linux" && proc.ExitInfoSupported() }
 	}
-	if !fast() {
-		return cmd, []string{"run"}
-	}
 	exe, err := o.exe()
-	if err != nil {
-		return cmd, []string{"run"}
+	if err != nil || !fast() {
+		return full
 	}
 	if st, err := os.Stat(filepath.Join(filepath.Dir(exe), LeanName)); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
-		return cmd, []string{"run"}
+		return full
 	}
-	return filepath.Join(filepath.Dir(cmd), LeanName), nil
+	lean := filepath.Join(filepath.Dir(cmd), LeanName)
+	return func(flags []string) (string, []string) {
+		if slices.Contains(flags, "--share") || slices.Contains(flags, "--lazy") {
+			return full(flags)
+		}
+		return lean, nil
+	}
 }
 
 // isWrapped: the command is a supervisor binary and its arguments start
