@@ -61,17 +61,18 @@ func checkPrefix(prefix []string) error {
 	return nil
 }
 
+// commandBase is cmd's file name, with either OS's separators.
+func commandBase(cmd string) string { return cmd[strings.LastIndexAny(cmd, `/\`)+1:] }
+
 // supervisorCommand: cmd runs a supervisor binary (any directory, either
 // OS's separators, .exe or not).
 func supervisorCommand(cmd string) bool {
-	base := cmd[strings.LastIndexAny(cmd, `/\`)+1:]
+	base := commandBase(cmd)
 	return base == BareName || strings.EqualFold(base, BareName+".exe")
 }
 
 // leanCommand: cmd runs the lean run entry (LeanName, any directory).
-func leanCommand(cmd string) bool {
-	return cmd[strings.LastIndexAny(cmd, `/\`)+1:] == LeanName
-}
+func leanCommand(cmd string) bool { return commandBase(cmd) == LeanName }
 
 // wrappedSplit finds the "--" that ends what Wrap put in front of a
 // server's own command in args (the first one: in an entry wrapped twice,
