@@ -107,6 +107,15 @@ func (in *instance) socket() string { return filepath.Join(in.state, "s.sock") }
 // cleanup stops the daemon and then makes sure, by PID and token, that
 // nothing any test started under this instance is left.
 func (in *instance) cleanup() {
+	if in.t.Failed() {
+		// A daemon a run started logs to the state directory, which
+		// goes with this cleanup: its words are the failure's witness.
+		for _, name := range []string{"supervisor.log", keeper.LogFile} {
+			if b, err := os.ReadFile(filepath.Join(in.state, name)); err == nil {
+				in.t.Logf("%s:\n%s", name, tail(b, 64<<10))
+			}
+		}
+	}
 	procs, _ := in.processes(true)
 	// The daemon first, stopped on purpose: its keeper then ends without
 	// starting another. Killing the keeper first made the daemon start a
@@ -416,4 +425,12 @@ func (in *instance) waitBreakerOpen(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// tail is at most the last n bytes of b.
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
 }

@@ -251,7 +251,7 @@ func TestLogHubOfEarlierDaemonEnds(t *testing.T) {
 	// A daemon without a keeper: the next one is the next server's shim's
 	// to start (a keeper would start one at once, racing the hub's re-join
 	// this test orders).
-	in.startDaemonWith(t, bin)
+	_, exited := in.startDaemonWith(t, bin)
 	l := startLoud(t, in, "first")
 	l.ask(1, "initialize")
 	hubs := in.logHubs()
@@ -268,6 +268,14 @@ func TestLogHubOfEarlierDaemonEnds(t *testing.T) {
 	t.Cleanup(func() { unix.Kill(old, unix.SIGCONT) })
 	pid := in.daemonPID()
 	killByToken(pid, mustToken(t, pid))
+	// The daemon's death orphans the hub's process group, and the kernel
+	// sends a stopped member of an orphaned group SIGHUP and SIGCONT as
+	// it exits: stopped again once the daemon is reaped, the hub stays
+	// so until the test lets it go (no further exit orphans its group).
+	<-exited
+	if err := unix.Kill(old, unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
 	next := startLoud(t, in, "next")
 	next.ask(1, "initialize")
 	unix.Kill(old, unix.SIGCONT)
