@@ -44,7 +44,13 @@ const (
 	// recorded either, but where the move into the cgroup failed after
 	// the daemon predicted it would not: that intent record is left
 	// failed, saying why. Its body is an Error (the reason; Code 125).
-	TypeNotInPlace  = "not_in_place"
+	TypeNotInPlace = "not_in_place"
+	// TypeFront answers a lazy run that offered Front with the server's
+	// verified lazy-start cache (a Front): the client answers its host's
+	// handshake and list calls from it, with no broker and no server, and
+	// comes back with a run carrying Replay and Rest on its first other
+	// request. Nothing is recorded for it until then.
+	TypeFront       = "front"
 	TypeStopSelf    = "stop_self"
 	TypePs          = "ps"
 	TypeSessions    = "sessions"
@@ -148,6 +154,18 @@ type RunRequest struct {
 	// before anything is recorded for it. The lean run entry cannot stay
 	// resident as a shim, and hands such a run to `supervisor run`.
 	InPlaceOnly bool `json:"in_place_only,omitempty"`
+	// Front (with Lazy) offers to answer the host from the lazy-start
+	// cache in the client's own process until a request needs the server:
+	// the daemon answers with front where the cache is warm and no broker
+	// of the server key runs.
+	Front bool `json:"front,omitempty"`
+	// Replay is what the client's front consumed before this run (its
+	// host's initialize among it), for the broker to read as the client's
+	// own messages without answering them again; Rest is what the front
+	// read after, unconsumed: the broker reads it before the client's
+	// stdin.
+	Replay []byte `json:"replay,omitempty"`
+	Rest   []byte `json:"rest,omitempty"`
 	// NoFlatten (run --flatten=false) runs a package runner's command
 	// (npx, npm exec) as given instead of as the program it would run.
 	NoFlatten bool `json:"no_flatten,omitempty"`
@@ -155,6 +173,12 @@ type RunRequest struct {
 	// --pids-max), enforced in its cgroup; a run whose limits cannot be
 	// enforced is refused.
 	Limits *registry.Limits `json:"limits,omitempty"`
+}
+
+// Front carries a server's lazy-start cache (broker.Cache, verified by
+// the daemon) to a client that answers from it.
+type Front struct {
+	Cache json.RawMessage `json:"cache"`
 }
 
 // Exec tells the shim to become its server: it sets the marker

@@ -299,6 +299,13 @@ func (b *Broker) unlock() {
 // queued for the client has been written (at most 5 s later).
 // Clients may attach before Run starts the upstream: their messages wait.
 func (b *Broker) Attach(id string, in io.ReadCloser, out io.WriteCloser) error {
+	return b.AttachAfterFront(id, in, out, Handover{})
+}
+
+// AttachAfterFront attaches a client whose front (front.go) served it so
+// far: h.Replay is read as its own messages first, none of them answered
+// again, then h.Rest, then in.
+func (b *Broker) AttachAfterFront(id string, in io.ReadCloser, out io.WriteCloser, h Handover) error {
 	b.mu.Lock()
 	defer b.unlock()
 	if b.stopped {
@@ -310,7 +317,7 @@ func (b *Broker) Attach(id string, in io.ReadCloser, out io.WriteCloser) error {
 	c := &client{
 		id: id, in: in, out: out, q: newQueue(out, &b.bufs), stop: make(chan struct{}),
 		byOrig: map[string]uint64{}, subs: map[string]bool{},
-		log: b.log.With("client", id),
+		log: b.log.With("client", id), replay: h.Replay, rest: h.Rest,
 	}
 	b.clients[id] = c
 	b.wg.Add(2)

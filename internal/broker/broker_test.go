@@ -199,6 +199,12 @@ type tclient struct {
 
 func (h *harness) attach(id string) *tclient {
 	h.t.Helper()
+	return h.attachAfterFront(id, Handover{})
+}
+
+// attachAfterFront attaches a client whose front left fr.
+func (h *harness) attachAfterFront(id string, fr Handover) *tclient {
+	h.t.Helper()
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		h.t.Fatal(err)
@@ -210,7 +216,7 @@ func (h *harness) attach(id string) *tclient {
 	c := &tclient{t: h.t, id: id, w: inW, in: make(chan msg, 1024), done: make(chan struct{})}
 	stop := make(chan struct{})
 	h.t.Cleanup(func() { close(stop) })
-	if err := h.b.Attach(id, inR, outW); err != nil {
+	if err := h.b.AttachAfterFront(id, inR, outW, fr); err != nil {
 		h.t.Fatal(err)
 	}
 	go func() {

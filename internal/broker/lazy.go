@@ -121,26 +121,37 @@ func (b *Broker) fromCache(c *client, line []byte, e jsonrpc.Envelope) bool {
 		b.answerInit(c, id, version)
 		return true
 	}
-	key := cacheKeyOf(line, e)
-	if key == "" || b.cache == nil {
+	answer, cacheable := b.cache.answer(line, e, id)
+	if !cacheable {
 		return false
 	}
-	res, ok := b.cache.Lists[key]
-	if key == "server/discover" {
-		res, ok = b.cache.Discover, len(b.cache.Discover) > 0
-		if !ok && len(b.cache.DiscoverError) > 0 {
-			b.cacheHits++
-			b.deliver(c, errorAnswer(id, b.cache.DiscoverError))
-			return true
-		}
-	}
-	if !ok {
+	if answer == nil {
 		b.cacheMisses++
 		return false
 	}
 	b.cacheHits++
-	b.deliver(c, result(id, res))
+	b.deliver(c, answer)
 	return true
+}
+
+// answer is c's answer to a server/discover or list request with id, nil
+// if c has none; cacheable says whether c could have one.
+func (c *Cache) answer(line []byte, e jsonrpc.Envelope, id []byte) (answer []byte, cacheable bool) {
+	key := cacheKeyOf(line, e)
+	if key == "" || c == nil {
+		return nil, false
+	}
+	res, ok := c.Lists[key]
+	if key == "server/discover" {
+		res, ok = c.Discover, len(c.Discover) > 0
+		if !ok && len(c.DiscoverError) > 0 {
+			return errorAnswer(id, c.DiscoverError), true
+		}
+	}
+	if !ok {
+		return nil, true
+	}
+	return result(id, res), true
 }
 
 // wake asks Run to start the upstream (a request waits for it).

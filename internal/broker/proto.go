@@ -19,6 +19,9 @@ const (
 type AttachRequest struct {
 	ID      string `json:"id"`
 	Session string `json:"session"`
+	// Replay and Rest are what the client's front left (Handover).
+	Replay []byte `json:"replay,omitempty"`
+	Rest   []byte `json:"rest,omitempty"`
 }
 
 // CacheReply is the lazy-start cache and its generation (Stats.CacheGen).

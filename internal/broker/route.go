@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +35,11 @@ type client struct {
 	subs      map[string]bool   // uris it subscribed to
 	inflight  int
 	messages  uint64
+	// replay and rest are what its front left (AttachAfterFront), read
+	// before in; muted counts, by raw id, the answers to replayed
+	// requests still to be dropped: the front gave them already.
+	replay, rest []byte
+	muted        map[string]int
 }
 
 type pendingKind int
@@ -122,7 +128,15 @@ func (b *Broker) newID() uint64 {
 // readClient routes the client's messages until EOF or detach.
 func (b *Broker) readClient(c *client) {
 	defer b.wg.Done()
-	lr := newLineReader(c.in, b.cfg.MaxLine)
+	if !b.replayFront(c) {
+		return
+	}
+	var in io.Reader = c.in
+	if len(c.rest) > 0 {
+		in = io.MultiReader(bytes.NewReader(c.rest), c.in)
+		c.rest = nil
+	}
+	lr := newLineReader(in, b.cfg.MaxLine)
 	for {
 		line, err := lr.next()
 		if err != nil {
@@ -144,6 +158,53 @@ func (b *Broker) readClient(c *client) {
 		}
 		b.fromClient(c, line)
 	}
+}
+
+// replayFront reads what c's front consumed as c's own messages, their
+// answers muted; false if c is detached meanwhile.
+func (b *Broker) replayFront(c *client) bool {
+	replay := c.replay
+	c.replay = nil
+	for len(replay) > 0 {
+		line, after, _ := bytes.Cut(replay, []byte{'\n'})
+		replay = after
+		if e, err := jsonrpc.Parse(line); err == nil && e.IsRequest() {
+			b.mu.Lock()
+			if c.muted == nil {
+				c.muted = map[string]int{}
+			}
+			c.muted[string(span(line, e.ID))]++
+			b.unlock()
+		}
+		if !b.waitUpstreamRoom(c) {
+			return false
+		}
+		b.fromClient(c, line)
+	}
+	return true
+}
+
+// mutedAnswer reports whether msg answers a request of c's front (and
+// counts it off): the front answered it already.
+func mutedAnswer(c *client, msg []byte) bool {
+	if len(c.muted) == 0 {
+		return false
+	}
+	e, err := jsonrpc.Parse(msg)
+	if err != nil || !e.IsResponse() {
+		return false
+	}
+	id := string(span(msg, e.ID))
+	n := c.muted[id]
+	if n == 0 {
+		return false
+	}
+	if n == 1 {
+		delete(c.muted, id)
+	} else {
+		c.muted[id] = n - 1
+	}
+	return true
 }
 
 // waitUpstreamRoom pauses a client's reader while the upstream is behind
@@ -457,6 +518,12 @@ func (b *Broker) deliver(c *client, msg []byte) {
 
 func (b *Broker) deliverMsg(c *client, msg outMsg) {
 	if c == nil || c.detached {
+		return
+	}
+	if mutedAnswer(c, msg.b) {
+		if msg.buf != nil {
+			b.bufs.put(msg.buf)
+		}
 		return
 	}
 	if !b.enqueueMsg(c.q, msg, b.cfg.MaxQueue) {

@@ -222,7 +222,7 @@ func (s *server) attach(conn *api.Conn, req AttachRequest, fds []int) {
 		s.send(conn, api.TypeError, &api.Error{Code: 125, Retry: true, Message: "the broker is exiting (its linger is over)"})
 		return
 	}
-	if err := s.b.Attach(req.ID, in, out); err != nil {
+	if err := s.b.AttachAfterFront(req.ID, in, out, Handover{Replay: req.Replay, Rest: req.Rest}); err != nil {
 		in.Close()
 		out.Close()
 		s.idle()

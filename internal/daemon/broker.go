@@ -98,6 +98,9 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 		// shares only the cache (kept by server key).
 		key = soloKey(key, clientID)
 	}
+	if req.Front && req.Lazy && d.frontFor(conn, key, serverKey, fp, name) {
+		return
+	}
 	var br *brokerRef
 	var bc *api.Conn
 	for attempt := 1; ; attempt++ {
@@ -107,7 +110,7 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 			return
 		}
 		var retry bool
-		bc, retry, err = handOver(br, clientID, req.Session, files)
+		bc, retry, err = handOver(br, broker.AttachRequest{ID: clientID, Session: req.Session, Replay: req.Replay, Rest: req.Rest}, files)
 		if err == nil {
 			break
 		}
@@ -133,6 +136,36 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 		d.log.Info("shim gone before the attach was confirmed", "client", clientID, "err", err)
 	}
 	d.shareLifeline(conn, br, bc, clientID, req.Session)
+}
+
+// frontFor answers a lazy client that offered a front with its server's
+// cache, if the cache can serve one and no broker of key runs (a running
+// one answers as fast, and may have its upstream up): true if it did.
+// Nothing is recorded: until the client comes back with its first real
+// request, nothing runs for it but its own process.
+func (d *Daemon) frontFor(conn *api.Conn, key, serverKey, fp, name string) bool {
+	d.mu.Lock()
+	br := d.brokers[key]
+	d.mu.Unlock()
+	if br != nil {
+		if !isDone(br.ready) || br.err == nil && br.l != nil && !isDone(br.l.done) {
+			return false
+		}
+	}
+	c := d.facts.cache(serverKey, fp)
+	if !c.Verified() {
+		return false
+	}
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return false
+	}
+	if err := conn.Send(api.TypeFront, &api.Front{Cache: raw}); err != nil {
+		d.log.Debug("lazy client gone before its front", "name", name, "err", err)
+		return true
+	}
+	d.log.Debug("lazy client answers from the cache", "name", name)
+	return true
 }
 
 // clientPrefix starts a shared server's client ids (process ids start
@@ -300,13 +333,12 @@ func (d *Daemon) forgetBroker(br *brokerRef) {
 // handOver gives the client's stdin and stdout to br and waits for its
 // word. retry says the broker is going away (its socket is gone, or it
 // said so): a fresh broker may take the client.
-func handOver(br *brokerRef, clientID, session string, files [3]*os.File) (*api.Conn, bool, error) {
+func handOver(br *brokerRef, req broker.AttachRequest, files [3]*os.File) (*api.Conn, bool, error) {
 	bc, err := dialBroker(br.socket)
 	if err != nil {
 		return nil, true, err
 	}
-	if err := bc.Send(broker.MsgAttach, &broker.AttachRequest{ID: clientID, Session: session},
-		int(files[0].Fd()), int(files[1].Fd())); err != nil {
+	if err := bc.Send(broker.MsgAttach, &req, int(files[0].Fd()), int(files[1].Fd())); err != nil {
 		bc.Close()
 		return nil, true, err
 	}

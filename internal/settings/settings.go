@@ -154,6 +154,11 @@ const EnvCgroups = "SUPERVISOR_CGROUPS"
 // EnvInPlace is api.EnvInPlace.
 const EnvInPlace = api.EnvInPlace
 
+// EnvLazyFront set to "off" keeps a lazy client from answering its host
+// from the cache itself: a broker serves it from the start, as before
+// fronts (for comparison).
+const EnvLazyFront = "SUPERVISOR_LAZY_FRONT"
+
 // EnvMetricsAddr is --metrics-addr for an auto-started daemon.
 const EnvMetricsAddr = "SUPERVISOR_METRICS_ADDR"
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/internal/broker"
 	"github.com/seed-86a41135/supervisor/internal/client"
 	"github.com/seed-86a41135/supervisor/internal/config"
 	"github.com/seed-86a41135/supervisor/internal/leanrun"
@@ -107,7 +108,22 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 	defer signal.Stop(sigs)
 
+	if v, _ := proc.EnvValue(o.Env, settings.EnvLazyFront); req.Lazy && v != "off" {
+		req.Front = true
+	}
 	c, started, msgs, err := startServer(ctx, o, &req, selfFd)
+	var fo *frontOrder
+	fronted := errors.As(err, &fo)
+	if fronted {
+		// The host is answered from the cache here until it asks what
+		// only the server can answer; then the run goes on as any lazy
+		// run, with what the front read.
+		code, ferr := serveFront(fo, &req, sigs, catch, selfFd < 0)
+		if ferr != nil || code >= 0 {
+			return code, ferr
+		}
+		c, started, msgs, err = startServer(ctx, o, &req, selfFd)
+	}
 	var ex *leanrun.ExecOrder
 	if errors.As(err, &ex) {
 		warnVersion(o.Stderr, c.Daemon.Version)
@@ -126,6 +142,11 @@ func Run(ctx context.Context, o Options) (int, error) {
 	// a stateless server): a broker is never signalled by a shim.
 	o.Share = o.Share || started.Shared
 	var local *localReason
+	if errors.As(err, &local) && fronted {
+		// The host's handshake went to the front: a server started here
+		// would never see it.
+		return 125, fmt.Errorf("the server cannot be started: the daemon cannot be reached any more (%s), and a server run without it would not have seen the handshake the cache answered", local.why)
+	}
 	if errors.As(err, &local) {
 		// Only the daemon's cgroups enforce limits: a server that has any,
 		// on the command line or in the config file, is never run here
@@ -300,6 +321,17 @@ func startServer(ctx context.Context, o Options, req *api.RunRequest, selfFd int
 				return nil, api.Started{}, nil, err
 			}
 			return c, api.Started{}, msgs, ex
+		case r.m.Type == api.TypeFront && req.Front:
+			c.Close()
+			var f api.Front
+			if err := api.Decode(r.m, &f); err != nil {
+				return nil, api.Started{}, nil, err
+			}
+			front, err := broker.NewFront(f.Cache)
+			if err != nil {
+				return nil, api.Started{}, nil, fmt.Errorf("the daemon's answer to a lazy run: %w", err)
+			}
+			return nil, api.Started{}, nil, &frontOrder{front: front}
 		case r.m.Type == api.TypeError:
 			c.Close()
 			var e api.Error
