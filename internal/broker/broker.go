@@ -234,8 +234,8 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 5 * time.Second
 	}
-	cache := cfg.Cache.clone()
-	dropped := cache.sanitize()
+	cache := cfg.Cache.Clone()
+	dropped := cache.Sanitize()
 	b := &Broker{
 		cfg:       cfg,
 		log:       cfg.Log,
@@ -368,7 +368,7 @@ func (b *Broker) Stats() Stats {
 func (b *Broker) Cache() (*Cache, uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.cache.clone(), b.cacheGen
+	return b.cache.Clone(), b.cacheGen
 }
 
 // Wait returns once Run has returned and every relay goroutine has stopped.

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/seed-86a41135/supervisor/internal/lazycache"
 )
 
 // The lazy cache keeps only answers of the shape their method must have.
@@ -27,17 +29,17 @@ func TestValidEntry(t *testing.T) {
 		{"initialize", `{"content":[]}`, "protocolVersion"},
 		{"server/discover", `{"supportedVersions":["2026-07-28"],"capabilities":{}}`, ""},
 		{"server/discover", `{"supportedVersions":"2026-07-28"}`, "supportedVersions"},
-		{discoverErrorEntry, `{"code":-32601,"message":"Method not found"}`, ""},
-		{discoverErrorEntry, `{"message":"no code"}`, "code"},
+		{lazycache.DiscoverErrorEntry, `{"code":-32601,"message":"Method not found"}`, ""},
+		{lazycache.DiscoverErrorEntry, `{"message":"no code"}`, "code"},
 		{"tools/call", `{"content":[]}`, "not a method the cache keeps"},
 	}
 	for _, tt := range tests {
-		err := validEntry(tt.method, []byte(tt.res))
+		err := lazycache.ValidEntry(tt.method, []byte(tt.res))
 		switch {
 		case tt.bad == "" && err != nil:
-			t.Errorf("validEntry(%s, %s) = %v, want valid", tt.method, tt.res, err)
+			t.Errorf("lazycache.ValidEntry(%s, %s) = %v, want valid", tt.method, tt.res, err)
 		case tt.bad != "" && (err == nil || !strings.Contains(err.Error(), tt.bad)):
-			t.Errorf("validEntry(%s, %s) = %v, want an error naming %s", tt.method, tt.res, err, tt.bad)
+			t.Errorf("lazycache.ValidEntry(%s, %s) = %v, want an error naming %s", tt.method, tt.res, err, tt.bad)
 		}
 	}
 }
@@ -54,14 +56,14 @@ func TestCacheSanitize(t *testing.T) {
 			"prompts/list ":    json.RawMessage(`{"prompts":[]}`),
 		},
 	}
-	dropped := c.sanitize()
+	dropped := c.Sanitize()
 	if len(dropped) != 2 || !strings.Contains(strings.Join(dropped, "\n"), "tools/list ") {
 		t.Fatalf("dropped %q, want the poisoned tools/list and the discover error", dropped)
 	}
 	if c.Init == nil || c.DiscoverError != nil || c.Lists["tools/list "] != nil || c.Lists["tools/list \"2\""] == nil || c.Lists["prompts/list "] == nil {
 		t.Fatalf("after sanitize: %+v", c)
 	}
-	if (*Cache)(nil).sanitize() != nil {
+	if (*Cache)(nil).Sanitize() != nil {
 		t.Fatal("a nil cache has nothing to drop")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/internal/jsonrpc"
+	"github.com/seed-86a41135/supervisor/internal/lazycache"
 )
 
 // The stateless revision of MCP (2026-07-28, SEP-2575) replaces the
@@ -25,7 +26,7 @@ import (
 
 const (
 	metaSubscriptionID  = "io.modelcontextprotocol/subscriptionId"
-	metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+	metaProtocolVersion = lazycache.MetaProtocolVersion
 	// metaClientCapabilities is what a request of the revision declares
 	// the client can do; the broker's own requests declare nothing.
 	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"

@@ -6,13 +6,13 @@ import (
 	"os/signal"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/internal/broker"
+	"github.com/seed-86a41135/supervisor/internal/lazycache"
 )
 
 // frontOrder is startServer's word that the daemon answered a lazy run
-// with the server's cache: the shim answers its host from it (broker.Front)
+// with the server's cache: the shim answers its host from it (lazycache.Front)
 // before anything runs for it.
-type frontOrder struct{ front *broker.Front }
+type frontOrder struct{ front *lazycache.Front }
 
 func (*frontOrder) Error() string { return "the daemon left the client's handshake to its front" }
 
@@ -35,7 +35,7 @@ func serveFront(o *frontOrder, req *api.RunRequest, sigs chan os.Signal, catch [
 		signal.Notify(sigs, catch...)
 	}
 	switch {
-	case broker.IsFrontEOF(err):
+	case lazycache.IsFrontEOF(err):
 		return 0, nil
 	case err != nil:
 		return fail(CodeSupervisorError, fmt.Errorf("lazy start from the cache: %w", err))

@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/internal/broker"
 	"github.com/seed-86a41135/supervisor/internal/client"
 	"github.com/seed-86a41135/supervisor/internal/config"
+	"github.com/seed-86a41135/supervisor/internal/lazycache"
 	"github.com/seed-86a41135/supervisor/internal/leanrun"
 	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/internal/settings"
@@ -327,7 +327,7 @@ func startServer(ctx context.Context, o Options, req *api.RunRequest, selfFd int
 			if err := api.Decode(r.m, &f); err != nil {
 				return nil, api.Started{}, nil, err
 			}
-			front, err := broker.NewFront(f.Cache)
+			front, err := lazycache.NewFront(f.Cache)
 			if err != nil {
 				return nil, api.Started{}, nil, fmt.Errorf("the daemon's answer to a lazy run: %w", err)
 			}

@@ -1,4 +1,4 @@
-package broker
+package lazycache
 
 import (
 	"bytes"
@@ -59,7 +59,7 @@ func (c *Cache) Verified() bool {
 	if !c.Warm() {
 		return false
 	}
-	return len(c.clone().sanitize()) == 0 && len(c.Init) > 0
+	return len(c.Clone().Sanitize()) == 0 && len(c.Init) > 0
 }
 
 // NewFront returns a front answering from the cache in raw (a Cache as
@@ -94,7 +94,7 @@ func (f *Front) Answer(line []byte) (reply []byte, consumed bool) {
 		id := clone(span(line, e.ID))
 		switch e.Method {
 		case "ping":
-			reply = result(id, []byte("{}"))
+			reply = Result(id, []byte("{}"))
 		case "initialize":
 			if f.initialized {
 				return nil, false
@@ -107,9 +107,9 @@ func (f *Front) Answer(line []byte) (reply []byte, consumed bool) {
 				return nil, false
 			}
 			f.initialized = true
-			reply = result(id, f.cache.Init)
+			reply = Result(id, f.cache.Init)
 		default:
-			if reply, _ = f.cache.answer(line, e, id); reply == nil {
+			if reply, _ = f.cache.Answer(line, e, id); reply == nil {
 				return nil, false
 			}
 		}
@@ -171,4 +171,11 @@ func (f *Front) Serve(in io.Reader, out io.Writer) (Handover, error) {
 
 func (f *Front) handover(rest []byte) Handover {
 	return Handover{Replay: f.replay, Rest: clone(rest)}
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r' || b[0] == '\n') {
+		b = b[1:]
+	}
+	return b
 }
