@@ -189,6 +189,7 @@ func TestLazyFrontOutlivesTheDaemon(t *testing.T) {
 // nothing is left of it.
 func TestLazyFrontEnds(t *testing.T) {
 	in := newInstance(t)
+	in.writeConfig("linger = \"1s\"\n")
 	args := []string{"--lazy", "--name", "front", "--", bin, "_fixture", "mcp"}
 	warmLazy(t, in, args...)
 

@@ -98,9 +98,6 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 		// shares only the cache (kept by server key).
 		key = soloKey(key, clientID)
 	}
-	if req.Front && req.Lazy && d.frontFor(conn, key, serverKey, fp, name) {
-		return
-	}
 	var br *brokerRef
 	var bc *api.Conn
 	for attempt := 1; ; attempt++ {
@@ -139,16 +136,27 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 }
 
 // frontFor answers a lazy client that offered a front with its server's
-// cache, if the cache can serve one and no broker of key runs (a running
-// one answers as fast, and may have its upstream up): true if it did.
-// Nothing is recorded: until the client comes back with its first real
-// request, nothing runs for it but its own process.
-func (d *Daemon) frontFor(conn *api.Conn, key, serverKey, fp, name string) bool {
-	d.mu.Lock()
-	br := d.brokers[key]
-	d.mu.Unlock()
-	if br != nil {
-		if !isDone(br.ready) || br.err == nil && br.l != nil && !isDone(br.l.done) {
+// cache, if the cache can serve one and no broker of its server key runs
+// (a running one answers as fast, and may have its upstream up): true if
+// it did. Nothing is recorded: until the client comes back with its
+// first real request, nothing runs for it but its own process.
+func (d *Daemon) frontFor(conn *api.Conn, req api.RunRequest, name string) bool {
+	if !req.Front || !req.Lazy {
+		return false
+	}
+	serverKey, fp, err := d.serverIdentity(req)
+	if err != nil {
+		return false // the broker path says why
+	}
+	if req.Share {
+		key := serverKey
+		if req.Limits != nil {
+			key = limitedKey(key, req.Limits)
+		}
+		d.mu.Lock()
+		br := d.brokers[key]
+		d.mu.Unlock()
+		if br != nil && (!isDone(br.ready) || br.err == nil && br.l != nil && !isDone(br.l.done)) {
 			return false
 		}
 	}

@@ -121,6 +121,16 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	// Decided once: a broker that becomes ready (or a reload) between two
 	// looks would hand an in-place-only run to a broker after all.
 	mode, shared, auto := d.runMode(&r.req, r.name)
+	if !shared && (len(r.req.Replay) > 0 || len(r.req.Rest) > 0) {
+		// A front answered this run's host (the server was lazy when it
+		// asked, a reload may have changed that): only a broker can read
+		// the host's handshake to the server.
+		r.req.Lazy, shared, mode = true, true, "run --lazy"
+	}
+	if shared && d.frontFor(conn, r.req, r.name) {
+		r.closeFiles()
+		return
+	}
 	if shared && r.req.InPlaceOnly {
 		r.closeFiles()
 		d.declineInPlace(conn, "the server runs through a broker ("+mode+")")

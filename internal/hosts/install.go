@@ -569,9 +569,11 @@ const LeanName = "supervisor-run"
 // whose command is cmd: the lean entry beside cmd where this binary has
 // one beside it (and cmd is a path, not the bare name a committed file
 // gets) and it has a fast path here (leanFast), else cmd and its run
-// subcommand. A server wrapped --share or --lazy keeps `supervisor run`:
-// it runs through a broker, which the lean entry would hand it to anyway,
-// one process start later. Looked at once per file.
+// subcommand. A server wrapped --share (and not --lazy) keeps
+// `supervisor run`: it runs through a broker, which the lean entry would
+// hand it to anyway, one process start later. A lazy one takes the lean
+// entry, which answers its host from the cache itself. Looked at once per
+// file.
 func (o *Options) runEntries(cmd string) func(flags []string) (string, []string) {
 	full := func([]string) (string, []string) { return cmd, []string{"run"} }
 	if !isAbs(cmd) {
@@ -590,7 +592,7 @@ func (o *Options) runEntries(cmd string) func(flags []string) (string, []string)
 	}
 	lean := filepath.Join(filepath.Dir(cmd), LeanName)
 	return func(flags []string) (string, []string) {
-		if slices.Contains(flags, "--share") || slices.Contains(flags, "--lazy") {
+		if slices.Contains(flags, "--share") && !slices.Contains(flags, "--lazy") {
 			return full(flags)
 		}
 		return lean, nil

@@ -411,8 +411,8 @@ func TestInstallLazy(t *testing.T) {
 
 // Where the lean run entry is installed beside this binary, servers are
 // wrapped in it (its arguments are run's, without "run"), but for shared
-// and lazy ones, which keep `supervisor run`; uninstall restores the
-// original from either form.
+// ones that are not lazy, which keep `supervisor run`; uninstall restores
+// the original from either form.
 func TestInstallLeanEntry(t *testing.T) {
 	o, path := placeFile(t, "cursor", false, []byte(cursorSrc))
 	dir := t.TempDir()
@@ -450,10 +450,11 @@ func TestInstallLeanEntry(t *testing.T) {
 	if rs := mustInstall(t, cursor, o); rs[0].Count(Already) != 1 || string(mustRead(t, path)) != want {
 		t.Fatalf("a second install changed the file or reported %+v", rs[0].Entries)
 	}
-	// Made lazy, it goes back to supervisor run, its flags kept.
+	// Made lazy, it stays on the lean entry (which answers its host from
+	// the cache itself), its flags kept.
 	o.Lazy = []string{"fs"}
-	if rs := mustInstall(t, cursor, o); rs[0].Count(Lazy) != 1 || !strings.Contains(string(mustRead(t, path)), `"command": "`+o.Exe+`",
-      "args": ["run", "--lazy", "--name", "fs", "--"`) {
+	if rs := mustInstall(t, cursor, o); rs[0].Count(Lazy) != 1 || !strings.Contains(string(mustRead(t, path)), `"command": "`+filepath.Join(dir, LeanName)+`",
+      "args": ["--lazy", "--name", "fs", "--"`) {
 		t.Fatalf("made lazy: %+v\n%s", rs[0].Entries, mustRead(t, path))
 	}
 	mustUninstall(t, cursor, o)

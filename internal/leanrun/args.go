@@ -10,7 +10,8 @@ import (
 )
 
 // parseArgs reads the flags of `supervisor run` the fast path handles
-// (--name, --cwd, --session, --grace, --max-instances) up to the "--"
+// (--name, --cwd, --session, --grace, --max-instances, and --lazy and
+// --share without a value) up to the "--"
 // before the command. Anything else, or anything it cannot read, is why
 // the run goes to `supervisor run`, which has every flag and the errors
 // that explain them.
@@ -24,6 +25,16 @@ func parseArgs(args []string) (Spec, string) {
 			}
 			s.Argv = args[i+1:]
 			return s, ""
+		}
+		// Bare switches of a lazy or shared server: the daemon answers
+		// such a run with a front (the cache) or not_in_place.
+		switch a {
+		case "--lazy":
+			s.Lazy = true
+			continue
+		case "--share":
+			s.Share = true
+			continue
 		}
 		name, val, hasVal := strings.Cut(a, "=")
 		switch name {

@@ -34,6 +34,13 @@ const dialWait = 500 * time.Millisecond
 // failed, or the hand-over's exec did (125).
 func Main(args []string, env []string, stderr io.Writer) int {
 	why, code, err := fastPath(args, env)
+	var fh *frontHandover
+	switch {
+	case errors.As(err, &fh):
+		return handOverFront(args, env, fh.h, stderr)
+	case errors.Is(err, errFrontEnded):
+		return 0 // the host ended its input: as a server exits on EOF
+	}
 	if err != nil {
 		// The daemon refused the run, or the server's exec failed after
 		// it was ordered (the daemon has its record): the run's end, as
@@ -100,6 +107,9 @@ func fastPath(args, env []string) (why string, code int, err error) {
 		return "the request: " + err.Error(), 0, nil
 	}
 	req.InPlace, req.InPlaceOnly = true, true
+	if v, _ := proc.EnvValue(env, envLazyFront); v != "off" {
+		req.Front = true // the config file may make a server lazy
+	}
 	paths, err := api.ResolvePaths(func(k string) string { v, _ := proc.EnvValue(env, k); return v })
 	if err != nil {
 		return "the daemon's paths: " + err.Error(), 0, nil
@@ -136,6 +146,11 @@ func fastPath(args, env []string) (why string, code int, err error) {
 		// starts the next at once, which finds the intent record and
 		// stops whatever was started for it: as `supervisor run` says.
 		return "", CodeSupervisorError, fmt.Errorf("the daemon went away while starting the server (%v); a new daemon stops whatever it had started: retry", err)
+	}
+	if m.Type == api.TypeFront {
+		api.CloseFds(fds)
+		c.Close()
+		return "", CodeSupervisorError, serveFront(m)
 	}
 	if m.Type != api.TypeExec {
 		api.CloseFds(fds)

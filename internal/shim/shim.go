@@ -79,9 +79,19 @@ func Run(ctx context.Context, o Options) (int, error) {
 	if len(o.Argv) == 0 {
 		return fail(CodeSupervisorError, errors.New("no command given after --"))
 	}
+	// What the lean entry's front read, if it handed this run over after
+	// answering its host from the cache: the server must see it first.
+	front, env, fronted, err := leanrun.TakeFrontState(o.Env)
+	o.Env = env
+	if err != nil {
+		return fail(CodeSupervisorError, fmt.Errorf("the lean run entry's hand-over after its answers from the cache: %w", err))
+	}
 	req, err := NewRequest(o)
 	if err != nil {
 		return fail(CodeSupervisorError, err)
+	}
+	if fronted {
+		req.Replay, req.Rest = front.Replay, front.Rest
 	}
 
 	// Offer to exec the server in this process's place (inplace_linux.go):
@@ -108,13 +118,15 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 	defer signal.Stop(sigs)
 
-	if v, _ := proc.EnvValue(o.Env, settings.EnvLazyFront); req.Lazy && v != "off" {
+	// Offered for every run (the config file may make a server lazy) but
+	// one whose host a front answered already.
+	if v, _ := proc.EnvValue(o.Env, settings.EnvLazyFront); v != "off" && !fronted {
 		req.Front = true
 	}
 	c, started, msgs, err := startServer(ctx, o, &req, selfFd)
 	var fo *frontOrder
-	fronted := errors.As(err, &fo)
-	if fronted {
+	if errors.As(err, &fo) {
+		fronted = true
 		// The host is answered from the cache here until it asks what
 		// only the server can answer; then the run goes on as any lazy
 		// run, with what the front read.
