@@ -58,28 +58,67 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 		}
 		argvs = append(argvs, []string{"node", npmEntry(npm, "server-filesystem"), root})
 	}
-	b.progress("lazy-start: %d trials of a session with %d server-filesystem servers, direct vs lazy (warm cache)", trials, n)
+	// The lazy kinds: `run --lazy`, whose process answers its host from
+	// the cache (a front); the lean entry's front; and the path before
+	// fronts, a broker per client from the start (SUPERVISOR_LAZY_FRONT=off).
+	kinds := []string{"lazy", "broker"}
+	if b.lean != "" {
+		kinds = []string{"lazy", "lean", "broker"}
+	} else {
+		b.progress("  no supervisor-run beside %s: the lean entry's front is not measured", b.bin)
+	}
+	kindName := map[string]string{"lazy": "lazy (`run --lazy`, its front)", "lean": "lazy (`supervisor-run --lazy`, its front)", "broker": "lazy through a broker from the start (fronts off, as before)"}
+	b.progress("lazy-start: %d trials of a session with %d server-filesystem servers, direct vs %s (warm cache)", trials, n, strings.Join(kinds, ", "))
 	dEach := res.figure("lazy-start", "direct: connect → tools/list answered, per server", "ms")
-	lEach := res.figure("lazy-start", "**lazy (warm cache): connect → tools/list answered, per server** (goal ≤ 5 ms)", "ms")
 	dAll := res.figure("lazy-start", fmt.Sprintf("direct: all %d answered (session start)", n), "ms")
-	lAll := res.figure("lazy-start", fmt.Sprintf("lazy: all %d answered (session start)", n), "ms")
 	dProcs := res.figure("lazy-start", "direct: server processes once listed", "count")
-	lProcs := res.figure("lazy-start", "**lazy: server processes once listed** (goal 0)", "count")
-	first := res.figure("lazy-start", "lazy: first tools/call (starts the server)", "ms")
+	lEach, lAll, lProcs, resident, residentN, aloneL := map[string]*Figure{}, map[string]*Figure{}, map[string]*Figure{}, map[string]*Figure{}, map[string]*Figure{}, map[string]*Figure{}
+	for _, k := range kinds {
+		bold := func(s string) string {
+			if k == "lazy" {
+				return "**" + s + "**"
+			}
+			return s
+		}
+		lEach[k] = res.figure("lazy-start", bold(kindName[k]+" (warm cache): connect → tools/list answered, per server")+" (goal ≤ 5 ms)", "ms")
+		lAll[k] = res.figure("lazy-start", fmt.Sprintf("%s: all %d answered (session start)", kindName[k], n), "ms")
+		lProcs[k] = res.figure("lazy-start", bold(kindName[k]+": server processes once listed")+" (goal 0)", "count")
+		resident[k] = res.figure("lazy-start", bold(kindName[k]+": PSS resident per server once listed (its own process, brokers, log writers)")+" (goal ≤ 0.5 MiB)", "MiB")
+		residentN[k] = res.figure("lazy-start", "  "+kindName[k]+": processes resident per server once listed", "count")
+		aloneL[k] = res.figure("lazy-start", "one server alone, "+kindName[k]+" (warm cache): connect → tools/list answered", "ms")
+	}
+	first := map[string]*Figure{}
+	for _, k := range []string{"lazy", "broker"} {
+		first[k] = res.figure("lazy-start", kindName[k]+": first tools/call (starts the server)", "ms")
+	}
 	running := res.figure("lazy-start", "  a tools/call on a running server", "ms")
 	own := res.figure("lazy-start", "  the server's own start (direct: spawn → initialize answered)", "ms")
-	margin := res.figure("lazy-start", "**first call − running call − own start** (goal ≤ 10 ms)", "ms")
+	margin := map[string]*Figure{}
+	for _, k := range []string{"lazy", "broker"} {
+		margin[k] = res.figure("lazy-start", "**first call − running call − own start**, "+kindName[k]+" (goal ≤ 10 ms)", "ms")
+	}
 	aloneD := res.figure("lazy-start", "one server alone, direct: connect → tools/list answered", "ms")
-	aloneL := res.figure("lazy-start", "one server alone, lazy (warm cache): connect → tools/list answered", "ms")
 	// The baselines without the supervisor: what a host gets spawning the
 	// servers itself. "direct" above is a supervised start.
 	rEach := res.figure("lazy-start", "raw server, no supervisor: connect → tools/list answered, per server", "ms")
 	rAll := res.figure("lazy-start", fmt.Sprintf("raw servers, no supervisor: all %d answered (session start)", n), "ms")
 	aloneR := res.figure("lazy-start", "one server alone, raw (no supervisor): connect → tools/list answered", "ms")
-	resident := res.figure("lazy-start", "**lazy: PSS resident per server once listed (shims, brokers, log writers)** (goal ≤ 0.5 MiB)", "MiB")
-	residentN := res.figure("lazy-start", "  lazy: processes resident per server once listed", "count")
 
-	// mode: "direct" (run), "lazy" (run --lazy) or "raw" (no supervisor).
+	// command is how a host starts server argv in mode ("direct", a lazy
+	// kind, or "raw": no supervisor), and the environment it adds.
+	command := func(mode, name string, argv []string) (full, env []string) {
+		switch mode {
+		case "raw":
+			return argv, nil
+		case "lean":
+			return append([]string{b.lean, "--lazy", "--name", name, "--"}, argv...), nil
+		case "direct":
+			return append([]string{b.bin, "run", "--name", name, "--"}, argv...), nil
+		case "broker":
+			env = []string{"SUPERVISOR_LAZY_FRONT=off"}
+		}
+		return append([]string{b.bin, "run", "--lazy", "--name", name, "--"}, argv...), env
+	}
 	session := func(mode string) (each []float64, all time.Duration, clients []*rawClient, err error) {
 		clients = make([]*rawClient, len(argvs))
 		each = make([]float64, len(argvs))
@@ -90,16 +129,9 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				args := []string{"run", "--name", fmt.Sprintf("fs%d", i)}
-				if mode == "lazy" {
-					args = append(args, "--lazy")
-				}
-				full := append(append([]string{b.bin}, args...), append([]string{"--"}, argv...)...)
-				if mode == "raw" {
-					full = argv
-				}
+				full, env := command(mode, fmt.Sprintf("fs%d", i), argv)
 				s := time.Now()
-				clients[i], errs[i] = b.startRaw(ctx, si, dir, mode+" "+strings.Join(args[1:], " "), full)
+				clients[i], errs[i] = b.startRawEnv(ctx, si, dir, mode+" "+full[0], full, env)
 				each[i] = ms(time.Since(s))
 			}()
 		}
@@ -122,60 +154,63 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 	if err := si.waitEmpty(ctx); err != nil {
 		return err
 	}
+	modes := append(append([]string{"direct"}, kinds...), "raw")
 	for trial := range trials {
-		var firstD, runningD, ownD float64
-		modes := []string{"direct", "lazy", "raw"}
+		var runningD, ownD float64
+		firstD := map[string]float64{}
 		for k := range modes {
 			mode := modes[(k+trial)%len(modes)] // rotate which goes first
-			lazy := mode == "lazy"
 			each, all, cs, err := session(mode)
 			if err != nil {
 				return fmt.Errorf("lazy-start (%s): %w", mode, err)
 			}
-			if mode == "raw" {
-				slices.Sort(each)
+			slices.Sort(each)
+			switch mode {
+			case "raw":
 				rEach.add(each[len(each)/2])
 				rAll.add(ms(all))
 				closeAll(b, cs)
 				continue
-			}
-			if lazy {
+			case "direct":
+				dEach.add(each[len(each)/2])
+				dAll.add(ms(all))
+			default:
 				mem, count, err := si.residentMem(ctx, cs)
 				if err != nil {
 					closeAll(b, cs)
 					return err
 				}
-				resident.add(mem / float64(len(cs)))
-				residentN.add(float64(count) / float64(len(cs)))
+				resident[mode].add(mem / float64(len(cs)))
+				residentN[mode].add(float64(count) / float64(len(cs)))
+				lEach[mode].add(each[len(each)/2])
+				lAll[mode].add(ms(all))
 			}
 			n, err := si.serverProcs(ctx)
 			if err != nil {
 				closeAll(b, cs)
 				return err
 			}
-			eachF, allF, procsF := dEach, dAll, dProcs
-			if lazy {
-				eachF, allF, procsF = lEach, lAll, lProcs
+			if mode == "direct" {
+				dProcs.add(float64(n))
+			} else {
+				lProcs[mode].add(float64(n))
 			}
-			slices.Sort(each)
-			eachF.add(each[len(each)/2])
-			allF.add(ms(all))
-			procsF.add(float64(n))
-			if lazy {
+			if first[mode] != nil {
 				f, err := cs[0].call("list_allowed_directories", "{}", 10)
 				if err == nil {
 					var r time.Duration
 					if r, err = cs[0].call("list_allowed_directories", "{}", 10); err == nil {
-						first.add(ms(f))
+						first[mode].add(ms(f))
 						running.add(ms(r))
-						firstD, runningD = ms(f), ms(r)
+						firstD[mode], runningD = ms(f), ms(r)
 					}
 				}
 				if err != nil {
 					closeAll(b, cs)
-					return fmt.Errorf("lazy-start: first call: %w", err)
+					return fmt.Errorf("lazy-start: first call (%s): %w", mode, err)
 				}
-			} else {
+			}
+			if mode == "direct" {
 				// The direct server's own start: a fresh one, spawn to
 				// initialize answered (startRaw also lists; time to that).
 				s := time.Now()
@@ -193,22 +228,17 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 				return err
 			}
 		}
-		margin.add(firstD - runningD - ownD)
+		for k, f := range firstD {
+			margin[k].add(f - runningD - ownD)
+		}
 		// One server with the machine to itself: what a lazy connection
 		// costs without nine others starting beside it.
 		alone := map[string]float64{}
 		for k := range modes {
 			mode := modes[(k+trial)%len(modes)]
-			args := []string{"run", "--name", "fs0"}
-			if mode == "lazy" {
-				args = append(args, "--lazy")
-			}
-			full := append(append([]string{b.bin}, args...), append([]string{"--"}, argvs[0]...)...)
-			if mode == "raw" {
-				full = argvs[0]
-			}
+			full, env := command(mode, "fs0", argvs[0])
 			s := time.Now()
-			c, err := b.startRaw(ctx, si, dir, mode+" "+strings.Join(args, " "), full)
+			c, err := b.startRawEnv(ctx, si, dir, mode+" alone", full, env)
 			if err != nil {
 				return fmt.Errorf("lazy-start: one server alone (%s): %w", mode, err)
 			}
@@ -217,10 +247,17 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 			if err := si.waitEmpty(ctx); err != nil {
 				return err
 			}
-			map[string]*Figure{"direct": aloneD, "lazy": aloneL, "raw": aloneR}[mode].add(alone[mode])
+			switch mode {
+			case "direct":
+				aloneD.add(alone[mode])
+			case "raw":
+				aloneR.add(alone[mode])
+			default:
+				aloneL[mode].add(alone[mode])
+			}
 		}
-		b.progress("  trial %d: first call %.1f ms, running %.1f ms, own start %.1f ms; one server alone raw %.1f / direct %.1f / lazy %.1f ms",
-			trial+1, firstD, runningD, ownD, alone["raw"], alone["direct"], alone["lazy"])
+		b.progress("  trial %d: first call %.1f ms (broker from the start %.1f), own start %.1f ms; one server alone raw %.1f / direct %.1f / lazy %.1f / lean %.1f / broker %.1f ms",
+			trial+1, firstD["lazy"], firstD["broker"], ownD, alone["raw"], alone["direct"], alone["lazy"], alone["lean"], alone["broker"])
 	}
 	return nil
 }

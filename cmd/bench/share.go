@@ -903,9 +903,14 @@ type rawClient struct {
 }
 
 func (b *bench) startRaw(ctx context.Context, si *shareInst, dir, what string, argv []string) (*rawClient, error) {
+	return b.startRawEnv(ctx, si, dir, what, argv, nil)
+}
+
+// startRawEnv is startRaw with env added to the instance's environment.
+func (b *bench) startRawEnv(ctx context.Context, si *shareInst, dir, what string, argv, env []string) (*rawClient, error) {
 	c := &rawClient{what: what, done: make(chan struct{})}
 	c.cmd = exec.Command(argv[0], argv[1:]...)
-	c.cmd.Dir, c.cmd.Env, c.cmd.Stderr = dir, si.env, b.errLog
+	c.cmd.Dir, c.cmd.Env, c.cmd.Stderr = dir, append(slices.Clone(si.env), env...), b.errLog
 	var err error
 	if c.in, err = c.cmd.StdinPipe(); err != nil {
 		return nil, err
