@@ -4,8 +4,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -103,6 +106,19 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 	rEach := res.figure("lazy-start", "raw server, no supervisor: connect → tools/list answered, per server", "ms")
 	rAll := res.figure("lazy-start", fmt.Sprintf("raw servers, no supervisor: all %d answered (session start)", n), "ms")
 	aloneR := res.figure("lazy-start", "one server alone, raw (no supervisor): connect → tools/list answered", "ms")
+
+	// The floors any Go process meets, measured beside: what n of them
+	// started at once take to run, and what one that waits costs resident.
+	floorEach := res.figure("lazy-start", fmt.Sprintf("floor: an empty Go program, %d started at once: start → exit, per process", n), "ms")
+	floorPSS := res.figure("lazy-start", fmt.Sprintf("floor: an idle Go program (blocked reading stdin), PSS per process, %d running", n), "MiB")
+	emptyGo, err := b.buildEmptyGo(ctx)
+	if err != nil {
+		return err
+	}
+	idleGo, err := b.buildIdleGo(ctx)
+	if err != nil {
+		return err
+	}
 
 	// command is how a host starts server argv in mode ("direct", a lazy
 	// kind, or "raw": no supervisor), and the environment it adds.
@@ -231,6 +247,12 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 		for k, f := range firstD {
 			margin[k].add(f - runningD - ownD)
 		}
+		each, pss, err := goFloors(b, emptyGo, idleGo, n)
+		if err != nil {
+			return fmt.Errorf("lazy-start: the Go floors: %w", err)
+		}
+		floorEach.add(each)
+		floorPSS.add(pss)
 		// One server with the machine to itself: what a lazy connection
 		// costs without nine others starting beside it.
 		alone := map[string]float64{}
@@ -260,6 +282,61 @@ func (b *bench) lazyStart(ctx context.Context, res *Results) error {
 			trial+1, firstD["lazy"], firstD["broker"], ownD, alone["raw"], alone["direct"], alone["lazy"], alone["lean"], alone["broker"])
 	}
 	return nil
+}
+
+// goFloors starts n empty Go programs at once (the median time each
+// takes to exit) and then n idle ones (their PSS each, once all run).
+func goFloors(b *bench, emptyGo, idleGo string, n int) (each, pss float64, err error) {
+	times := make([]float64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := time.Now()
+			errs[i] = exec.Command(emptyGo).Run()
+			times[i] = ms(time.Since(s))
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, 0, err
+	}
+	slices.Sort(times)
+	var cmds []*exec.Cmd
+	var stdins []io.Closer
+	defer func() {
+		for _, in := range stdins {
+			in.Close()
+		}
+		for _, c := range cmds {
+			c.Wait()
+		}
+	}()
+	for range n {
+		c := exec.Command(idleGo)
+		in, err := c.StdinPipe()
+		if err != nil {
+			return 0, 0, err
+		}
+		if err := c.Start(); err != nil {
+			return 0, 0, err
+		}
+		b.track(c.Process.Pid, "idle Go program")
+		cmds, stdins = append(cmds, c), append(stdins, in)
+	}
+	// Each is blocked in its read well within this.
+	time.Sleep(300 * time.Millisecond)
+	var sum memStat
+	for _, c := range cmds {
+		st, err := smapsRollup(c.Process.Pid)
+		if err != nil {
+			return 0, 0, err
+		}
+		sum = sum.plus(st)
+	}
+	return times[n/2], sum.pss / float64(n), nil
 }
 
 func closeAll(b *bench, cs []*rawClient) {

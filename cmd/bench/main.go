@@ -639,21 +639,33 @@ func (b *bench) spawn(ctx context.Context, res *Results) error {
 // buildEmptyGo builds `package main; func main() {}` with this Go: the
 // start-up floor of any shim written in Go, side by side with ours.
 func (b *bench) buildEmptyGo(ctx context.Context) (string, error) {
-	src := filepath.Join(b.dir, "emptygo")
+	return b.buildGoProgram(ctx, "emptygo", "package main\n\nfunc main() {}\n")
+}
+
+// buildIdleGo builds a Go program that blocks reading its stdin: the
+// least any resident Go process costs.
+func (b *bench) buildIdleGo(ctx context.Context) (string, error) {
+	return b.buildGoProgram(ctx, "idlego", "package main\n\nimport \"os\"\n\nfunc main() { os.Stdin.Read(make([]byte, 1)) }\n")
+}
+
+// buildGoProgram builds the one-file program main in the bench's
+// directory.
+func (b *bench) buildGoProgram(ctx context.Context, name, main string) (string, error) {
+	src := filepath.Join(b.dir, name)
 	if err := os.MkdirAll(src, 0o700); err != nil {
 		return "", err
 	}
-	for name, text := range map[string]string{"go.mod": "module emptygo\n\ngo 1.22\n", "main.go": "package main\n\nfunc main() {}\n"} {
-		if err := os.WriteFile(filepath.Join(src, name), []byte(text), 0o600); err != nil {
+	for file, text := range map[string]string{"go.mod": "module " + name + "\n\ngo 1.22\n", "main.go": main} {
+		if err := os.WriteFile(filepath.Join(src, file), []byte(text), 0o600); err != nil {
 			return "", err
 		}
 	}
-	out := filepath.Join(b.dir, "emptygo.bin")
+	out := filepath.Join(b.dir, name+".bin")
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, ".")
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build the empty Go program: %w: %s", err, msg)
+		return "", fmt.Errorf("build the Go program %s: %w: %s", name, err, msg)
 	}
 	return out, nil
 }
