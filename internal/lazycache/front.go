@@ -15,11 +15,13 @@ import (
 // a lazy broker with its upstream down would: initialize, ping,
 // server/discover and the list calls the cache holds. It answers nothing
 // else, and nothing it cannot read exactly as the broker would: the first
-// such message ends its part, and the client goes to a broker with what
-// the front consumed (Replay: the broker reads it as the client's own
-// messages and answers none of it again, so the upstream is initialized
-// with the host's own initialize) and what it read after (Rest: the
-// broker reads it before the client's stdin). So a host that only lists
+// such message ends its part, and the client goes to a broker with the
+// handshake the front consumed (Replay: the broker reads it as the
+// client's own messages and answers none of it again, so the upstream is
+// initialized with the host's own initialize; the pings and list calls
+// answered are not kept, so a host's keep-alive pings do not pile up) and
+// what it read after (Rest: the broker reads it before the client's
+// stdin). So a host that only lists
 // what its servers offer starts no broker and no server at all.
 
 // Front limits: what a front consumes goes to the daemon in one run
@@ -40,7 +42,7 @@ type Front struct {
 
 // Handover is what a front leaves to the broker.
 type Handover struct {
-	Replay []byte // the lines consumed, each ending in a newline
+	Replay []byte // the handshake consumed (initialize, initialized), each line ending in a newline
 	Rest   []byte // read and not consumed, starting with the line that needs the broker
 }
 
@@ -89,6 +91,7 @@ func (f *Front) Answer(line []byte) (reply []byte, consumed bool) {
 	if err != nil || string(span(line, e.JSONRPC)) != `"2.0"` {
 		return nil, false // the broker's to refuse, in its words
 	}
+	keep := false // what the broker must read again: the handshake
 	switch {
 	case e.IsRequest():
 		id := clone(span(line, e.ID))
@@ -106,7 +109,7 @@ func (f *Front) Answer(line []byte) (reply []byte, consumed bool) {
 			if version != f.cache.Requested && version != f.cache.Negotiated {
 				return nil, false
 			}
-			f.initialized = true
+			f.initialized, keep = true, true
 			reply = Result(id, f.cache.Init)
 		default:
 			if reply, _ = f.cache.Answer(line, e, id); reply == nil {
@@ -115,10 +118,13 @@ func (f *Front) Answer(line []byte) (reply []byte, consumed bool) {
 		}
 	case e.IsNotification() && e.Method == "notifications/initialized":
 		// The broker sends the upstream its own (and drops the client's).
+		keep = true
 	default:
 		return nil, false
 	}
-	f.replay = append(append(f.replay, line...), '\n')
+	if keep {
+		f.replay = append(append(f.replay, line...), '\n')
+	}
 	return reply, true
 }
 

@@ -4,6 +4,7 @@ package lazycache
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -138,5 +139,30 @@ func TestFrontServe(t *testing.T) {
 	h, err = f.Serve(strings.NewReader(long), io.Discard)
 	if err != nil || len(h.Replay) != 0 || !strings.HasPrefix(long, string(h.Rest)) || len(h.Rest) < frontMaxLine {
 		t.Fatalf("long line: %v, replay %d bytes, rest %d bytes", err, len(h.Replay), len(h.Rest))
+	}
+}
+
+// A front keeps for the broker only the handshake: a host's keep-alive
+// pings over hours of listing-only use never fill it up.
+func TestFrontKeepsOnlyTheHandshake(t *testing.T) {
+	f, err := NewFront(frontCache(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+	}
+	for i := range frontMaxReplay / 20 {
+		lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i+2))
+	}
+	for _, l := range lines {
+		if _, ok := f.Answer([]byte(l)); !ok {
+			t.Fatalf("%s not consumed", l)
+		}
+	}
+	if want := lines[0] + "\n" + lines[1] + "\n"; string(f.replay) != want {
+		t.Fatalf("replay %d bytes, want the handshake alone", len(f.replay))
 	}
 }
