@@ -34,7 +34,7 @@ func (b *Broker) fromCache(c *client, line []byte, e jsonrpc.Envelope) bool {
 	id := clone(span(line, e.ID))
 	switch e.Method {
 	case "ping":
-		b.deliver(c, result(id, []byte("{}")))
+		b.deliver(c, lazycache.Result(id, []byte("{}")))
 		return true
 	case "initialize":
 		if b.init.msg != nil || b.cache == nil || len(b.cache.Init) == 0 {

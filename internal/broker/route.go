@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/seed-86a41135/supervisor/internal/jsonrpc"
+	"github.com/seed-86a41135/supervisor/internal/lazycache"
 )
 
 // client is one attached client. Its fields other than in, out, q and
@@ -696,7 +697,7 @@ func (b *Broker) answerInit(c *client, id []byte, version string) {
 		return
 	}
 	c.fromCache = true
-	b.deliver(c, result(id, b.init.result))
+	b.deliver(c, lazycache.Result(id, b.init.result))
 }
 
 func (b *Broker) clientSubscribe(c *client, line []byte, e jsonrpc.Envelope) {
@@ -705,7 +706,7 @@ func (b *Broker) clientSubscribe(c *client, line []byte, e jsonrpc.Envelope) {
 	s := b.subs[uri]
 	switch {
 	case c.subs[uri] && s != nil && s.active:
-		b.deliver(c, result(id, []byte("{}")))
+		b.deliver(c, lazycache.Result(id, []byte("{}")))
 	case s == nil:
 		s = &sub{clients: map[*client]bool{c: true}}
 		b.subs[uri] = s
@@ -720,7 +721,7 @@ func (b *Broker) clientSubscribe(c *client, line []byte, e jsonrpc.Envelope) {
 	default:
 		s.clients[c] = true
 		c.subs[uri] = true
-		b.deliver(c, result(id, []byte("{}")))
+		b.deliver(c, lazycache.Result(id, []byte("{}")))
 	}
 }
 
@@ -728,7 +729,7 @@ func (b *Broker) clientUnsubscribe(c *client, line []byte, e jsonrpc.Envelope) {
 	uri := e.URI
 	s := b.subs[uri]
 	if !c.subs[uri] || s == nil {
-		b.deliver(c, result(clone(span(line, e.ID)), []byte("{}")))
+		b.deliver(c, lazycache.Result(clone(span(line, e.ID)), []byte("{}")))
 		return
 	}
 	delete(c.subs, uri)
@@ -738,7 +739,7 @@ func (b *Broker) clientUnsubscribe(c *client, line []byte, e jsonrpc.Envelope) {
 		b.forward(c, line, e, kindClient) // the last subscriber: the upstream answers it
 		return
 	}
-	b.deliver(c, result(clone(span(line, e.ID)), []byte("{}")))
+	b.deliver(c, lazycache.Result(clone(span(line, e.ID)), []byte("{}")))
 }
 
 // fromUpstream routes one message from u.
@@ -924,7 +925,7 @@ func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Env
 func (b *Broker) serverRequest(u *upstream, line []byte, e jsonrpc.Envelope) {
 	upID := clone(span(line, e.ID))
 	if e.Method == "ping" {
-		b.enqueue(u.q, result(upID, []byte("{}")), 0) // the broker is alive; no client need answer
+		b.enqueue(u.q, lazycache.Result(upID, []byte("{}")), 0) // the broker is alive; no client need answer
 		return
 	}
 	var busy []*client
@@ -990,13 +991,6 @@ func preview(line []byte) string {
 func quote(s string) []byte {
 	q, _ := json.Marshal(s)
 	return q
-}
-
-func result(id, res []byte) []byte {
-	m := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
-	m = append(m, `,"result":`...)
-	m = append(m, res...)
-	return append(m, '}')
 }
 
 func errorResponse(id []byte, code int, msg string) []byte {

@@ -237,7 +237,7 @@ func (b *Broker) listenEnded(line []byte, e jsonrpc.Envelope) {
 		if e.HasError {
 			b.deliver(cl.c, jsonrpc.Splice(line, jsonrpc.Edit{Span: e.ID, Value: cl.id}))
 		} else {
-			b.deliver(cl.c, result(cl.id, fmt.Appendf(nil, `{"_meta":{%q:%s}}`, metaSubscriptionID, cl.id)))
+			b.deliver(cl.c, lazycache.Result(cl.id, fmt.Appendf(nil, `{"_meta":{%q:%s}}`, metaSubscriptionID, cl.id)))
 		}
 	}
 	b.listen.clients = nil
