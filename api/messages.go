@@ -97,6 +97,10 @@ type Hello struct {
 	// other way: the lean run entry (cmd/supervisor-run) asks only such a
 	// daemon.
 	InPlaceOnly bool `json:"in_place_only,omitempty"`
+	// Front, from a daemon, says it takes a run with what a lazy run's
+	// front read (RunRequest.Replay and Rest): a run that has any goes
+	// only to such a daemon.
+	Front bool `json:"front,omitempty"`
 }
 
 // Error is a failed request. Code is the exit status the CLI should use.

@@ -22,6 +22,7 @@ type runOptions struct {
 	session      string
 	grace        time.Duration
 	maxInstances int
+	frontFd      int
 	share        bool
 	lazy         bool
 	flatten      bool
@@ -82,7 +83,7 @@ executable, 125 for a supervisor error.`,
 					Argv: args, Name: o.name, Dir: o.cwd, Session: o.session, Grace: o.grace, MaxInstances: maxInst,
 					Share: o.share, NoShare: cmd.Flags().Changed("share") && !o.share, Lazy: o.lazy, Idle: o.idle, NoFlatten: !o.flatten, Limits: limits, Env: os.Environ(),
 				},
-				Exe: exe, Paths: p,
+				Exe: exe, Paths: p, FrontFd: o.frontFd,
 			})
 			if err != nil {
 				return &exitError{code: code, err: err}
@@ -103,6 +104,11 @@ executable, 125 for a supervisor error.`,
 	cmd.Flags().DurationVar(&o.idle, "idle", 0, "stop the server after this long with nothing in flight, and start it again on the next request (0: never)")
 	o.limits.add(cmd)
 	cmd.Flags().IntVar(&o.maxInstances, "max-instances", 1, "live instances of --name per session; the newest wins, older ones are stopped (0: no cap)")
+	// The lean entry's hand-over after a lazy run's front: a flag, not an
+	// environment variable, so a binary of another version that cannot
+	// take it refuses it instead of dropping what the front read.
+	cmd.Flags().IntVar(&o.frontFd, leanrun.FrontFdFlag, -1, "the memfd holding what the lean entry's front read (set by supervisor-run)")
+	_ = cmd.Flags().MarkHidden(leanrun.FrontFdFlag) // fails only for a flag not defined
 	return cmd
 }
 

@@ -254,3 +254,20 @@ func TestLazyFrontShared(t *testing.T) {
 	b.exit()
 	waitNoRecords(t, in)
 }
+
+// TestLazyFrontRefusesWhatTheBrokerWould: a run the broker path refuses
+// at once (limits too small for a broker and its server) is refused at
+// once, not after its front told the host all is well.
+func TestLazyFrontRefusesWhatTheBrokerWould(t *testing.T) {
+	in := newInstance(t)
+	in.writeConfig("linger = \"1s\"\n")
+	warmLazy(t, in, "--lazy", "--name", "front", "--", bin, "_fixture", "mcp")
+	h := startRawHost(t, in, "--lazy", "--pids-max", "5", "--name", "front", "--", bin, "_fixture", "mcp")
+	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
+	if ws := h.exit(); ws.ExitStatus() != 125 {
+		t.Fatalf("run with limits too small for a broker: %v, want status 125", ws)
+	}
+	for line := range h.lines {
+		t.Errorf("the run answered %s, want nothing", line)
+	}
+}

@@ -84,3 +84,32 @@ func TestFrontHandsOverToTheBroker(t *testing.T) {
 		t.Errorf("lazy starts %d, want 1", s.LazyStarts)
 	}
 }
+
+// A client whose front told it yes where the broker says no (its
+// initialize from the cache, and the shared server speaking another
+// version by the time it came) is detached: it cannot be told otherwise
+// after the fact, and must not go on with a server it did not agree with.
+func TestFrontAnswerRefusedDetaches(t *testing.T) {
+	cache := warmCache(t)
+	h := newHarness(t, fixtureArgv(), func(c *Config) { c.Lazy, c.Cache = true, cache })
+	a := h.attach("a")
+	if m := a.initialize("0", "2025-06-18"); m.Error != nil {
+		t.Fatalf("initialize at another version: %s", m.raw)
+	}
+	b := h.attachAfterFront("b", Handover{
+		Replay: []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}` + "\n" +
+			`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n"),
+		Rest: []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}` + "\n"),
+	})
+	b.closed()
+	h.waitEvent("client.front_refused")
+	for _, m := range b.drain() {
+		if m.Method == "" && string(m.ID) == "0" {
+			t.Errorf("a second answer to the front's initialize: %s", m.raw)
+		}
+	}
+	a.call("2", "echo", `{"text":"still"}`)
+	if m := a.answer("2"); m.text() != "still" {
+		t.Fatalf("the other client after the detach: %s", m.raw)
+	}
+}

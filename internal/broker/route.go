@@ -186,26 +186,27 @@ func (b *Broker) replayFront(c *client) bool {
 }
 
 // mutedAnswer reports whether msg answers a request of c's front (and
-// counts it off): the front answered it already.
-func mutedAnswer(c *client, msg []byte) bool {
+// counts it off): the front answered it already. refused says the answer
+// is an error, where the front had answered with a result.
+func mutedAnswer(c *client, msg []byte) (muted, refused bool) {
 	if len(c.muted) == 0 {
-		return false
+		return false, false
 	}
 	e, err := jsonrpc.Parse(msg)
 	if err != nil || !e.IsResponse() {
-		return false
+		return false, false
 	}
 	id := string(span(msg, e.ID))
 	n := c.muted[id]
 	if n == 0 {
-		return false
+		return false, false
 	}
 	if n == 1 {
 		delete(c.muted, id)
 	} else {
 		c.muted[id] = n - 1
 	}
-	return true
+	return true, !e.HasResult
 }
 
 // waitUpstreamRoom pauses a client's reader while the upstream is behind
@@ -521,9 +522,19 @@ func (b *Broker) deliverMsg(c *client, msg outMsg) {
 	if c == nil || c.detached {
 		return
 	}
-	if mutedAnswer(c, msg.b) {
+	if muted, refused := mutedAnswer(c, msg.b); muted {
 		if msg.buf != nil {
 			b.bufs.put(msg.buf)
+		}
+		if refused {
+			// The front told the host yes (its initialize, say, from the
+			// cache) and the broker says no (the shared server speaks
+			// another version now): the host cannot be told otherwise
+			// after the fact, so it loses the connection, as a server
+			// that fails would end it.
+			c.log.Warn("the broker refuses what the client's front answered; detaching it", "answer", preview(msg.b))
+			b.emit("client.front_refused", c.id+": "+preview(msg.b))
+			b.detachLocked(c, "the broker refused what its front had answered: "+preview(msg.b), true)
 		}
 		return
 	}

@@ -144,6 +144,11 @@ func (d *Daemon) frontFor(conn *api.Conn, req api.RunRequest, name string) bool 
 	if !req.Front || !req.Lazy {
 		return false
 	}
+	// What serveShare refuses at once is refused at once, not after the
+	// front told the host all is well.
+	if spawn.CheckDir(string(req.Cwd)) != nil || req.Limits != nil && brokerRoom(req.Limits) != "" {
+		return false
+	}
 	serverKey, fp, err := d.serverIdentity(req)
 	if err != nil {
 		return false // the broker path says why

@@ -59,6 +59,7 @@ func (d *Daemon) handle(conn *api.Conn) {
 	hello := api.NewHello()
 	hello.InPlace = d.feat["in_place"]
 	hello.InPlaceOnly = d.feat["in_place"]
+	hello.Front = true
 	if err := conn.Send(api.TypeHello, hello); err != nil {
 		return
 	}

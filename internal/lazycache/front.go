@@ -28,9 +28,12 @@ import (
 // request (api.MaxFrame, base64), so a front that would hold more hands
 // over instead.
 const (
-	frontMaxReplay = 256 << 10
-	frontMaxLine   = 1 << 20
-	frontReadSize  = 64 << 10
+	frontMaxReplay = 64 << 10
+	// frontMaxLine: a longer line (no handshake or list call is) goes
+	// to the broker as far as it is read; what the front holds stays
+	// under twice this.
+	frontMaxLine  = 64 << 10
+	frontReadSize = 64 << 10
 )
 
 // Front answers one client from a cache.

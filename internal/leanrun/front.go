@@ -1,9 +1,8 @@
 package leanrun
 
-// EnvFrontFd names the fd from which `supervisor run` reads what the lean
-// entry's front left (FrontState), and is taken out of the environment
-// before anything else sees it.
-const EnvFrontFd = "SUPERVISOR_FRONT_FD"
+// FrontFdFlag is the flag of `supervisor run` that names the fd from
+// which it reads what the lean entry's front left (FrontState).
+const FrontFdFlag = "front-fd"
 
 // envLazyFront is settings.EnvLazyFront (off: no front).
 const envLazyFront = "SUPERVISOR_LAZY_FRONT"

@@ -19,7 +19,7 @@ import (
 // the run with the server's cache, and this process answers its host from
 // it until a request needs the server. Then `supervisor run` takes over,
 // in this process's place as for any hand-over, and is told what the front
-// read through an inherited memfd named by EnvFrontFd.
+// read through an inherited memfd named by its --front-fd flag.
 
 // frontHandover is fastPath's word that the front is done and the run
 // goes to `supervisor run` with h.
@@ -62,7 +62,7 @@ func handOverFront(args, env []string, h lazycache.Handover, stderr io.Writer) i
 		fmt.Fprintf(stderr, "supervisor: hand the lazy run over after its answers from the cache: %v\n", err)
 		return CodeSupervisorError
 	}
-	return handOver(args, append(env, EnvFrontFd+"="+strconv.Itoa(fd)), "a request the cache cannot answer", stderr)
+	return handOver(append([]string{"--" + FrontFdFlag + "=" + strconv.Itoa(fd)}, args...), env, "a request the cache cannot answer", stderr)
 }
 
 // writeFrontState puts h in a memfd that an exec inherits.
@@ -87,34 +87,23 @@ func writeFrontState(h lazycache.Handover) (int, error) {
 	return fd, nil
 }
 
-// TakeFrontState reads what the lean entry's front left, if env names
-// it, and returns env without the name. ok is false where there is none.
-func TakeFrontState(env []string) (st FrontState, rest []string, ok bool, err error) {
-	for i, kv := range env {
-		v, found := strings.CutPrefix(kv, EnvFrontFd+"=")
-		if !found {
-			continue
-		}
-		rest = append(append([]string{}, env[:i]...), env[i+1:]...)
-		fd, perr := strconv.Atoi(v)
-		if perr != nil || fd < 3 {
-			return st, rest, true, fmt.Errorf("%s=%q is not an inherited fd", EnvFrontFd, v)
-		}
-		// Only the memfd the lean entry made: any other fd (a pipe a host
-		// leaked, say) could block the read forever.
-		if target, lerr := os.Readlink("/proc/self/fd/" + v); lerr != nil || !strings.HasPrefix(target, "/memfd:supervisor-front") {
-			return st, rest, true, fmt.Errorf("%s=%d is not the lean run entry's memfd", EnvFrontFd, fd)
-		}
-		f := os.NewFile(uintptr(fd), "supervisor-front")
-		defer f.Close()
-		raw, rerr := io.ReadAll(io.LimitReader(f, api.MaxFrame))
-		if rerr != nil {
-			return st, rest, true, fmt.Errorf("read %s=%d: %w", EnvFrontFd, fd, rerr)
-		}
-		if err := json.Unmarshal(raw, &st); err != nil {
-			return st, rest, true, fmt.Errorf("%s=%d holds no front state: %w", EnvFrontFd, fd, err)
-		}
-		return st, rest, true, nil
+// TakeFrontState reads what the lean entry's front left in fd (and
+// closes it).
+func TakeFrontState(fd int) (FrontState, error) {
+	var st FrontState
+	// Only the memfd the lean entry made: any other fd (a pipe a host
+	// leaked, say) could block the read for ever.
+	if target, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)); err != nil || !strings.HasPrefix(target, "/memfd:supervisor-front") {
+		return st, fmt.Errorf("--%s=%d is not the lean run entry's memfd", FrontFdFlag, fd)
 	}
-	return st, env, false, nil
+	f := os.NewFile(uintptr(fd), "supervisor-front")
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, api.MaxFrame))
+	if err != nil {
+		return st, fmt.Errorf("read --%s=%d: %w", FrontFdFlag, fd, err)
+	}
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return st, fmt.Errorf("--%s=%d holds no front state: %w", FrontFdFlag, fd, err)
+	}
+	return st, nil
 }

@@ -5,7 +5,6 @@ package leanrun
 import (
 	"errors"
 	"io"
-	"strings"
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/lazycache"
@@ -27,12 +26,6 @@ func handOverFront(args, env []string, h lazycache.Handover, stderr io.Writer) i
 }
 
 // TakeFrontState: only the lean entry on Linux leaves a front's state.
-func TakeFrontState(env []string) (st FrontState, rest []string, ok bool, err error) {
-	for i, kv := range env {
-		if strings.HasPrefix(kv, EnvFrontFd+"=") {
-			rest = append(append([]string{}, env[:i]...), env[i+1:]...)
-			return st, rest, true, errors.New(EnvFrontFd + " is set, and only the lean run entry on Linux sets it")
-		}
-	}
-	return st, env, false, nil
+func TakeFrontState(fd int) (FrontState, error) {
+	return FrontState{}, errors.New("--" + FrontFdFlag + " is set, and only the lean run entry on Linux sets it")
 }

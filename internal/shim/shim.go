@@ -46,6 +46,10 @@ type Options struct {
 	// LocalAfter is how long the daemon may take to answer (or start)
 	// before the shim supervises the server itself. Default 2 s.
 	LocalAfter time.Duration
+	// FrontFd, where 0 or more, is the lean entry's memfd of what its
+	// front read (leanrun.TakeFrontState); -1 or unset (0 is stdin,
+	// never one) for none.
+	FrontFd int
 }
 
 // Error is a failure with the exit status the shim must use.
@@ -81,8 +85,12 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 	// What the lean entry's front read, if it handed this run over after
 	// answering its host from the cache: the server must see it first.
-	front, env, fronted, err := leanrun.TakeFrontState(o.Env)
-	o.Env = env
+	fronted := o.FrontFd > 0
+	var front leanrun.FrontState
+	var err error
+	if fronted {
+		front, err = leanrun.TakeFrontState(o.FrontFd)
+	}
 	if err != nil {
 		return fail(CodeSupervisorError, fmt.Errorf("the lean run entry's hand-over after its answers from the cache: %w", err))
 	}
@@ -285,6 +293,11 @@ func startServer(ctx context.Context, o Options, req *api.RunRequest, selfFd int
 		if !c.SameNamespaces() {
 			c.Close()
 			return nil, api.Started{}, nil, &localReason{why: "this shim runs in another PID or mount namespace than the daemon (a sandboxed host)"}
+		}
+		if (len(req.Replay) > 0 || len(req.Rest) > 0) && !c.Daemon.Front {
+			c.Close()
+			return nil, api.Started{}, nil, &Error{Code: CodeSupervisorError, Err: fmt.Errorf(
+				"the daemon (version %s) cannot take what this lazy run's front read, and the server would miss the host's handshake: run `supervisor daemon restart`", c.Daemon.Version)}
 		}
 		// Offered only to a daemon that takes it: an older one expects
 		// three fds.
