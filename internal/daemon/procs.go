@@ -104,12 +104,6 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 		return
 	}
 	r.release = release
-	if err := d.openSession(&r.req); err != nil {
-		r.closeFiles()
-		d.send(conn, api.TypeError, &api.Error{Code: 125, Message: "run: " + err.Error(),
-			Retry: errors.Is(err, registry.ErrBadTransition)})
-		return
-	}
 	r.id = newID()
 	r.name = r.req.Name
 	if r.name == "" {
@@ -134,6 +128,14 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	if shared && r.req.InPlaceOnly {
 		r.closeFiles()
 		d.declineInPlace(conn, "the server runs through a broker ("+mode+")")
+		return
+	}
+	// The session once the run is taken: a front, or a decline, opens
+	// none (nothing of the host's runs here yet).
+	if err := d.openSession(&r.req); err != nil {
+		r.closeFiles()
+		d.send(conn, api.TypeError, &api.Error{Code: 125, Message: "run: " + err.Error(),
+			Retry: errors.Is(err, registry.ErrBadTransition)})
 		return
 	}
 	if auto {
