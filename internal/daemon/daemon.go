@@ -129,6 +129,10 @@ type Daemon struct {
 	connCap, reqCap int
 	reqConns        int
 	capWarned       atomic.Int64 // when runs refused at the server cap were last logged (unix ns)
+	// answering counts stop requests (stop, session end, restart) whose
+	// stops are under way: the daemon's exit lets them answer before it
+	// closes their connections (awaitAnswers).
+	answering atomic.Int32
 	// fdBudget is the fd limit less the cascade's reserve; starting counts
 	// the server starts in flight against it (reserveServer).
 	fdBudget int
@@ -324,6 +328,21 @@ func (d *Daemon) features() map[string]bool {
 		out[k] = v
 	}
 	return out
+}
+
+// answerWait bounds how long an exiting daemon waits for stop requests
+// to answer: a stop that `daemon stop` shortened ends with the daemon's
+// own, moments before or after it.
+const answerWait = 2 * time.Second
+
+// awaitAnswers waits (up to limit) until no stop request is between the
+// end of its stop and its answer: a `session end` whose stop the daemon's
+// own stop shortened hears its outcome, not a closed connection.
+func (d *Daemon) awaitAnswers(limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for d.answering.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (d *Daemon) closeConns() {
@@ -590,6 +609,7 @@ func (d *Daemon) addActors(g *run.Group, ln *api.Listener, paths api.Paths) {
 			cancel()
 			sock.close()
 			d.hubs.closing() // the hubs' connections end: let them go, not replaced
+			d.awaitAnswers(answerWait)
 			d.closeConns()
 		})
 	}

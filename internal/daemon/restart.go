@@ -15,6 +15,8 @@ import (
 // which no new process could be given, so only its host can start it
 // again.
 func (d *Daemon) serveRestart(conn *api.Conn, m api.Msg) error {
+	d.answering.Add(1)
+	defer d.answering.Add(-1)
 	var req api.RestartRequest
 	if err := api.Decode(m, &req); err != nil {
 		return err

@@ -22,6 +22,8 @@ func (d *Daemon) stopByRequest(ctx context.Context, id string, opt shutdown.Opti
 // serveStop answers `supervisor stop`. The stop runs to its end whatever
 // the client does meanwhile: one that disconnects leaves no stop halfway.
 func (d *Daemon) serveStop(conn *api.Conn, m api.Msg) error {
+	d.answering.Add(1)
+	defer d.answering.Add(-1)
 	var req api.StopRequest
 	if err := api.Decode(m, &req); err != nil {
 		return err
@@ -43,6 +45,8 @@ func (d *Daemon) serveStop(conn *api.Conn, m api.Msg) error {
 // serveSessionEnd answers `supervisor session end`. A session already
 // ending has its stop shortened to this request's grace.
 func (d *Daemon) serveSessionEnd(conn *api.Conn, m api.Msg) error {
+	d.answering.Add(1)
+	defer d.answering.Add(-1)
 	var req api.SessionEndRequest
 	if err := api.Decode(m, &req); err != nil {
 		return err
