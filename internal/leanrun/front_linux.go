@@ -2,7 +2,6 @@ package leanrun
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,15 +19,6 @@ import (
 // it until a request needs the server. Then `supervisor run` takes over,
 // in this process's place as for any hand-over, and is told what the front
 // read through an inherited memfd named by its --front-fd flag.
-
-// frontHandover is fastPath's word that the front is done and the run
-// goes to `supervisor run` with h.
-type frontHandover struct{ h lazycache.Handover }
-
-func (*frontHandover) Error() string { return "the front hands the run over" }
-
-// errFrontEnded: the host ended its input while the front served it.
-var errFrontEnded = errors.New("the host ended its input")
 
 // serveFront answers the host from the cache in m (a front) until it asks
 // what only the server can answer. Signals keep their default meaning:

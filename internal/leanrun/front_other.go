@@ -13,12 +13,6 @@ import (
 // Fronts are served by the lean entry on Linux alone, where it offers to
 // exec in place (it hands every run over before asking elsewhere).
 
-type frontHandover struct{ h lazycache.Handover }
-
-func (*frontHandover) Error() string { return "the front hands the run over" }
-
-var errFrontEnded = errors.New("the host ended its input")
-
 func serveFront(api.Msg) error { return errors.New("no lazy front here") }
 
 func handOverFront(args, env []string, h lazycache.Handover, stderr io.Writer) int {
