@@ -32,12 +32,24 @@ import (
 // short-lived CLI process, never inside the daemon, so using os/exec here
 // cannot steal a status from the daemon's reaper.
 func Launch(ctx context.Context, exe string, paths api.Paths, env []string) error {
-	if err := api.EnsurePrivateDir(paths.StateDir); err != nil {
+	c, err := launch(ctx, exe, paths, env)
+	if err != nil {
 		return err
+	}
+	return c.Close()
+}
+
+// launch is Launch returning the connection that found the daemon
+// answering. A caller that dialed again instead could find that daemon
+// SIGKILLed in between, and its keeper's next one not yet listening: a
+// start that succeeded would be reported as "not running".
+func launch(ctx context.Context, exe string, paths api.Paths, env []string) (*api.Client, error) {
+	if err := api.EnsurePrivateDir(paths.StateDir); err != nil {
+		return nil, err
 	}
 	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", os.DevNull, err)
+		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
 	}
 	defer devnull.Close()
 	// The keeper tells how the first daemon's start failed on a pipe
@@ -45,7 +57,7 @@ func Launch(ctx context.Context, exe string, paths api.Paths, env []string) erro
 	// after ctx's whole timeout.
 	report, w, err := reportPipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fdArg := "-"
 	if report != nil {
@@ -64,7 +76,7 @@ func Launch(ctx context.Context, exe string, paths api.Paths, env []string) erro
 		w.Close() // the keeper's copy is the write end left
 	}
 	if err != nil {
-		return fmt.Errorf("start daemon %s: %w", exe, err)
+		return nil, fmt.Errorf("start daemon %s: %w", exe, err)
 	}
 	detached := make(chan error, 1)
 	go func() { detached <- cmd.Wait() }()
@@ -78,29 +90,28 @@ func Launch(ctx context.Context, exe string, paths api.Paths, env []string) erro
 	for {
 		c, err := api.Dial(ctx, paths.Socket)
 		if err == nil {
-			c.Close()
-			return nil
+			return c, nil
 		}
 		// A daemon killed between accepting and answering (its keeper
 		// starts the next one) is one not running yet, not a failure.
 		if !errors.Is(err, api.ErrNotRunning) && !api.PeerGone(err) {
-			return err
+			return nil, err
 		}
 		select {
 		case err := <-detached:
 			if err != nil {
-				return fmt.Errorf("start the daemon's keeper: %w; see %s", err, paths.Log())
+				return nil, fmt.Errorf("start the daemon's keeper: %w; see %s", err, paths.Log())
 			}
 			detached = nil
 		case why := <-failed:
 			// Nothing told: the first daemon found another one holding
 			// the lock and exited 0; keep dialing for that one.
 			if why != "" {
-				return fmt.Errorf("daemon exited during start: %s; see %s", why, paths.Log())
+				return nil, fmt.Errorf("daemon exited during start: %s; see %s", why, paths.Log())
 			}
 			failed = nil
 		case <-ctx.Done():
-			return fmt.Errorf("daemon did not answer on %s: %w; see %s", paths.Socket, ctx.Err(), paths.Log())
+			return nil, fmt.Errorf("daemon did not answer on %s: %w; see %s", paths.Socket, ctx.Err(), paths.Log())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -119,22 +130,12 @@ func EnsureRunning(ctx context.Context, exe string, paths api.Paths, env []strin
 	if err != nil {
 		return nil, err
 	}
-	err = func() error {
-		defer unlock()
-		c, err := api.Dial(ctx, paths.Socket)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		if !errors.Is(err, api.ErrNotRunning) {
-			return err
-		}
-		return Launch(ctx, exe, paths, env)
-	}()
-	if err != nil {
-		return nil, err
+	defer unlock()
+	c, err := api.Dial(ctx, paths.Socket)
+	if err == nil || !errors.Is(err, api.ErrNotRunning) {
+		return c, err
 	}
-	return api.Dial(ctx, paths.Socket)
+	return launch(ctx, exe, paths, env)
 }
 
 // daemonKeep are the variables a daemon inherits from whoever started it.
