@@ -465,15 +465,12 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	// Where a stdio server's stderr goes: `logs NAME` and `logs ID` find
 	// it, and retention removes it with the record.
 	logPath := RunLogPath(d.cfg.Paths, br.name, br.id)
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
-		return fmt.Errorf("create log directory: %w", err)
-	}
 	// The broker writes its output, and its upstream's stderr, to the log
 	// itself, holding the cap as a stdio server's log writer does (--log);
 	// what it says before that goes to the file directly.
-	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	logf, err := openBrokerLog(logPath)
 	if err != nil {
-		return fmt.Errorf("open log: %w", err)
+		return err
 	}
 	defer logf.Close()
 	pr, pw, err := os.Pipe()
@@ -485,57 +482,21 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	// the registry, and no second copy to keep current. Made before the
 	// record, so a failure leaves nothing behind.
 	stdin := null
-	if c := d.facts.cache(br.serverKey, br.fp); br.lazy && c != nil {
-		cr, cw, err := os.Pipe()
-		if err != nil {
-			pw.Close()
-			return fmt.Errorf("lazy cache pipe: %w", err)
-		}
-		defer cr.Close()
-		stdin = cr
-		go func() {
-			defer cw.Close()
-			// Ends when the broker has read it, or exits (EPIPE): the
-			// broker closes its stdin once read, whatever the size.
-			if err := json.NewEncoder(cw).Encode(c); err != nil {
-				d.log.Debug("lazy cache not handed on: the broker starts without it", "id", br.id, "err", err)
-			}
-		}()
-	}
-	// Its cgroup, its limits and the intent record (start.go, design §7).
-	srv, err := d.prepareServer(sess, br.id, br.id, req.Limits, func(cgroupPath string, v1 []string) error {
-		_, err := d.reg.AddProcess(registry.Process{
-			ID: br.id, Session: sess, Name: br.name, Argv: req.Argv, Cwd: string(req.Cwd),
-			Broker: true, BrokerKey: br.key, Health: "starting", GraceMS: req.GraceMS,
-			ServerKey: br.serverKey, Fingerprint: br.fp, Lazy: br.lazy, IdleMS: api.Millis(br.idle),
-			Cgroup: cgroupPath, Limits: req.Limits, LimitCgroups: v1,
-		})
-		return err
-	})
+	cache, err := d.lazyCacheStdin(br)
 	if err != nil {
 		pw.Close()
 		return err
 	}
-	// The upstream runs as the program an npx command would run, as a
-	// direct server does (package launcher).
-	up := launched{argv: req.Argv, env: req.Env}
-	if fl, ok, _ := launcher.Flatten(req.Argv, string(req.Cwd), req.Env); ok && !req.NoFlatten {
-		up = launched{argv: fl.Argv, env: fl.Env, note: " (flattened, " + fl.Via + ")"}
+	if cache != nil {
+		defer cache.Close()
+		stdin = cache
 	}
-	env, drop := brokerEnv(up.env)
-	argv := []string{d.exe, "_broker", "--socket", br.socket, "--linger", d.settings().Linger.String()}
-	for _, name := range drop {
-		argv = append(argv, "--drop-env", name)
+	srv, err := d.prepareBroker(br, sess, req)
+	if err != nil {
+		pw.Close()
+		return err
 	}
-	maxBytes, keep := d.logCap()
-	argv = append(argv, "--log", logPath, "--log-max-bytes", strconv.FormatInt(maxBytes, 10), "--log-keep", strconv.Itoa(keep))
-	if br.lazy {
-		argv = append(argv, "--lazy")
-	}
-	if br.idle > 0 {
-		argv = append(argv, "--idle", br.idle.String())
-	}
-	argv = append(append(argv, "--"), up.argv...)
+	argv, env, note := d.brokerArgv(br, req, logPath)
 	started, err := d.forkServer(srv, spawn.Request{
 		Argv: argv, Env: env, Dir: string(req.Cwd), Stdio: [3]*os.File{stdin, pw, logf},
 	})
@@ -549,8 +510,98 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 		})
 		return err
 	}
+	rec := d.recordBrokerStart(br, sess, req, srv, started, note)
+	d.trackBroker(br, rec, req, started)
+	if err := d.awaitBrokerReady(br, pr, logPath); err != nil {
+		return err
+	}
+	d.setHealth(br.id, "healthy")
+	d.log.Info("broker started", "id", br.id, "pid", started.PID, "name", br.name, "key", br.key[:12])
+	return nil
+}
+
+// openBrokerLog opens a broker's log at logPath for the daemon to hand
+// it as its stderr, making its directory.
+func openBrokerLog(logPath string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
+		return nil, fmt.Errorf("create log directory: %w", err)
+	}
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open log: %w", err)
+	}
+	return logf, nil
+}
+
+// lazyCacheStdin returns the read end of a pipe that hands lazy broker br
+// the cache of what it runs, or nil when br is not lazy or there is no
+// cache. The caller closes it once the broker has it.
+func (d *Daemon) lazyCacheStdin(br *brokerRef) (*os.File, error) {
+	c := d.facts.cache(br.serverKey, br.fp)
+	if !br.lazy || c == nil {
+		return nil, nil
+	}
+	cr, cw, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("lazy cache pipe: %w", err)
+	}
+	go func() {
+		defer cw.Close()
+		// Ends when the broker has read it, or exits (EPIPE): the
+		// broker closes its stdin once read, whatever the size.
+		if err := json.NewEncoder(cw).Encode(c); err != nil {
+			d.log.Debug("lazy cache not handed on: the broker starts without it", "id", br.id, "err", err)
+		}
+	}()
+	return cr, nil
+}
+
+// prepareBroker makes broker br's cgroup, its limits and its intent
+// record (start.go, design §7).
+func (d *Daemon) prepareBroker(br *brokerRef, sess string, req api.RunRequest) (*serverStart, error) {
+	return d.prepareServer(sess, br.id, br.id, req.Limits, func(cgroupPath string, v1 []string) error {
+		_, err := d.reg.AddProcess(registry.Process{
+			ID: br.id, Session: sess, Name: br.name, Argv: req.Argv, Cwd: string(req.Cwd),
+			Broker: true, BrokerKey: br.key, Health: "starting", GraceMS: req.GraceMS,
+			ServerKey: br.serverKey, Fingerprint: br.fp, Lazy: br.lazy, IdleMS: api.Millis(br.idle),
+			Cgroup: cgroupPath, Limits: req.Limits, LimitCgroups: v1,
+		})
+		return err
+	})
+}
+
+// brokerArgv is the command line and environment of broker br, which
+// runs req's command and logs to logPath, and the note its start event
+// adds on how its upstream runs.
+func (d *Daemon) brokerArgv(br *brokerRef, req api.RunRequest, logPath string) (argv, env []string, note string) {
+	// The upstream runs as the program an npx command would run, as a
+	// direct server does (package launcher).
+	up := launched{argv: req.Argv, env: req.Env}
+	if fl, ok, _ := launcher.Flatten(req.Argv, string(req.Cwd), req.Env); ok && !req.NoFlatten {
+		up = launched{argv: fl.Argv, env: fl.Env, note: " (flattened, " + fl.Via + ")"}
+	}
+	env, drop := brokerEnv(up.env)
+	argv = []string{d.exe, "_broker", "--socket", br.socket, "--linger", d.settings().Linger.String()}
+	for _, name := range drop {
+		argv = append(argv, "--drop-env", name)
+	}
+	maxBytes, keep := d.logCap()
+	argv = append(argv, "--log", logPath, "--log-max-bytes", strconv.FormatInt(maxBytes, 10), "--log-keep", strconv.Itoa(keep))
+	if br.lazy {
+		argv = append(argv, "--lazy")
+	}
+	if br.idle > 0 {
+		argv = append(argv, "--idle", br.idle.String())
+	}
+	argv = append(append(argv, "--"), up.argv...)
+	return argv, env, up.note
+}
+
+// recordBrokerStart commits broker br's running record, with its start
+// event, and returns the record, as it would be if the commit failed.
+func (d *Daemon) recordBrokerStart(br *brokerRef, sess string, req api.RunRequest, srv *serverStart, started spawn.Started, note string) registry.Process {
 	cg, limited := srv.cg, srv.limited
-	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d broker of %q%s", started.PID, req.Argv, up.note)}
+	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d broker of %q%s", started.PID, req.Argv, note)}
 	rec, err := d.reg.UpdateLogged(br.id, startEvent, func(p *registry.Process) error {
 		p.PID, p.PGID, p.Token, p.Path, p.Cgroup = started.PID, started.PGID, started.Token, started.Path, cg.Path
 		p.Limits, p.LimitCgroups = req.Limits, limited.V1
@@ -564,6 +615,12 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 		rec.Limits, rec.LimitCgroups = req.Limits, limited.V1
 		d.event(startEvent.Kind, sess, br.id, startEvent.Detail)
 	}
+	return rec
+}
+
+// trackBroker makes broker br, started, a live process of the daemon's,
+// with rec its record, and watches it.
+func (d *Daemon) trackBroker(br *brokerRef, rec registry.Process, req api.RunRequest, started spawn.Started) {
 	l := &live{id: br.id, done: make(chan struct{}), grace: time.Duration(req.GraceMS) * time.Millisecond,
 		target: d.targetOf(rec), started: time.Now()}
 	d.mu.Lock()
@@ -575,7 +632,11 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	if br.lazy || br.idle > 0 {
 		go d.watchBroker(br)
 	}
+}
 
+// awaitBrokerReady waits for broker br to say on pr that it is ready,
+// and stops it when it does not.
+func (d *Daemon) awaitBrokerReady(br *brokerRef, pr *os.File, logPath string) error {
 	ready := make(chan error, 1)
 	go func() {
 		line, err := bufio.NewReader(pr).ReadString('\n')
@@ -584,6 +645,7 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 		}
 		ready <- err
 	}()
+	var err error
 	select {
 	case err = <-ready:
 	case <-time.After(30 * time.Second):
@@ -594,8 +656,6 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 		d.stopIDs(context.Background(), []string{br.id}, shutdown.Options{})
 		return err
 	}
-	d.setHealth(br.id, "healthy")
-	d.log.Info("broker started", "id", br.id, "pid", started.PID, "name", br.name, "key", br.key[:12])
 	return nil
 }
 

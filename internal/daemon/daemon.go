@@ -155,46 +155,15 @@ type stopRequest struct {
 // Run runs a daemon until it is stopped (signal or `daemon stop`). It
 // returns *AlreadyRunningError when another daemon holds the lock.
 func Run(ctx context.Context, cfg Config) (err error) {
-	if cfg.Grace <= 0 {
-		cfg.Grace = shutdown.DefaultGrace
-	}
-	if cfg.EOFGrace <= 0 {
-		cfg.EOFGrace = shutdown.DefaultEOFGrace
-	}
-	if cfg.LogLevel == "" {
-		cfg.LogLevel = "info"
-	}
-	if cfg.Settings == nil {
-		s := settings.Defaults()
-		cfg.Settings = &s
-	}
+	cfg = cfg.withDefaults()
 	paths := cfg.Paths
-	if os.Getenv(keeper.EnvRestart) == "1" {
-		// Started again by its keeper: the instance is its state
-		// directory, and one removed meanwhile is not made again.
-		if _, err := os.Stat(paths.StateDir); errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("state directory %s is gone: not starting again in its place (a new daemon starts with the next supervisor command)", paths.StateDir)
-		}
-	}
-	if err := api.EnsurePrivateDir(paths.StateDir); err != nil {
+	if err := ensureStateDir(paths); err != nil {
 		return err
 	}
-	d := &Daemon{
-		cfg: cfg, started: time.Now(),
-		live: map[string]*live{}, hosts: map[string]func(){}, conns: map[*api.Conn]bool{}, ports: map[int]*portSlot{},
-		brokers: map[string]*brokerRef{},
-		stopReq: make(chan stopRequest),
-		feat:    map[string]bool{},
-	}
-	d.metrics = newMetrics(d)
-	d.setTunables(*cfg.Settings, cfg.Grace, cfg.EOFGrace)
+	d := newDaemon(cfg)
 	rot := &lumberjack.Logger{Filename: paths.Log(), MaxSize: 10, MaxBackups: 3}
 	defer rot.Close()
-	var out io.Writer = rot
-	if cfg.Stderr != nil {
-		out = io.MultiWriter(rot, cfg.Stderr)
-	}
-	d.log = hclog.New(&hclog.LoggerOptions{Name: "supervisor", Output: out, Level: hclog.LevelFromString(cfg.LogLevel)})
+	d.log = newDaemonLog(rot, cfg)
 	// A detached daemon's stderr is /dev/null: why it could not start must
 	// be in the log the CLI points users to.
 	defer func() {
@@ -223,7 +192,14 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		// after; closing twice is harmless).
 		defer ms.ln.Close()
 	}
+	return d.runHoldingLock(ctx, cfg, ms)
+}
 
+// runHoldingLock is Run once the daemon holds the singleton lock: it
+// reconciles what an earlier daemon left, serves until the daemon stops,
+// and closes what it opened. ms serves the metrics, when not nil.
+func (d *Daemon) runHoldingLock(ctx context.Context, cfg Config, ms *metricsServer) (err error) {
+	paths := cfg.Paths
 	d.instance = paths.Instance()
 	removeCgroupRoot := d.setUpFeatures(cfg)
 	defer removeCgroupRoot() // when empty: a daemon that keeps processes leaves it
@@ -238,16 +214,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			d.log.Error("close the registry store", "err", err)
 		}
 	}()
-	d.reg = registry.New(d.store, nil, loaded.sessions, loaded.procs)
-	if r := loaded.rebuilt; r != nil {
-		// Before the reconcile, which rebuilds the registry from the
-		// markers and reports what it found after this.
-		d.event("daemon.store_rebuilt", "", "", fmt.Sprintf("registry unreadable (%s): moved aside to %s; rebuilt from the markers of running processes", r.Reason, r.MovedTo))
-	}
-	if d.facts, err = newFactBook(d.store, d.log.Named("facts")); err != nil {
-		return err
-	}
-	if d.breakers, err = newBreakers(d.store, d.settings().Breaker, d.log.Named("breaker")); err != nil {
+	if err := d.loadRegistry(loaded); err != nil {
 		return err
 	}
 	d.reaper = spawn.NewReaper(d.log.Named("reaper"))
@@ -258,14 +225,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	} else {
 		d.log.Warn("cannot find this binary: servers write their logs directly (rotated by copy and truncate)", "err", xerr)
 	}
-	d.cascade = &shutdown.Cascade{Log: d.log.Named("shutdown"), Excluded: []int{os.Getpid()},
-		AfterSignal: func() { fault("cascade.signalled") }, ScanFault: scanFault()}
-	if d.feat["subreaper"] && cfg.Init == nil {
-		// An orphan the daemon adopted descends from a server it spawned.
-		// Not as init (PID 1 of a container, or its subreaper): then it
-		// adopts the host's orphans too.
-		d.cascade.Reaper = os.Getpid()
-	}
+	d.cascade = d.newCascade(cfg.Init != nil)
 	life, endLife := context.WithCancel(context.Background())
 	defer endLife()
 	d.life = life
@@ -288,20 +248,124 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		d.watchKeepers()
 	}
 
+	ln, err := d.recoverAndListen(paths, loaded.rebuilt)
+	if err != nil {
+		return err
+	}
+	return d.runGroup(ctx, cfg, ln, ms)
+}
+
+// recoverAndListen reconciles the registry with what runs, then listens
+// on the daemon's socket. rebuilt tells how the store was rebuilt, if it
+// was.
+func (d *Daemon) recoverAndListen(paths api.Paths, rebuilt *api.StoreRebuilt) (*api.Listener, error) {
 	// Reconcile before the socket accepts anything (design §7).
 	rec := d.reconcile()
-	rec.StoreRebuilt = loaded.rebuilt
+	rec.StoreRebuilt = rebuilt
 	d.recovery = &rec
 
 	// We hold the singleton lock, so whatever socket is left at the path
 	// is a dead daemon's.
 	ln, err := api.Listen(paths.Socket)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	d.log.Info("daemon started", "pid", os.Getpid(), "version", api.Version, "state", paths.StateDir, "socket", paths.Socket)
 	d.event("daemon.start", "", "", fmt.Sprintf("pid %d version %s", os.Getpid(), api.Version))
+	return ln, nil
+}
 
+// withDefaults is cfg with the documented defaults for its zero values.
+func (cfg Config) withDefaults() Config {
+	if cfg.Grace <= 0 {
+		cfg.Grace = shutdown.DefaultGrace
+	}
+	if cfg.EOFGrace <= 0 {
+		cfg.EOFGrace = shutdown.DefaultEOFGrace
+	}
+	if cfg.LogLevel == "" {
+		cfg.LogLevel = "info"
+	}
+	if cfg.Settings == nil {
+		s := settings.Defaults()
+		cfg.Settings = &s
+	}
+	return cfg
+}
+
+// ensureStateDir makes the state directory of paths, private, unless a
+// keeper restarts this daemon in one that is gone.
+func ensureStateDir(paths api.Paths) error {
+	if os.Getenv(keeper.EnvRestart) == "1" {
+		// Started again by its keeper: the instance is its state
+		// directory, and one removed meanwhile is not made again.
+		if _, err := os.Stat(paths.StateDir); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("state directory %s is gone: not starting again in its place (a new daemon starts with the next supervisor command)", paths.StateDir)
+		}
+	}
+	return api.EnsurePrivateDir(paths.StateDir)
+}
+
+// newDaemon is a daemon of cfg before it has opened anything.
+func newDaemon(cfg Config) *Daemon {
+	d := &Daemon{
+		cfg: cfg, started: time.Now(),
+		live: map[string]*live{}, hosts: map[string]func(){}, conns: map[*api.Conn]bool{}, ports: map[int]*portSlot{},
+		brokers: map[string]*brokerRef{},
+		stopReq: make(chan stopRequest),
+		feat:    map[string]bool{},
+	}
+	d.metrics = newMetrics(d)
+	d.setTunables(*cfg.Settings, cfg.Grace, cfg.EOFGrace)
+	return d
+}
+
+// newDaemonLog is the daemon's logger, writing to rot and, in the
+// foreground, to cfg.Stderr too.
+func newDaemonLog(rot io.Writer, cfg Config) hclog.Logger {
+	out := rot
+	if cfg.Stderr != nil {
+		out = io.MultiWriter(rot, cfg.Stderr)
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: "supervisor", Output: out, Level: hclog.LevelFromString(cfg.LogLevel)})
+}
+
+// loadRegistry builds the registry, the fact book and the breakers on
+// the store just opened, whose content is loaded.
+func (d *Daemon) loadRegistry(loaded storeContent) error {
+	d.reg = registry.New(d.store, nil, loaded.sessions, loaded.procs)
+	if r := loaded.rebuilt; r != nil {
+		// Before the reconcile, which rebuilds the registry from the
+		// markers and reports what it found after this.
+		d.event("daemon.store_rebuilt", "", "", fmt.Sprintf("registry unreadable (%s): moved aside to %s; rebuilt from the markers of running processes", r.Reason, r.MovedTo))
+	}
+	var err error
+	if d.facts, err = newFactBook(d.store, d.log.Named("facts")); err != nil {
+		return err
+	}
+	if d.breakers, err = newBreakers(d.store, d.settings().Breaker, d.log.Named("breaker")); err != nil {
+		return err
+	}
+	return nil
+}
+
+// newCascade is the daemon's stop cascade; asInit: this daemon is the
+// init of `supervisor init`.
+func (d *Daemon) newCascade(asInit bool) *shutdown.Cascade {
+	c := &shutdown.Cascade{Log: d.log.Named("shutdown"), Excluded: []int{os.Getpid()},
+		AfterSignal: func() { fault("cascade.signalled") }, ScanFault: scanFault()}
+	if d.feat["subreaper"] && !asInit {
+		// An orphan the daemon adopted descends from a server it spawned.
+		// Not as init (PID 1 of a container, or its subreaper): then it
+		// adopts the host's orphans too.
+		c.Reaper = os.Getpid()
+	}
+	return c
+}
+
+// runGroup runs the daemon's actors on ln (and ms, when metrics are
+// served) until one ends: the daemon stops.
+func (d *Daemon) runGroup(ctx context.Context, cfg Config, ln *api.Listener, ms *metricsServer) error {
 	var g run.Group
 	if cfg.Init != nil {
 		ictx, cancel := context.WithCancel(ctx)
@@ -309,11 +373,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	} else {
 		g.Add(d.stopper(ctx))
 	}
-	d.addActors(&g, ln, paths)
+	d.addActors(&g, ln, cfg.Paths)
 	if ms != nil {
 		g.Add(ms.run, ms.stop)
 	}
-	err = g.Run()
+	err := g.Run()
 	d.log.Info("daemon exiting")
 	if errors.Is(err, errInitDone) {
 		return nil

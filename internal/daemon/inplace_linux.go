@@ -58,43 +58,8 @@ func shimHandle(fd int, req api.RunRequest) (*proc.Handle, proc.Token, error) {
 // daemon's to watch from here, and the caller ends with execLine.
 func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 	pid := r.req.ShimPID
-	if r.cg.Fd > 0 {
-		// Where it is now, where something can fail after the move (its
-		// cgroup v1 limits): a shim that entered but cannot go on goes
-		// back, or it would hold the server's cgroup (and be in its
-		// stop's reach) as the shim that stays. Read only then: it is
-		// a /proc read on every start.
-		var home string
-		herr := errors.New("its cgroup was not read")
-		if len(r.limited.V1) > 0 || faultAfterEnter {
-			home, herr = d.cgroups.Of(pid)
-		}
-		entered := false
-		err := enterFault()
-		if err == nil {
-			err = r.cg.Enter(pid)
-			entered = err == nil
-		}
-		if entered {
-			err = enteredFault()
-		}
-		if err == nil && len(r.limited.V1) > 0 {
-			if err = cgroup.EnterV1(r.limited.V1, pid); err == nil {
-				err = cgroup.Apply(r.limited)
-			}
-		}
-		if err != nil {
-			r.log.Info("shim cannot enter the server's cgroup: spawning the server instead", "id", r.id, "err", err)
-			if entered {
-				if herr == nil {
-					herr = cgroup.MoveTo(home, pid)
-				}
-				if herr != nil {
-					r.log.Warn("the shim stays in the server's cgroup", "id", r.id, "err", herr)
-				}
-			}
-			return nil
-		}
+	if r.cg.Fd > 0 && !d.enterServerCgroup(r) {
+		return nil
 	}
 	path, _ := spawn.Resolve(r.launch.argv[0], spawn.PathOf(r.launch.env), string(r.req.Cwd))
 	setRunning := func(p *registry.Process) {
@@ -112,6 +77,64 @@ func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 		rec = registry.Process{ID: r.id, Session: r.req.Session, Name: r.name, Argv: r.req.Argv, Cwd: string(r.req.Cwd), Cgroup: r.cg.Path}
 	}
 	setRunning(&rec)
+	l := d.addInPlaceLive(r, rec)
+	d.watchInPlace(r, l)
+	d.sendExecAndRecord(conn, r, setRunning)
+	if r.stderr != nil {
+		r.stderr.Close()
+	}
+	r.log.Info("started in its shim's place", "id", r.id, "pid", pid, "argv", r.req.Argv)
+	return l
+}
+
+// enterServerCgroup moves r's shim into the server's cgroup, and its
+// cgroup v1 limits, before its exec. It returns false when the shim cannot
+// enter, having moved it back where it was when it had entered.
+func (d *Daemon) enterServerCgroup(r inPlaceRun) bool {
+	pid := r.req.ShimPID
+	// Where it is now, where something can fail after the move (its
+	// cgroup v1 limits): a shim that entered but cannot go on goes
+	// back, or it would hold the server's cgroup (and be in its
+	// stop's reach) as the shim that stays. Read only then: it is
+	// a /proc read on every start.
+	var home string
+	herr := errors.New("its cgroup was not read")
+	if len(r.limited.V1) > 0 || faultAfterEnter {
+		home, herr = d.cgroups.Of(pid)
+	}
+	entered := false
+	err := enterFault()
+	if err == nil {
+		err = r.cg.Enter(pid)
+		entered = err == nil
+	}
+	if entered {
+		err = enteredFault()
+	}
+	if err == nil && len(r.limited.V1) > 0 {
+		if err = cgroup.EnterV1(r.limited.V1, pid); err == nil {
+			err = cgroup.Apply(r.limited)
+		}
+	}
+	if err != nil {
+		r.log.Info("shim cannot enter the server's cgroup: spawning the server instead", "id", r.id, "err", err)
+		if entered {
+			if herr == nil {
+				herr = cgroup.MoveTo(home, pid)
+			}
+			if herr != nil {
+				r.log.Warn("the shim stays in the server's cgroup", "id", r.id, "err", herr)
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// addInPlaceLive makes the live process of in-place run r, whose record
+// as it will be committed is rec, with the timer that tells its breaker
+// it outlived its start period, and adds it to the daemon's.
+func (d *Daemon) addInPlaceLive(r inPlaceRun, rec registry.Process) *live {
 	startPeriod := d.settings().Breaker.StartPeriod
 	l := &live{id: r.id, done: make(chan struct{}), grace: time.Duration(r.req.GraceMS) * time.Millisecond,
 		target: d.targetOf(rec), started: time.Now(), execDone: make(chan struct{}),
@@ -125,9 +148,17 @@ func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 	d.mu.Lock()
 	d.live[r.id] = l
 	d.mu.Unlock()
+	return l
+}
+
+// watchInPlace has l's monitor run when r's shim, or the server it
+// becomes, exits.
+func (d *Daemon) watchInPlace(r inPlaceRun, l *live) {
+	pid := r.req.ShimPID
 	// The monitor runs once the process has exited, on the watch's own
 	// goroutine: no goroutine (and its stack) waits for each server. It
-	// records the end only after execLine, so after the commit below.
+	// records the end only after execLine, so after the commit of the
+	// running record (sendExecAndRecord).
 	finish := func(st spawn.Status) {
 		ch := make(chan spawn.Status, 1)
 		ch <- st
@@ -138,7 +169,11 @@ func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 		r.log.Info("shim gone before its exec", "id", r.id, "err", err)
 		go finish(spawn.Status{PID: pid, Unknown: true})
 	}
+}
 
+// sendExecAndRecord sends r's shim the command to exec and commits the
+// running record, setRunning, with its start event.
+func (d *Daemon) sendExecAndRecord(conn *api.Conn, r inPlaceRun, setRunning func(*registry.Process)) {
 	// The exec goes out before the running record's commit, which only
 	// adds the PID to the durable intent: the shim's exec and the fsync
 	// overlap. A crash between the two leaves the intent, whose markers
@@ -157,7 +192,7 @@ func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 		}
 		fault("run.exec")
 	}
-	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d %q (exec'd in its shim's place)%s", pid, r.req.Argv, r.launch.note)}
+	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d %q (exec'd in its shim's place)%s", r.req.ShimPID, r.req.Argv, r.launch.note)}
 	if _, err := d.reg.UpdateLoggedAfter(r.id, send, startEvent, func(p *registry.Process) error {
 		setRunning(p)
 		return nil
@@ -168,11 +203,6 @@ func (d *Daemon) execInPlace(conn *api.Conn, r inPlaceRun) *live {
 		}
 		d.event(startEvent.Kind, r.req.Session, r.id, startEvent.Detail)
 	}
-	if r.stderr != nil {
-		r.stderr.Close()
-	}
-	r.log.Info("started in its shim's place", "id", r.id, "pid", pid, "argv", r.req.Argv)
-	return l
 }
 
 // execLine waits on an in-place run's connection until it closes, which

@@ -731,6 +731,45 @@ func (d *Daemon) watchHost(s registry.Session) error {
 // one's is unknown.
 func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 	st := <-exit
+	execErr := l.afterExit()
+	l.status = st
+	restarting := l.shared != nil && l.shared.usable()
+	kind, detail := exitDetail(st, execErr)
+	rec, _ := d.reg.Process(l.id)
+	if hits := d.noteLimitHits(rec); slices.Contains(hits, cgroup.HitMemory) && st.Signal == syscall.SIGKILL {
+		detail += " (out of memory: " + cgroup.HitMemory + " " + cgroup.FormatMemory(rec.Limits.MemoryMax) + ")"
+	}
+	d.recordExit(l, st, execErr, restarting, registry.Logged{Kind: kind, Detail: detail})
+
+	// Exited on its own (no stop under way): whatever it left behind in its
+	// group, under its marker or holding the host's pipes goes through the
+	// cascade, so the host sees EOF — the npx leftovers hosts hit today.
+	l.stopMu.Lock()
+	leftovers := l.stopDone == nil
+	d.judgeStartLocked(l, st, execErr, leftovers)
+	if leftovers {
+		l.stopDone, l.force = make(chan struct{}), make(chan struct{})
+	}
+	l.stopMu.Unlock()
+	if leftovers {
+		d.cascadeLeftovers(l)
+	}
+	if l.target.Cgroup != "" {
+		if err := cgroup.Remove(l.target.Cgroup); err != nil {
+			d.log.Warn("remove cgroup", "err", err)
+		}
+	}
+	cgroup.RemoveV1(rec.LimitCgroups)
+	d.mu.Lock()
+	delete(d.live, l.id)
+	d.mu.Unlock()
+	close(l.done)
+}
+
+// afterExit ends what watched l while it ran (its start timer, its
+// shim's watch) once it has exited, and returns why its exec failed, if
+// its shim said so.
+func (l *live) afterExit() (execErr string) {
 	if l.execDone != nil {
 		// A server exec'd in its shim's place: the shim's connection
 		// closes at its exit at the latest, and says first why an exec
@@ -741,7 +780,7 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 		}
 	}
 	l.stopMu.Lock()
-	execErr := l.execErr
+	execErr = l.execErr
 	l.stopMu.Unlock()
 	if l.startTimer != nil {
 		l.startTimer.Stop() // it holds the request's argv until it fires
@@ -751,24 +790,31 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 		l.shimCancel() // its watch on the shim ends with it
 	}
 	l.stopMu.Unlock()
-	l.status = st
-	restarting := l.shared != nil && l.shared.usable()
-	detail := fmt.Sprintf("pid %d exit code %d", st.PID, st.Code)
+	return execErr
+}
+
+// exitDetail is the kind and detail of the event that tells how a
+// process ended: st, or its failed exec.
+func exitDetail(st spawn.Status, execErr string) (kind, detail string) {
+	detail = fmt.Sprintf("pid %d exit code %d", st.PID, st.Code)
 	switch {
 	case st.Unknown:
 		detail = fmt.Sprintf("pid %d exited; status unknown (re-adopted)", st.PID)
 	case st.Signal != 0:
 		detail = fmt.Sprintf("pid %d killed by %s", st.PID, proc.SignalName(st.Signal))
 	}
-	kind := "process.exit"
+	kind = "process.exit"
 	if execErr != "" {
 		kind, detail = "process.failed", execErr
 	}
-	rec, _ := d.reg.Process(l.id)
-	if hits := d.noteLimitHits(rec); slices.Contains(hits, cgroup.HitMemory) && st.Signal == syscall.SIGKILL {
-		detail += " (out of memory: " + cgroup.HitMemory + " " + cgroup.FormatMemory(rec.Limits.MemoryMax) + ")"
-	}
-	_, err := d.reg.UpdateLogged(l.id, registry.Logged{Kind: kind, Detail: detail}, func(p *registry.Process) error {
+	return kind, detail
+}
+
+// recordExit commits how l ended, with the event ev: a failed spawn
+// when its exec failed, an incarnation's end when its shared server
+// restarts it, its final state otherwise.
+func (d *Daemon) recordExit(l *live, st spawn.Status, execErr string, restarting bool, ev registry.Logged) {
+	_, err := d.reg.UpdateLogged(l.id, ev, func(p *registry.Process) error {
 		if p.State.Final() {
 			return nil
 		}
@@ -812,12 +858,12 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 	if err != nil {
 		d.log.Error("record exit", "id", l.id, "err", err)
 	}
+}
 
-	// Exited on its own (no stop under way): whatever it left behind in its
-	// group, under its marker or holding the host's pipes goes through the
-	// cascade, so the host sees EOF — the npx leftovers hosts hit today.
-	l.stopMu.Lock()
-	leftovers := l.stopDone == nil
+// judgeStartLocked tells l's breaker how its start went when it exited
+// within its start period; leftovers says no stop was under way. Called
+// with l.stopMu held.
+func (d *Daemon) judgeStartLocked(l *live, st spawn.Status, execErr string, leftovers bool) {
 	startPeriod := l.breaker.startPeriod
 	// Only processes spawned here have a breaker (and a start time).
 	early := l.breaker.key != "" && time.Since(l.started) < startPeriod
@@ -848,50 +894,40 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 		}
 		d.breakers.result(l.breaker.key, l.breaker.argv, l.breaker.cwd, l.breaker.name, why)
 	}
-	if leftovers {
-		l.stopDone, l.force = make(chan struct{}), make(chan struct{})
+}
+
+// cascadeLeftovers stops what l, which exited on its own, left behind,
+// and ends the stop the monitor opened for it (l.stopDone): a stop request
+// that came meanwhile gets this outcome.
+func (d *Daemon) cascadeLeftovers(l *live) {
+	g := l.grace
+	if g <= 0 {
+		g = d.defaultGrace()
 	}
+	t := l.target
+	t.LeaderJustExited = true
+	out := d.stopCascade(context.Background(), "exited", []shutdown.Target{t},
+		shutdown.Options{Grace: g, Force: l.force, Instance: d.instance})
+	switch {
+	case len(out[0].Procs) > 0:
+		d.log.Info("stopped what an exited server left behind", "id", l.id, "outcome", out[0].String())
+		d.recordStopLogged("process.leftovers", t.Session, out[0])
+	case len(out[0].Unproven) > 0:
+		// Nothing stopped: kept in the record, no event (a wrapper
+		// shell's later commands hold the pipe on every run).
+		d.log.Info("an exited server's stdout is held by processes not proven its own; left alone", "id", l.id, "pids", out[0].Unproven)
+		rec := stopRecordOf(out[0])
+		if _, err := d.reg.Update(l.id, func(p *registry.Process) error { p.Stop = rec; return nil }); err != nil {
+			d.log.Error("record stop outcome", "id", l.id, "err", err)
+		}
+	}
+	l.forceStop() // idempotent: a stop request may have closed it already
+	l.stopMu.Lock()
+	l.outcome = out[0]
+	l.exitedFirst = true
+	close(l.stopDone)
+	l.stopDone, l.force = nil, nil
 	l.stopMu.Unlock()
-	if leftovers {
-		g := l.grace
-		if g <= 0 {
-			g = d.defaultGrace()
-		}
-		t := l.target
-		t.LeaderJustExited = true
-		out := d.stopCascade(context.Background(), "exited", []shutdown.Target{t},
-			shutdown.Options{Grace: g, Force: l.force, Instance: d.instance})
-		switch {
-		case len(out[0].Procs) > 0:
-			d.log.Info("stopped what an exited server left behind", "id", l.id, "outcome", out[0].String())
-			d.recordStopLogged("process.leftovers", t.Session, out[0])
-		case len(out[0].Unproven) > 0:
-			// Nothing stopped: kept in the record, no event (a wrapper
-			// shell's later commands hold the pipe on every run).
-			d.log.Info("an exited server's stdout is held by processes not proven its own; left alone", "id", l.id, "pids", out[0].Unproven)
-			rec := stopRecordOf(out[0])
-			if _, err := d.reg.Update(l.id, func(p *registry.Process) error { p.Stop = rec; return nil }); err != nil {
-				d.log.Error("record stop outcome", "id", l.id, "err", err)
-			}
-		}
-		l.forceStop() // idempotent: a stop request may have closed it already
-		l.stopMu.Lock()
-		l.outcome = out[0]
-		l.exitedFirst = true
-		close(l.stopDone)
-		l.stopDone, l.force = nil, nil
-		l.stopMu.Unlock()
-	}
-	if l.target.Cgroup != "" {
-		if err := cgroup.Remove(l.target.Cgroup); err != nil {
-			d.log.Warn("remove cgroup", "err", err)
-		}
-	}
-	cgroup.RemoveV1(rec.LimitCgroups)
-	d.mu.Lock()
-	delete(d.live, l.id)
-	d.mu.Unlock()
-	close(l.done)
 }
 
 // recordStop keeps a cascade's outcome in the process record.

@@ -107,6 +107,7 @@ func (d *Daemon) refuse(conn *api.Conn, log interface{ Warn(string, ...any) }, e
 	d.sendError(conn, 125, "refused: %v", err)
 }
 
+// dispatch answers one request by its type.
 func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 	switch m.Type {
 	case api.TypeRun:
@@ -125,23 +126,7 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 		d.serveAttach(conn, a)
 		return nil
 	case api.TypePs:
-		var req api.PsRequest
-		if err := api.Decode(m, &req); err != nil {
-			return err
-		}
-		d.brokerStats() // ps shows a shared server's figures as of now
-		procs := d.reg.Processes(registry.Filter{All: req.All, Session: req.Session})
-		if procs == nil {
-			procs = []registry.Process{}
-		}
-		d.fillUsage(procs)
-		pages := api.PsPages(procs)
-		for i, page := range pages {
-			if err := conn.Send(api.TypeProcesses, &api.Processes{Processes: page, More: i < len(pages)-1}); err != nil {
-				return err
-			}
-		}
-		return nil
+		return d.servePs(conn, m)
 	case api.TypeSessions:
 		var req api.SessionsRequest
 		if err := api.Decode(m, &req); err != nil {
@@ -155,37 +140,11 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 	case api.TypeRestart:
 		return d.serveRestart(conn, m)
 	case api.TypeEnsure:
-		var req api.EnsureRequest
-		if err := api.Decode(m, &req); err != nil {
-			return err
-		}
-		if len(req.Argv) == 0 {
-			return conn.SendError(125, "ensure: no command given")
-		}
-		if err := session.ValidateID(req.Session); err != nil {
-			return conn.SendError(125, "ensure: %v", err)
-		}
-		res, err := d.ensure(context.Background(), req)
-		var open *spawn.OpenError
-		if errors.As(err, &open) {
-			return conn.SendError(125, "%v", err) // the breaker's own words
-		}
-		if err != nil {
-			return conn.SendError(125, "ensure: %v", err)
-		}
-		return conn.Send(api.TypeEnsured, &res)
+		return d.serveEnsure(conn, m)
 	case api.TypeBreakers:
 		return conn.Send(api.TypeBreakerList, &api.BreakerList{Breakers: d.breakers.list()})
 	case api.TypeBreakerReset:
-		var req api.BreakerResetRequest
-		if err := api.Decode(m, &req); err != nil {
-			return err
-		}
-		out, err := d.breakers.reset(req.Target)
-		if err != nil {
-			return conn.SendError(1, "breaker reset: %v", err)
-		}
-		return conn.Send(api.TypeBreakerList, &api.BreakerList{Breakers: out})
+		return d.serveBreakerReset(conn, m)
 	case api.TypeEvents:
 		return d.serveEvents(conn, m)
 	case api.TypeMetrics:
@@ -195,35 +154,100 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 	case api.TypeDaemonReload:
 		return d.serveReload(conn)
 	case api.TypeDaemonStop:
-		var ds api.DaemonStop
-		if len(m.Body) > 0 && string(m.Body) != "null" {
-			if err := api.Decode(m, &ds); err != nil {
-				return err
-			}
-		}
-		g, err := api.GraceOf(ds.GraceMS)
-		if err != nil {
-			return conn.SendError(1, "daemon stop: %v", err)
-		}
-		pr := relayProgress(conn, ds.Progress)
-		req := stopRequest{reply: make(chan []shutdown.Outcome, 1), sent: make(chan struct{}), keep: ds.KeepProcesses,
-			opt: shutdown.Options{Grace: g, Progress: pr.fn()}}
-		select {
-		case d.stopReq <- req:
-		case <-time.After(time.Second):
-			pr.stop()
-			return conn.SendError(125, "daemon is already stopping")
-		}
-		defer close(req.sent)
-		outcomes := <-req.reply
-		pr.stop()
-		if outcomes == nil {
-			return conn.SendError(1, "daemon stop --keep-processes: this daemon is the init of `supervisor init`, which stops everything when its command ends; its processes cannot be handed to another daemon")
-		}
-		return conn.Send(api.TypeOutcomes, &api.Outcomes{Outcomes: outcomes})
+		return d.serveDaemonStop(conn, m)
 	default:
 		return fmt.Errorf("%w: unknown message type %q", api.ErrMalformed, m.Type)
 	}
+}
+
+// servePs answers `ps`: the processes asked for, in pages.
+func (d *Daemon) servePs(conn *api.Conn, m api.Msg) error {
+	var req api.PsRequest
+	if err := api.Decode(m, &req); err != nil {
+		return err
+	}
+	d.brokerStats() // ps shows a shared server's figures as of now
+	procs := d.reg.Processes(registry.Filter{All: req.All, Session: req.Session})
+	if procs == nil {
+		procs = []registry.Process{}
+	}
+	d.fillUsage(procs)
+	pages := api.PsPages(procs)
+	for i, page := range pages {
+		if err := conn.Send(api.TypeProcesses, &api.Processes{Processes: page, More: i < len(pages)-1}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// serveEnsure answers `ensure`: the healthy shared server on the port
+// asked for, started when none runs.
+func (d *Daemon) serveEnsure(conn *api.Conn, m api.Msg) error {
+	var req api.EnsureRequest
+	if err := api.Decode(m, &req); err != nil {
+		return err
+	}
+	if len(req.Argv) == 0 {
+		return conn.SendError(125, "ensure: no command given")
+	}
+	if err := session.ValidateID(req.Session); err != nil {
+		return conn.SendError(125, "ensure: %v", err)
+	}
+	res, err := d.ensure(context.Background(), req)
+	var open *spawn.OpenError
+	if errors.As(err, &open) {
+		return conn.SendError(125, "%v", err) // the breaker's own words
+	}
+	if err != nil {
+		return conn.SendError(125, "ensure: %v", err)
+	}
+	return conn.Send(api.TypeEnsured, &res)
+}
+
+// serveBreakerReset answers `breaker reset`: the breakers left after it.
+func (d *Daemon) serveBreakerReset(conn *api.Conn, m api.Msg) error {
+	var req api.BreakerResetRequest
+	if err := api.Decode(m, &req); err != nil {
+		return err
+	}
+	out, err := d.breakers.reset(req.Target)
+	if err != nil {
+		return conn.SendError(1, "breaker reset: %v", err)
+	}
+	return conn.Send(api.TypeBreakerList, &api.BreakerList{Breakers: out})
+}
+
+// serveDaemonStop answers `daemon stop`: it hands the stop to the stopper
+// and relays its outcomes. The stopper waits for the answer to be sent
+// (req.sent) before it closes the connections.
+func (d *Daemon) serveDaemonStop(conn *api.Conn, m api.Msg) error {
+	var ds api.DaemonStop
+	if len(m.Body) > 0 && string(m.Body) != "null" {
+		if err := api.Decode(m, &ds); err != nil {
+			return err
+		}
+	}
+	g, err := api.GraceOf(ds.GraceMS)
+	if err != nil {
+		return conn.SendError(1, "daemon stop: %v", err)
+	}
+	pr := relayProgress(conn, ds.Progress)
+	req := stopRequest{reply: make(chan []shutdown.Outcome, 1), sent: make(chan struct{}), keep: ds.KeepProcesses,
+		opt: shutdown.Options{Grace: g, Progress: pr.fn()}}
+	select {
+	case d.stopReq <- req:
+	case <-time.After(time.Second):
+		pr.stop()
+		return conn.SendError(125, "daemon is already stopping")
+	}
+	defer close(req.sent)
+	outcomes := <-req.reply
+	pr.stop()
+	if outcomes == nil {
+		return conn.SendError(1, "daemon stop --keep-processes: this daemon is the init of `supervisor init`, which stops everything when its command ends; its processes cannot be handed to another daemon")
+	}
+	return conn.Send(api.TypeOutcomes, &api.Outcomes{Outcomes: outcomes})
 }
 
 func (d *Daemon) sessionInfos(all bool) []api.SessionInfo {
