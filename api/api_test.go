@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/seed-86a41135/supervisor/registry"
 )
 
 func fakeEnv(m map[string]string) func(string) string {
@@ -583,9 +581,9 @@ func TestPsPagesStayUnderMaxFrame(t *testing.T) {
 		{"small table, one page", 100, 100, 1},
 		{"large argv", 1000, 8 << 10, 0}, // several
 	} {
-		procs := make([]registry.Process, tt.n)
+		procs := make([]Process, tt.n)
 		for i := range procs {
-			procs[i] = registry.Process{ID: fmt.Sprint(i), Argv: []string{strings.Repeat("x", tt.argv)}}
+			procs[i] = Process{ID: fmt.Sprint(i), Argv: []string{strings.Repeat("x", tt.argv)}}
 		}
 		pages := PsPages(procs)
 		total := 0
@@ -620,7 +618,7 @@ func TestEncodeMsgMatchesMarshal(t *testing.T) {
 	}{
 		{TypeStatus, nil},
 		{TypePs, &PsRequest{All: true, Session: "a\"b<>&\u2028"}},
-		{TypeProcesses, &Processes{Processes: []registry.Process{{ID: "p-1", Argv: []string{"x", "<&>"}}}, More: true}},
+		{TypeProcesses, &Processes{Processes: []Process{{ID: "p-1", Argv: []string{"x", "<&>"}}}, More: true}},
 		{"odd\"type", map[string]int{"a": 1}},
 	} {
 		got, err := encodeMsg(tt.typ, tt.body)

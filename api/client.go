@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/internal/proc"
-	"github.com/seed-86a41135/supervisor/registry"
 )
 
 // ErrNotRunning means no daemon answers on the socket.
@@ -234,11 +233,11 @@ func (c *Client) SameNamespaces() bool {
 
 // Processes lists processes (the ps request), reading every page the
 // daemon sends.
-func (c *Client) Processes(req PsRequest) ([]registry.Process, error) {
+func (c *Client) Processes(req PsRequest) ([]Process, error) {
 	if err := c.Send(TypePs, &req); err != nil {
 		return nil, err
 	}
-	out := []registry.Process{}
+	out := []Process{}
 	for {
 		var page Processes
 		if err := c.reply(TypePs, &page); err != nil {

@@ -1,7 +1,5 @@
 package api
 
-import "github.com/seed-86a41135/supervisor/registry"
-
 // Lifecycle log message types.
 const (
 	TypeEvents    = "events"     // EventsRequest → EventList
@@ -22,7 +20,7 @@ type EventsRequest struct {
 
 // EventList answers events.
 type EventList struct {
-	Events []registry.Event `json:"events"`
+	Events []Event `json:"events"`
 	// Last is the newest sequence number the log has handed out, whether
 	// or not its event matched the request.
 	Last uint64 `json:"last"`

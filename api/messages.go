@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/internal/proc"
-	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown/outcome"
 )
 
@@ -176,7 +175,7 @@ type RunRequest struct {
 	// Limits bound the server's tree (run --memory-max, --cpu-max,
 	// --pids-max), enforced in its cgroup; a run whose limits cannot be
 	// enforced is refused.
-	Limits *registry.Limits `json:"limits,omitempty"`
+	Limits *Limits `json:"limits,omitempty"`
 }
 
 // Front carries a server's lazy-start cache (broker.Cache, verified by
@@ -322,7 +321,7 @@ type PsRequest struct {
 
 // Processes answers ps.
 type Processes struct {
-	Processes []registry.Process `json:"processes"`
+	Processes []Process `json:"processes"`
 	// More says another processes frame follows: a long table is sent in
 	// pages so no frame nears MaxFrame (read them with Client.Processes).
 	More bool `json:"more,omitempty"`
@@ -331,9 +330,9 @@ type Processes struct {
 // PsPages splits records into pages whose frames stay well under
 // MaxFrame: a record's size is bounded by a fixed part plus its argv and
 // error at worst-case JSON escaping (six bytes a byte).
-func PsPages(procs []registry.Process) [][]registry.Process {
+func PsPages(procs []Process) [][]Process {
 	const budget = MaxFrame / 2
-	var pages [][]registry.Process
+	var pages [][]Process
 	start, size := 0, 0
 	for i, p := range procs {
 		n := 2048 + 6*len(p.Error) + 6*len(p.Cwd)
@@ -357,14 +356,14 @@ type SessionsRequest struct {
 // SessionInfo is a session with its process count (the `sessions --json`
 // contract of design §8).
 type SessionInfo struct {
-	registry.Session
+	Session
 	Processes int `json:"processes"`
 	// Shared counts the session's clients of shared servers (run --share):
 	// each is relayed by a broker, not a process of the session's own.
 	Shared int `json:"shared"`
 	// Usage sums the session's running servers (shared servers apart:
 	// they are no one session's).
-	Usage *registry.Usage `json:"usage,omitempty"`
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // SessionList answers sessions.
@@ -529,7 +528,7 @@ type Ensured struct {
 
 // BreakerList answers breakers and breaker_reset.
 type BreakerList struct {
-	Breakers []registry.BreakerState `json:"breakers"`
+	Breakers []BreakerState `json:"breakers"`
 }
 
 // BreakerResetRequest closes the breakers with this key or name.

@@ -18,8 +18,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/proc"
-	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
 )
 
@@ -98,6 +98,7 @@ func readReady2(t *testing.T, r io.Reader) (int, int) {
 // subreaper; in place without a cgroup nothing proves it, and it is left
 // running and reported, never killed on the strength of a held pipe.
 func TestEscapedGrandchildHostGetsEOF(t *testing.T) {
+	t.Parallel()
 	for _, mode := range cgroupModes(t) {
 		for _, kind := range []string{"pipe", "socketpair"} {
 			for _, env := range []string{"markers", "clear-env", "clear-env-shim-path"} {
@@ -127,7 +128,7 @@ func TestEscapedGrandchildHostGetsEOF(t *testing.T) {
 					t.Cleanup(func() { killByToken(gc, gtok) })
 					closeW() // the host closes stdin; the server exits on EOF
 					if unprovable {
-						p := waitRecord(t, in, server, func(p registry.Process) bool { return p.State.Final() && p.Stop != nil })
+						p := waitRecord(t, in, server, func(p api.Process) bool { return p.State.Final() && p.Stop != nil })
 						if !slices.Contains(p.Stop.Unproven, gc) || hasProc(p.Stop.Procs, gc) || !alive(gc, gtok) {
 							t.Fatalf("an unprovable holder %d: stop %+v (alive %v), want it reported unproven and left alone", gc, p.Stop, alive(gc, gtok))
 						}
@@ -155,7 +156,7 @@ func TestEscapedGrandchildHostGetsEOF(t *testing.T) {
 					}
 					// The outcome is recorded after the exit: a server exec'd
 					// in its shim's place has its host see the exit first.
-					p := waitRecord(t, in, server, func(p registry.Process) bool { return p.State.Final() && p.Stop != nil })
+					p := waitRecord(t, in, server, func(p api.Process) bool { return p.State.Final() && p.Stop != nil })
 					if p.Stop == nil || !hasProc(p.Stop.Procs, gc) {
 						t.Fatalf("leftover grandchild %d not in the recorded stop %+v", gc, p.Stop)
 					}
@@ -194,7 +195,7 @@ func TestEscapedGrandchildHostGetsEOF(t *testing.T) {
 	})
 }
 
-func hasProc(ps []registry.StoppedProc, pid int) bool {
+func hasProc(ps []api.StoppedProc, pid int) bool {
 	for _, p := range ps {
 		if p.PID == pid {
 			return true
@@ -207,6 +208,7 @@ func hasProc(ps []registry.StoppedProc, pid int) bool {
 // no parent link, stdio on /dev/null), a SIGTERM-ignorer and a process that
 // forks in a loop while it is killed: all gone, each outcome recorded.
 func TestCascadeStopsEveryKindOfTree(t *testing.T) {
+	t.Parallel()
 	for _, mode := range cgroupModes(t) {
 		t.Run(mode, func(t *testing.T) {
 			in := newModeInstance(t, mode)
@@ -284,6 +286,7 @@ func markerHolders(t *testing.T, procID string) []int {
 // keeps the host from EOF, but holding a pipe proves nothing: it is
 // reported in the stop and never signalled (design §6, issue 27).
 func TestUnprovenPipeHolderIsNeverSignalled(t *testing.T) {
+	t.Parallel()
 	for _, mode := range cgroupModes(t) {
 		for _, kind := range []string{"pipe", "socketpair"} {
 			t.Run(mode+"/"+kind, func(t *testing.T) {
@@ -301,7 +304,7 @@ func TestUnprovenPipeHolderIsNeverSignalled(t *testing.T) {
 				holder := startHolder(t, server, kind)
 				htok := mustToken(t, holder.Process.Pid)
 				closeW() // the server exits on EOF; the holder still has stdout
-				p := waitRecord(t, in, server, func(p registry.Process) bool { return p.State.Final() && p.Stop != nil })
+				p := waitRecord(t, in, server, func(p api.Process) bool { return p.State.Final() && p.Stop != nil })
 				if !slices.Contains(p.Stop.Unproven, holder.Process.Pid) || hasProc(p.Stop.Procs, holder.Process.Pid) {
 					t.Fatalf("holder %d: recorded stop %+v, want it reported unproven and not stopped", holder.Process.Pid, p.Stop)
 				}
@@ -378,6 +381,7 @@ func startHolder(t *testing.T, server int, kind string) *exec.Cmd {
 // TestForeignUIDMarkerIsNeverSignalled: a process of another uid carrying a
 // session's markers survives the session's end.
 func TestForeignUIDMarkerIsNeverSignalled(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs root to start a process as another uid")
 	}
@@ -405,6 +409,7 @@ func TestForeignUIDMarkerIsNeverSignalled(t *testing.T) {
 // descendant from the sweep; one that holds the host's stdout is stopped
 // anyway (the host would hang).
 func TestKeepSparesOnlyWhatHoldsNoPipe(t *testing.T) {
+	t.Parallel()
 	for _, mode := range cgroupModes(t) {
 		t.Run(mode, func(t *testing.T) {
 			in := newModeInstance(t, mode)
@@ -430,6 +435,7 @@ func TestKeepSparesOnlyWhatHoldsNoPipe(t *testing.T) {
 // TestFreshCgroupPerServer: a server started into a session after another
 // of its servers was killed with cgroup.kill is not killed at birth.
 func TestFreshCgroupPerServer(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs root for a writable cgroup2 hierarchy")
 	}
@@ -453,6 +459,7 @@ func TestFreshCgroupPerServer(t *testing.T) {
 // TestInstanceCap: a second `run --name x` in one session stops the first
 // (newest wins); in another session it does not.
 func TestInstanceCap(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	first := in.startShim("--session", "cap-1", "--name", "x", "--", bin, "_fixture", "sleep")
 	p1 := first.readyPID(t)

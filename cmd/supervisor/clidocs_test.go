@@ -18,6 +18,7 @@ var updateCLIDocs = flag.Bool("update-cli-docs", false, "rewrite docs/cli from t
 // It fails when the tree changed and docs/cli did not; rewrite it with
 // `go test ./cmd/supervisor -run TestCLIReferenceIsCurrent -update-cli-docs`.
 func TestCLIReferenceIsCurrent(t *testing.T) {
+	t.Parallel()
 	root := newRootCommand(nil)
 	finishHelp(root)
 	root.DisableAutoGenTag = true // no date: the same tree gives the same files

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/session"
 )
 
@@ -118,7 +117,7 @@ type eventPrinter struct {
 	widths [4]int
 }
 
-func (p *eventPrinter) print(evs []registry.Event) error {
+func (p *eventPrinter) print(evs []api.Event) error {
 	if p.asJSON {
 		enc := json.NewEncoder(p.w)
 		for _, ev := range evs {

@@ -18,19 +18,18 @@ import (
 	"github.com/seed-86a41135/supervisor/internal/daemon"
 	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/internal/usage"
-	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
 // inspection is everything `inspect` shows of one server.
 type inspection struct {
-	Process registry.Process `json:"process"`
+	Process api.Process `json:"process"`
 	// Tree is its processes now: its own, its descendants, the rest of its
 	// cgroup and those carrying its marker (escaped ones included).
-	Tree    []treeProc       `json:"tree"`
-	Events  []registry.Event `json:"events"`
-	LogPath string           `json:"log_path,omitempty"`
-	Log     []string         `json:"log"`
+	Tree    []treeProc  `json:"tree"`
+	Events  []api.Event `json:"events"`
+	LogPath string      `json:"log_path,omitempty"`
+	Log     []string    `json:"log"`
 	// LogError says why the log's tail could not be read, when it could
 	// not: an empty Log alone would read as a server that wrote nothing.
 	LogError string `json:"log_error,omitempty"`
@@ -72,7 +71,7 @@ func newInspectCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			in := inspection{Process: rec, Tree: processTree(rec), Events: []registry.Event{}, Log: []string{}}
+			in := inspection{Process: rec, Tree: processTree(rec), Events: []api.Event{}, Log: []string{}}
 			var evs api.EventList
 			if err := c.Call(api.TypeEvents, &api.EventsRequest{Session: rec.Session}, &evs); err != nil {
 				return fmt.Errorf("read events: %w", err)
@@ -113,8 +112,8 @@ func newInspectCommand() *cobra.Command {
 
 // pickProcess is the process arg names: the one with that id, else of
 // that name the running one, else the one started last.
-func pickProcess(procs []registry.Process, arg string) (registry.Process, error) {
-	var named, running []registry.Process
+func pickProcess(procs []api.Process, arg string) (api.Process, error) {
+	var named, running []api.Process
 	for _, p := range procs {
 		if p.ID == arg {
 			return p, nil
@@ -134,17 +133,17 @@ func pickProcess(procs []registry.Process, arg string) (registry.Process, error)
 		for i, p := range running {
 			ids[i] = p.ID + " (session " + p.Session + ")"
 		}
-		return registry.Process{}, &hintError{err: fmt.Errorf("%q names %d running servers: %s", arg, len(running), strings.Join(ids, ", ")),
+		return api.Process{}, &hintError{err: fmt.Errorf("%q names %d running servers: %s", arg, len(running), strings.Join(ids, ", ")),
 			hint: "name one by its id, or pass --session"}
 	case len(named) > 0:
-		return slices.MaxFunc(named, func(a, b registry.Process) int { return a.StartedAt.Compare(b.StartedAt) }), nil
+		return slices.MaxFunc(named, func(a, b api.Process) int { return a.StartedAt.Compare(b.StartedAt) }), nil
 	}
-	return registry.Process{}, &hintError{err: fmt.Errorf("no server %q", arg), hint: "see `supervisor ps --all` for the servers' names and ids"}
+	return api.Process{}, &hintError{err: fmt.Errorf("no server %q", arg), hint: "see `supervisor ps --all` for the servers' names and ids"}
 }
 
 // processTree is rec's processes now, each with why it is the server's,
 // the proofs the stop cascade uses: descent, the cgroup, the marker.
-func processTree(rec registry.Process) []treeProc {
+func processTree(rec api.Process) []treeProc {
 	if rec.State.Final() || rec.PID <= 0 {
 		return []treeProc{}
 	}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/daemon"
-	"github.com/seed-86a41135/supervisor/registry"
 )
 
 // logsOptions are the flags of `supervisor logs`.
@@ -290,7 +289,7 @@ func sharedLogIDs(p api.Paths, paths []string) map[string]string {
 	if err != nil {
 		return ids
 	}
-	best := map[string]registry.Process{}
+	best := map[string]api.Process{}
 	for _, pr := range procs {
 		if !pr.Shared || pr.Port == 0 {
 			continue

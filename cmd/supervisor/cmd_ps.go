@@ -19,7 +19,6 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/config"
 	"github.com/seed-86a41135/supervisor/internal/usage"
-	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/session"
 )
 
@@ -92,7 +91,7 @@ func newPsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			procs = slices.DeleteFunc(procs, func(p registry.Process) bool { return !f.match(p) })
+			procs = slices.DeleteFunc(procs, func(p api.Process) bool { return !f.match(p) })
 			out := cmd.OutOrStdout()
 			switch {
 			case o.json:
@@ -144,7 +143,7 @@ func parsePsFilters(args []string) (psFilter, error) {
 				}
 				return nil, &usageError{hintError{err: errors.New(msg), hint: "keys: " + strings.Join(psFilterKeys, ", ")}}
 			}
-			if k == "state" && !slices.Contains(psStates, registry.ProcState(v)) {
+			if k == "state" && !slices.Contains(psStates, api.ProcState(v)) {
 				return nil, &usageError{hintError{err: fmt.Errorf("--filter state=%s: no such state", v), hint: "states: " + fmt.Sprint(psStates)}}
 			}
 			f[k] = append(f[k], v)
@@ -153,17 +152,17 @@ func parsePsFilters(args []string) (psFilter, error) {
 	return f, nil
 }
 
-var psStates = []registry.ProcState{registry.StateStarting, registry.StateRunning, registry.StateStopping,
-	registry.StateExited, registry.StateFailed, registry.StateLost}
+var psStates = []api.ProcState{api.StateStarting, api.StateRunning, api.StateStopping,
+	api.StateExited, api.StateFailed, api.StateLost}
 
 func (f psFilter) empty() bool { return len(f) == 0 }
 
 // wantsEnded: a state filter naming an ended state needs --all's records.
 func (f psFilter) wantsEnded() bool {
-	return slices.ContainsFunc(f["state"], func(s string) bool { return registry.ProcState(s).Final() })
+	return slices.ContainsFunc(f["state"], func(s string) bool { return api.ProcState(s).Final() })
 }
 
-func (f psFilter) match(p registry.Process) bool {
+func (f psFilter) match(p api.Process) bool {
 	for k, vals := range f {
 		var have string
 		switch k {
@@ -202,7 +201,7 @@ func closest(s string, candidates []string) string {
 // servers' (a stdio server has neither): the columns appear only when a
 // row has one. With width > 0 (a terminal) the table is fitted to it:
 // the least useful columns go first, then the command is cut.
-func writePsTable(w io.Writer, procs []registry.Process, wide bool, width int) error {
+func writePsTable(w io.Writer, procs []api.Process, wide bool, width int) error {
 	headers := []string{"ID", "SESSION", "NAME", "PID", "STATE", "MEM", "CPU", "PROCS", "STARTED", "HEALTH", "RESTARTS", "PORT", "COMMAND"}
 	var rows [][]string
 	shared := false
@@ -309,7 +308,7 @@ func terminalWidth(w io.Writer) int {
 
 // usageCells are the MEM, CPU and PROCS columns: what a running server
 // or a session costs now, dashes when it was not measured.
-func usageCells(u *registry.Usage) (mem, cpu, procs string) {
+func usageCells(u *api.Usage) (mem, cpu, procs string) {
 	if u == nil {
 		return "-", "-", "-"
 	}
@@ -322,7 +321,7 @@ func usageCells(u *registry.Usage) (mem, cpu, procs string) {
 
 // stateCell is the STATE column: the state, and the limits the kernel
 // enforced on the process ("exited(memory_max)"), in one word.
-func stateCell(p registry.Process) string {
+func stateCell(p api.Process) string {
 	if len(p.LimitHit) == 0 {
 		return string(p.State)
 	}
@@ -331,7 +330,7 @@ func stateCell(p registry.Process) string {
 
 // healthCell is the HEALTH column: a shared server that is not safely
 // shareable says so there.
-func healthCell(p registry.Process) string {
+func healthCell(p api.Process) string {
 	if p.Unsafe != "" {
 		return "unsafe: " + clean(p.Unsafe)
 	}

@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/cgroup"
 	"github.com/seed-86a41135/supervisor/internal/leanrun"
-	"github.com/seed-86a41135/supervisor/registry"
 
 	"github.com/seed-86a41135/supervisor/internal/shim"
 	"github.com/seed-86a41135/supervisor/session"
@@ -122,8 +122,8 @@ func (f *limitFlags) add(cmd *cobra.Command) {
 }
 
 // parse reads the flags; nil when none is set.
-func (f limitFlags) parse() (*registry.Limits, error) {
-	var l registry.Limits
+func (f limitFlags) parse() (*api.Limits, error) {
+	var l api.Limits
 	var err error
 	if f.memory != "" {
 		if l.MemoryMax, err = cgroup.ParseMemoryMax(f.memory); err != nil {
@@ -140,7 +140,7 @@ func (f limitFlags) parse() (*registry.Limits, error) {
 			return nil, fmt.Errorf("--pids-max: %w", err)
 		}
 	}
-	if l == (registry.Limits{}) {
+	if l == (api.Limits{}) {
 		return nil, nil
 	}
 	return &l, nil

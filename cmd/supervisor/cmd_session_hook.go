@@ -11,7 +11,6 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/proc"
-	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/session"
 )
 
@@ -86,7 +85,7 @@ func endHookSession(stdin io.Reader, grace time.Duration) error {
 func hookSessions(sessions []api.SessionInfo, label string, host func() (int, proc.Token, bool)) []string {
 	var out []string
 	for _, s := range sessions {
-		if s.Label == label && s.State == registry.SessionActive {
+		if s.Label == label && s.State == api.SessionActive {
 			out = append(out, s.ID)
 		}
 	}
@@ -98,7 +97,7 @@ func hookSessions(sessions []api.SessionInfo, label string, host func() (int, pr
 		return nil
 	}
 	for _, s := range sessions {
-		if s.State == registry.SessionActive && s.Label == "" && s.HostPID == pid && s.HostToken.Matches(tok) {
+		if s.State == api.SessionActive && s.Label == "" && s.HostPID == pid && s.HostToken.Matches(tok) {
 			out = append(out, s.ID)
 		}
 	}

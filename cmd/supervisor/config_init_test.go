@@ -33,6 +33,7 @@ func (in *instance) configValues() (values []config.Entry, table string) {
 // apply it, refuses to replace a file without --force, and keeps the old
 // one as .bak with it. The file it writes changes nothing.
 func TestConfigInit(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	path := filepath.Join(in.state, "conf", "config.toml") // a directory to create
 	in.env = append(in.env, config.EnvConfig+"="+path)     // the last one wins
@@ -88,6 +89,7 @@ func TestConfigInit(t *testing.T) {
 // TestConfigInitPrint: --print writes the starter to stdout and no file;
 // written to the config file, it parses and changes no value.
 func TestConfigInitPrint(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	beforeValues, beforeTable := in.configValues()
 	starter, stderr, code := in.run("config", "init", "--print")
@@ -124,6 +126,7 @@ func TestConfigInitPrint(t *testing.T) {
 // everything on the defaults without a word); the default location
 // missing draws none.
 func TestConfigMissingNamedFileWarns(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	missing := filepath.Join(in.state, "config.toml") // newInstance's, not written
 	warning := "supervisor: warning: SUPERVISOR_CONFIG names " + missing + ", which does not exist: using the defaults\n"
@@ -164,6 +167,7 @@ func TestConfigMissingNamedFileWarns(t *testing.T) {
 // PID 1, which users take for the config file's init: its help says so
 // first, and where the config file's is.
 func TestInitHelpNamesContainerInit(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	out := in.mustRun("init", "--help")
 	first, _, _ := strings.Cut(out, "\n")

@@ -26,6 +26,7 @@ func (in *instance) writeConfig(text string) string {
 }
 
 func TestConfigShow(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	out := in.mustRun("config", "show")
 	if !strings.Contains(out, "(not found: built-in defaults)") || !strings.Contains(out, "grace") {
@@ -79,6 +80,7 @@ func TestConfigShow(t *testing.T) {
 }
 
 func TestConfigDaemonRefusesBadFile(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	for _, tc := range []struct{ text, want string }{
 		{"grace = \"5s\"\ngrase = \"2s\"\n", `:2: unknown key "grase"`},
@@ -110,6 +112,7 @@ func TestConfigDaemonRefusesBadFile(t *testing.T) {
 // it), a --grace flag beats it, and a stop ends the SIGTERM-ignorer with
 // SIGKILL after it.
 func TestConfigServerGraceOverride(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.writeConfig("[servers.slow]\ngrace = \"300ms\"\n")
 	s := in.startShim("--session", "cfg", "--name", "slow", "--", bin, "_fixture", "ignore-term")

@@ -13,7 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
 
-	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/api"
 )
 
 // corruptions are the damaged registry files of issue 13 that made bbolt
@@ -84,6 +84,7 @@ func rewrite(t *testing.T, path string, f func([]byte) []byte) {
 // from the markers (the live server is adopted again), says so in status
 // and the event log, and new runs go through it, not local mode.
 func TestCorruptRegistryPanicsNoMore(t *testing.T) {
+	t.Parallel()
 	for _, c := range corruptions {
 		t.Run(c.name, func(t *testing.T) {
 			in := newInstance(t)
@@ -168,7 +169,7 @@ func TestCorruptRegistryPanicsNoMore(t *testing.T) {
 	}
 }
 
-func hasEvent(evs []registry.Event, kind, detail string) bool {
+func hasEvent(evs []api.Event, kind, detail string) bool {
 	for _, ev := range evs {
 		if ev.Kind == kind && strings.Contains(ev.Detail, detail) {
 			return true
@@ -177,7 +178,7 @@ func hasEvent(evs []registry.Event, kind, detail string) bool {
 	return false
 }
 
-func hasRecord(ps []registry.Process, name string) bool {
+func hasRecord(ps []api.Process, name string) bool {
 	for _, p := range ps {
 		if p.Name == name {
 			return true
@@ -189,6 +190,7 @@ func hasRecord(ps []registry.Process, name string) bool {
 // TestCorruptRegistryIsMovedAside: an unreadable registry.db does not keep
 // the daemon down (design §7): it is kept aside and a fresh one started.
 func TestCorruptRegistryIsMovedAside(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	garbage := make([]byte, 8192)
 	for i := range garbage {

@@ -16,6 +16,7 @@ import (
 // never reaches, so the shim hands it on as SIGINT, not as the cascade's
 // SIGTERM (which made it 143).
 func TestCtrlCOnRunExits130(t *testing.T) {
+	t.Parallel()
 	for _, inPlace := range []string{"auto", "off"} {
 		t.Run("in-place="+inPlace, func(t *testing.T) {
 			in := newInstance(t)

@@ -13,6 +13,7 @@ import (
 // file, or not searchable is reported by name with what to do, for run
 // (exit 125, as env -C does) and ensure, never as a "bad interpreter".
 func TestBadCwd(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	base := t.TempDir()
 	file := filepath.Join(base, "file")

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/registry"
 )
 
 // rawConn opens a plain connection to the daemon's socket.
@@ -87,9 +86,19 @@ func readHello(t *testing.T, c net.Conn) {
 }
 
 func TestSocketRefusesBadMessages(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.mustRun("run", "--name", "keeper", "--", bin, "_fixture", "exit", "0")
-	before := in.mustProcesses(true)
+	// The run returns when its server exits; the daemon records the exit
+	// a moment later, and only the bad messages may change nothing.
+	var before []api.Process
+	waitCond(t, func() error {
+		before = in.mustProcesses(true)
+		if len(before) != 1 || before[0].State != api.StateExited {
+			return fmt.Errorf("want the one run recorded as exited, have %v", ids(before))
+		}
+		return nil
+	})
 
 	tests := []struct {
 		name      string
@@ -125,7 +134,7 @@ func TestSocketRefusesBadMessages(t *testing.T) {
 	}
 }
 
-func ids(ps []registry.Process) []string {
+func ids(ps []api.Process) []string {
 	var out []string
 	for _, p := range ps {
 		out = append(out, p.ID+":"+string(p.State))
@@ -136,6 +145,7 @@ func ids(ps []registry.Process) []string {
 // TestSocketRefusesForeignUID runs a daemon as another uid and connects as
 // root: the daemon must close the connection without answering.
 func TestSocketRefusesForeignUID(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run a daemon as another uid (SO_PEERCRED check)")
 	}
@@ -200,6 +210,7 @@ func TestSocketRefusesForeignUID(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	tests := []struct {
 		name string
@@ -249,6 +260,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestListingCommandsNeedADaemon(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	tests := []struct {
 		args []string
@@ -274,6 +286,7 @@ func TestListingCommandsNeedADaemon(t *testing.T) {
 }
 
 func TestRegistrySurvivesRestart(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.mustRun("run", "--name", "one", "--", bin, "_fixture", "exit", "0")
 	in.mustRun("run", "--name", "two", "--", bin, "_fixture", "exit", "0")
@@ -282,7 +295,7 @@ func TestRegistrySurvivesRestart(t *testing.T) {
 	// may see its exit before the daemon has recorded it.
 	waitCond(t, func() error {
 		for _, p := range in.mustProcesses(true) {
-			if p.State == registry.StateRunning || p.State == registry.StateStarting {
+			if p.State == api.StateRunning || p.State == api.StateStarting {
 				return fmt.Errorf("%s is still %s", p.Name, p.State)
 			}
 		}
@@ -298,7 +311,7 @@ func TestRegistrySurvivesRestart(t *testing.T) {
 	if before != after {
 		t.Fatalf("ps --all --json changed across a restart:\nbefore: %s\nafter:  %s", before, after)
 	}
-	var ps []registry.Process
+	var ps []api.Process
 	json.Unmarshal([]byte(after), &ps)
 	if len(ps) != 3 {
 		t.Fatalf("got %d records, want 3", len(ps))
@@ -306,6 +319,7 @@ func TestRegistrySurvivesRestart(t *testing.T) {
 }
 
 func TestSecondDaemonSaysWhoHoldsTheLock(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.mustRun("daemon")
 	pid := in.daemonPID()
@@ -328,6 +342,7 @@ func TestSecondDaemonSaysWhoHoldsTheLock(t *testing.T) {
 // TestJSONContract checks the field names of design §8 that scripts rely
 // on are all present in ps --json and sessions --json.
 func TestJSONContract(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	if _, _, code := in.run("run", "--session", "contract", "--", bin, "_fixture", "exit", "4"); code != 4 {
 		t.Fatalf("run exit %d, want 4", code)
@@ -358,7 +373,7 @@ func TestJSONContract(t *testing.T) {
 			}
 		})
 	}
-	var ps []registry.Process
+	var ps []api.Process
 	json.Unmarshal([]byte(in.mustRun("ps", "--all", "--json")), &ps)
 	if ps[0].ExitCode == nil || *ps[0].ExitCode != 4 || ps[0].State != "exited" {
 		t.Fatalf("got state %s exit_code %v, want exited with 4", ps[0].State, ps[0].ExitCode)

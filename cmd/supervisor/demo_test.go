@@ -9,6 +9,7 @@ import (
 
 // TestDemo runs `supervisor demo` as a newcomer would.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t) // the demo makes its own private instance; this one stays unused
 	out, errOut, code := in.run("demo")
 	if code != 0 {

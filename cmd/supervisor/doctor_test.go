@@ -17,7 +17,6 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/proc"
-	"github.com/seed-86a41135/supervisor/registry"
 )
 
 // The doctor scans the whole machine, and other tests run beside these
@@ -312,8 +311,8 @@ func TestDoctorWithDaemon(t *testing.T) {
 	if line, err := readLine(shim.stdout, wait); err != nil || !strings.Contains(line, `"serverInfo"`) {
 		t.Fatalf("the server did not answer initialize: %q, %v", line, err)
 	}
-	server := waitRecord(t, in, 0, func(p registry.Process) bool {
-		return p.Name == "mcp-fs" && p.State == registry.StateRunning && p.PID > 0
+	server := waitRecord(t, in, 0, func(p api.Process) bool {
+		return p.Name == "mcp-fs" && p.State == api.StateRunning && p.PID > 0
 	})
 	// The doctor's instance marker is the daemon's, byte for byte.
 	env, err := proc.Environ(server.PID)

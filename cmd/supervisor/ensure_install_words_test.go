@@ -13,6 +13,7 @@ import (
 // running; install says the host must be restarted to take the change
 // (and --dry-run, which changes nothing, does not).
 func TestEnsureAndInstallSayWhatHappened(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	port := strconv.Itoa(freePort(t))
 	argv := []string{"ensure", "--name", "web", "--session", "s1", "--port", port, "--", bin, "_fixture", "listen", port}

@@ -11,6 +11,7 @@ import (
 // escaped on tables (issue 13, 8c and 11), and a missing argument gets a
 // friendly error.
 func TestUserStringsArePrintedEscaped(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	const evil = "evil\x1b[31m\nname"
 	s := in.startShim("--name", evil, "--", bin, "_fixture", "sleep")

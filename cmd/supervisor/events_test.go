@@ -15,14 +15,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/registry"
 )
 
 // eventsJSON runs `events --json ARGS` and decodes the array.
-func (in *instance) eventsJSON(args ...string) []registry.Event {
+func (in *instance) eventsJSON(args ...string) []api.Event {
 	in.t.Helper()
 	out := in.mustRun(append([]string{"events", "--json"}, args...)...)
-	var evs []registry.Event
+	var evs []api.Event
 	if err := json.Unmarshal([]byte(out), &evs); err != nil {
 		in.t.Fatalf("decode events --json: %v: %s", err, out)
 	}
@@ -30,7 +29,7 @@ func (in *instance) eventsJSON(args ...string) []registry.Event {
 }
 
 // waitEvents polls `events --json ARGS` until ok accepts the list.
-func (in *instance) waitEvents(ok func([]registry.Event) bool, args ...string) []registry.Event {
+func (in *instance) waitEvents(ok func([]api.Event) bool, args ...string) []api.Event {
 	in.t.Helper()
 	deadline := time.Now().Add(wait)
 	for {
@@ -47,7 +46,7 @@ func (in *instance) waitEvents(ok func([]registry.Event) bool, args ...string) [
 
 // kindsOf returns the kinds of session's events, and the process of each
 // process.* event.
-func kindsOf(evs []registry.Event, session string) (kinds map[string]bool, procs map[string]string) {
+func kindsOf(evs []api.Event, session string) (kinds map[string]bool, procs map[string]string) {
 	kinds, procs = map[string]bool{}, map[string]string{}
 	for _, ev := range evs {
 		if ev.Session != session {
@@ -68,8 +67,8 @@ func (in *instance) runLifecycle(session string) {
 	in.mustRun("session", "end", session)
 }
 
-func hasLifecycle(session string) func([]registry.Event) bool {
-	return func(evs []registry.Event) bool {
+func hasLifecycle(session string) func([]api.Event) bool {
+	return func(evs []api.Event) bool {
 		kinds, procs := kindsOf(evs, session)
 		return kinds["session.start"] && kinds["process.start"] && kinds["process.exit"] && kinds["session.end"] &&
 			procs["process.start"] != "" && procs["process.start"] == procs["process.exit"]
@@ -77,6 +76,7 @@ func hasLifecycle(session string) func([]registry.Event) bool {
 }
 
 func TestEventsLogsLifecycle(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.runLifecycle("ev-1")
 	evs := in.waitEvents(hasLifecycle("ev-1"))
@@ -143,7 +143,7 @@ func TestEventsLogsLifecycle(t *testing.T) {
 // follower is a running `events -f --json` and its decoded lines.
 type follower struct {
 	cmd    *exec.Cmd
-	lines  chan registry.Event
+	lines  chan api.Event
 	stderr *bytes.Buffer
 	done   chan struct{}
 }
@@ -155,7 +155,7 @@ func (in *instance) startFollower(args ...string) *follower {
 	if err != nil {
 		in.t.Fatal(err)
 	}
-	f := &follower{cmd: cmd, lines: make(chan registry.Event, 1000), stderr: &bytes.Buffer{}, done: make(chan struct{})}
+	f := &follower{cmd: cmd, lines: make(chan api.Event, 1000), stderr: &bytes.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = f.stderr
 	if err := cmd.Start(); err != nil {
 		in.t.Fatal(err)
@@ -167,7 +167,7 @@ func (in *instance) startFollower(args ...string) *follower {
 		defer close(f.lines)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			var ev registry.Event
+			var ev api.Event
 			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 				t.Errorf("events -f --json printed a line that is no JSON object: %q: %v", sc.Text(), err)
 				continue
@@ -189,7 +189,7 @@ func (in *instance) startFollower(args ...string) *follower {
 }
 
 // next returns the next event the follower printed.
-func (f *follower) next(t *testing.T) registry.Event {
+func (f *follower) next(t *testing.T) api.Event {
 	t.Helper()
 	select {
 	case ev, ok := <-f.lines:
@@ -200,7 +200,7 @@ func (f *follower) next(t *testing.T) registry.Event {
 	case <-time.After(wait):
 		t.Fatalf("events -f printed nothing within %v", wait)
 	}
-	return registry.Event{}
+	return api.Event{}
 }
 
 // exitCode waits for the follower to exit.
@@ -215,6 +215,7 @@ func (f *follower) exitCode(t *testing.T) int {
 }
 
 func TestEventsFollow(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.runLifecycle("before")
 	before := in.waitEvents(hasLifecycle("before"))
@@ -229,7 +230,7 @@ func TestEventsFollow(t *testing.T) {
 		}
 	}
 	in.runLifecycle("after")
-	var got []registry.Event
+	var got []api.Event
 	for !hasLifecycle("after")(got) {
 		ev := f.next(t)
 		if ev.Seq <= lastSeq {
@@ -258,6 +259,7 @@ func TestEventsFollow(t *testing.T) {
 }
 
 func TestEventsWithoutDaemon(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	_, errOut, code := in.run("events")
 	if code == 0 || !strings.Contains(errOut, api.ErrNotRunning.Error()) || !strings.Contains(errOut, "hint:") {
@@ -269,6 +271,7 @@ func TestEventsWithoutDaemon(t *testing.T) {
 // session and its exited process leave the listings, while a live session
 // stays and the lifecycle log keeps what happened.
 func TestRetentionCompactsEndedSessions(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.env = append(in.env, "SUPERVISOR_RETENTION=1s") // reaches the auto-started daemon
 	live := in.startShim("--session", "live-1", "--", bin, "_fixture", "sleep")
@@ -312,6 +315,7 @@ func TestRetentionCompactsEndedSessions(t *testing.T) {
 }
 
 func TestRetentionBadValue(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.env = append(in.env, "SUPERVISOR_RETENTION=7d")
 	cmd := in.command("daemon", "--foreground")
@@ -334,7 +338,7 @@ func TestRetentionBadValue(t *testing.T) {
 }
 
 // breakerKinds returns the breaker.* kinds of evs in order.
-func breakerKinds(evs []registry.Event) []string {
+func breakerKinds(evs []api.Event) []string {
 	var out []string
 	for _, ev := range evs {
 		if strings.HasPrefix(ev.Kind, "breaker.") && ev.Kind != "breaker.refused" {
@@ -345,14 +349,15 @@ func breakerKinds(evs []registry.Event) []string {
 }
 
 func TestEventsBreakerTransitions(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.env = append(in.env, "SUPERVISOR_BREAKER_COOLDOWN=1s")
 	failing := []string{"run", "--name", "crashy", "--", "/bin/sh", "-c", "exit 3"}
 	for range 3 {
 		in.run(failing...)
 	}
-	has := func(want ...string) func([]registry.Event) bool {
-		return func(evs []registry.Event) bool {
+	has := func(want ...string) func([]api.Event) bool {
+		return func(evs []api.Event) bool {
 			return strings.Join(breakerKinds(evs), " ") == strings.Join(want, " ")
 		}
 	}
@@ -374,6 +379,7 @@ func TestEventsBreakerTransitions(t *testing.T) {
 // TestEventsSharedServer: a shared server's start, readiness, crash,
 // restart and stop for good are in the log under its shared-PORT session.
 func TestEventsSharedServer(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	ps := strconv.Itoa(freePort(t))
 	res, _, code := in.ensure(t, "--session", "sh", "--port", ps, "--linger", "200ms", "--interval", "200ms",
@@ -382,7 +388,7 @@ func TestEventsSharedServer(t *testing.T) {
 		t.Fatalf("ensure: exit %d", code)
 	}
 	killByPIDNow(t, res.PID)
-	in.waitEvents(func(evs []registry.Event) bool {
+	in.waitEvents(func(evs []api.Event) bool {
 		var got []string
 		for _, ev := range evs {
 			if ev.Process == res.ID && ev.Session == "shared-"+ps {
@@ -396,7 +402,7 @@ func TestEventsSharedServer(t *testing.T) {
 			strings.Contains(all, " process.exit ") && strings.Contains(all, " shared.restart ")
 	}, "--session", "shared-"+ps)
 	in.mustRun("session", "end", "sh")
-	in.waitEvents(func(evs []registry.Event) bool {
+	in.waitEvents(func(evs []api.Event) bool {
 		kinds, _ := kindsOf(evs, "shared-"+ps)
 		return kinds["shared.stop"] && kinds["process.stop"]
 	}, "--session", "shared-"+ps)

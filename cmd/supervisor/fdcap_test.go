@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/registry"
 )
 
 // TestIdleConnectionsCannotStarveStops: a daemon with 256 file descriptors
@@ -26,6 +25,7 @@ import (
 // still gets its server stopped and recorded; afterwards new requests and
 // runs are served.
 func TestIdleConnectionsCannotStarveStops(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.startDaemonCmd(t, exec.Command("/bin/sh", "-c", `ulimit -n 256 && exec "$0" daemon --foreground`, bin),
 		"SUPERVISOR_IDLE_TIMEOUT=3s")
@@ -81,7 +81,7 @@ func TestIdleConnectionsCannotStarveStops(t *testing.T) {
 	// (which ignores SIGTERM) must still be stopped, and its record final.
 	h.cmd.Process.Kill()
 	waitGonePID(t, h.servers[0], h.tokens[0])
-	p := waitRecord(t, in, h.servers[0], func(p registry.Process) bool { return p.State.Final() && p.Stop != nil })
+	p := waitRecord(t, in, h.servers[0], func(p api.Process) bool { return p.State.Final() && p.Stop != nil })
 	if p.Stop.Result != "killed" {
 		t.Errorf("stop of %s: %q, want killed (it ignores SIGTERM)", p.ID, p.Stop.Result)
 	}
@@ -113,15 +113,16 @@ func TestIdleConnectionsCannotStarveStops(t *testing.T) {
 // stop is retried until it goes through, so the server does not outlive
 // its host and its record does not stay "stopping".
 func TestFailedStopIsRetried(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.startDaemonWith(t, faultBin(t), "SUPERVISOR_FAULT=scan.fail:3")
 	h := in.startHost(t, 1, "--", bin, "_fixture", "sleep")
 	h.cmd.Process.Kill()
 	waitGonePID(t, h.servers[0], h.tokens[0])
-	p := waitRecord(t, in, h.servers[0], func(p registry.Process) bool {
+	p := waitRecord(t, in, h.servers[0], func(p api.Process) bool {
 		return p.State.Final() && p.Stop != nil && p.Stop.Result != "stop failed"
 	})
-	if p.State != registry.StateExited || p.Stop.Result != "exited on SIGTERM" {
+	if p.State != api.StateExited || p.Stop.Result != "exited on SIGTERM" {
 		t.Errorf("record %s: %s, stop %q; want exited, exited on SIGTERM", p.ID, p.State, p.Stop.Result)
 	}
 	var failed, final int
@@ -145,6 +146,7 @@ func TestFailedStopIsRetried(t *testing.T) {
 // count against its cap, so that a run is refused, clearly, before the
 // daemon's fds run out, and every server is still stopped.
 func TestInPlaceServersCountAgainstFdCap(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	// 128 fds: a reserve of 64, and room for about (128-64)/4 = 16 servers
 	// at four fds each (their pidfd and log pipe, a stop's pidfd and

@@ -19,6 +19,7 @@ import (
 )
 
 func TestSpawnedProcessCarriesMarkers(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	s := in.startShim("--session", "markers", "--", bin, "_fixture", "env")
 	var env []string
@@ -79,6 +80,7 @@ func fdTargets(t *testing.T, s *shimProc) map[int]string {
 }
 
 func TestServersShareNoPipe(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	a := in.startShim("--", bin, "_fixture", "fds")
 	b := in.startShim("--", bin, "_fixture", "fds")
@@ -115,6 +117,7 @@ func TestServersShareNoPipe(t *testing.T) {
 // server must not hold it: the host's reader sees EOF once the shim, the
 // only legitimate holder, has exited.
 func TestLeakedHostFdIsNotHeld(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -188,6 +191,7 @@ func pipeInodeName(st os.FileInfo) string {
 // TestDaemonEnvironmentIsMinimal: the auto-started daemon keeps only what it
 // needs from the first shim's environment: no secrets, no markers.
 func TestDaemonEnvironmentIsMinimal(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	cmd := in.command("run", "--", bin, "_fixture", "exit", "0")
 	cmd.Env = append(cmd.Env, "API_TOKEN=secret-value", spawn.EnvSessionID+"=outer", spawn.EnvProcID+"=p-outer")
@@ -211,6 +215,7 @@ func TestDaemonEnvironmentIsMinimal(t *testing.T) {
 // TestBinaryArgvAndEnv: argv and environment need not be UTF-8; they reach
 // the server byte for byte, as with a direct spawn.
 func TestBinaryArgvAndEnv(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	arg := "a\xff\xfe\x01b"
 	cmd := in.command("run", "--", "/bin/sh", "-c", `printf '%s|%s' "$1" "$BIN_VAR"`, "sh", arg)
@@ -227,6 +232,7 @@ func TestBinaryArgvAndEnv(t *testing.T) {
 // TestDetachedDaemonDropsLeakedFds: `supervisor daemon` run by a parent
 // that leaks a pipe (no close-on-exec) must not keep it open.
 func TestDetachedDaemonDropsLeakedFds(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -263,6 +269,7 @@ func expectEOF(t *testing.T, r io.Reader, otherwise string) {
 // TestForegroundDaemonClosesLeakedFds: the same for `daemon --foreground`
 // started directly with a leaked fd.
 func TestForegroundDaemonClosesLeakedFds(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	r, w, err := os.Pipe()
 	if err != nil {

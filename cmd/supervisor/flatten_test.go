@@ -16,8 +16,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/proc"
-	"github.com/seed-86a41135/supervisor/registry"
 )
 
 // An npx command runs as the program npx would run (package launcher): the
@@ -25,6 +25,7 @@ import (
 // no npm process left between it and the host, and the same answers. With
 // --flatten=false npm exec stays, as before.
 func TestFlattenNpxChain(t *testing.T) {
+	t.Parallel()
 	npm := npmDeps(t)
 	const filesystem = "@modelcontextprotocol/server-filesystem"
 	for _, tc := range []struct {
@@ -62,6 +63,7 @@ func TestFlattenNpxChain(t *testing.T) {
 // would (this needs the npm registry); then under `supervisor run` the
 // server runs with no pnpm or bun process left above it, and answers.
 func TestFlattenPnpmDlxAndBunx(t *testing.T) {
+	t.Parallel()
 	npm := npmDeps(t)
 	bins := filepath.Join(npm, "node_modules", ".bin")
 	for _, r := range []string{"pnpm", "bunx"} {
@@ -142,7 +144,7 @@ func runFilesystem(t *testing.T, in *instance, dir string, env, argv []string, f
 	if res.Error != "" || !strings.Contains(res.Text, root) {
 		t.Fatalf("session: %+v, want the allowed directory %s listed", res, root)
 	}
-	var server registry.Process // the server's record, or its broker's
+	var server api.Process // the server's record, or its broker's
 	for _, p := range in.mustProcesses(false) {
 		if p.Broker || !share {
 			server = p

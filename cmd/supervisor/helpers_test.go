@@ -24,7 +24,6 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/keeper"
 	"github.com/seed-86a41135/supervisor/internal/proc"
-	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
@@ -241,7 +240,7 @@ func (in *instance) mustRun(args ...string) string {
 	return out
 }
 
-func (in *instance) processes(all bool) ([]registry.Process, error) {
+func (in *instance) processes(all bool) ([]api.Process, error) {
 	args := []string{"ps", "--json"}
 	if all {
 		args = append(args, "--all")
@@ -251,14 +250,14 @@ func (in *instance) processes(all bool) ([]registry.Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ps []registry.Process
+	var ps []api.Process
 	if err := json.Unmarshal(out, &ps); err != nil {
 		return nil, fmt.Errorf("decode ps --json: %w: %s", err, out)
 	}
 	return ps, nil
 }
 
-func (in *instance) mustProcesses(all bool) []registry.Process {
+func (in *instance) mustProcesses(all bool) []api.Process {
 	in.t.Helper()
 	ps, err := in.processes(all)
 	if err != nil {

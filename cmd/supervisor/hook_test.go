@@ -6,20 +6,20 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/proc"
-	"github.com/seed-86a41135/supervisor/registry"
 )
 
 func TestHookSessions(t *testing.T) {
+	t.Parallel()
 	tok := proc.Token{BootID: "b", StartTicks: 7}
-	sess := func(id, label string, pid int, tk proc.Token, st registry.SessionState) api.SessionInfo {
-		return api.SessionInfo{Session: registry.Session{ID: id, Label: label, HostPID: pid, HostToken: tk, State: st}}
+	sess := func(id, label string, pid int, tk proc.Token, st api.SessionState) api.SessionInfo {
+		return api.SessionInfo{Session: api.Session{ID: id, Label: label, HostPID: pid, HostToken: tk, State: st}}
 	}
 	all := []api.SessionInfo{
-		sess("claude", "abc", 10, tok, registry.SessionActive),
-		sess("gemini", "", 20, tok, registry.SessionActive),
-		sess("gemini-old", "", 20, tok, registry.SessionEnded),
-		sess("recycled", "", 20, proc.Token{BootID: "b", StartTicks: 99}, registry.SessionActive),
-		sess("other", "", 30, tok, registry.SessionActive),
+		sess("claude", "abc", 10, tok, api.SessionActive),
+		sess("gemini", "", 20, tok, api.SessionActive),
+		sess("gemini-old", "", 20, tok, api.SessionEnded),
+		sess("recycled", "", 20, proc.Token{BootID: "b", StartTicks: 99}, api.SessionActive),
+		sess("other", "", 30, tok, api.SessionActive),
 	}
 	host := func(pid int) func() (int, proc.Token, bool) {
 		return func() (int, proc.Token, bool) { return pid, tok, pid != 0 }

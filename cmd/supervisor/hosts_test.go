@@ -75,6 +75,7 @@ const cursorConfig = `{
 `
 
 func TestInstallDryRunWritesNothing(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	home, env := in.homeEnv(t)
 	path := filepath.Join(home, ".cursor", "mcp.json")
@@ -122,6 +123,7 @@ func TestInstallDryRunWritesNothing(t *testing.T) {
 }
 
 func TestInstallErrors(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	home, env := in.homeEnv(t)
 	malformed := "{\n  \"mcpServers\": {\n    \"fs\": {\"command\": \"npx\",, }\n  }\n}\n"
@@ -151,6 +153,7 @@ func TestInstallErrors(t *testing.T) {
 // project's .mcp.json and runs it the way Claude Code does: the server
 // answers MCP through the supervisor, and ps shows it by its name.
 func TestWrappedMCPJSONRuns(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	_, env := in.homeEnv(t)
 	project := t.TempDir()
@@ -281,6 +284,7 @@ func lookPathIn(name, path string) (string, error) {
 // Claude Code's SessionEnd hook input ends the session labelled with its
 // session_id, and only that one.
 func TestSessionEndHook(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	labelled := func(label string) *instance {
 		c := *in
@@ -325,6 +329,7 @@ func TestSessionEndHook(t *testing.T) {
 
 // With no daemon the hook exits 0 at once, silently, and starts none.
 func TestSessionEndHookNoDaemon(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	out, errOut, code := runEnv(t, in.env, `{"session_id":"abc"}`, "session", "end", "--hook")
 	if code != 0 || out+errOut != "" {
@@ -341,6 +346,7 @@ func TestSessionEndHookNoDaemon(t *testing.T) {
 // another host's. (A labelled session is matched by its label only: see
 // hookSessions' unit test.)
 func TestSessionEndHookByHost(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	mine := in.startShim("--", bin, "_fixture", "sleep") // its host: this process
 	mpid := mine.readyPID(t)

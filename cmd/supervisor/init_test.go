@@ -33,6 +33,7 @@ func initCmd(t *testing.T, in *instance, script string) *exec.Cmd {
 func inNamespace() bool { return os.Getuid() == 0 }
 
 func TestInitExitStatusAndZombies(t *testing.T) {
+	t.Parallel()
 	if !inNamespace() {
 		t.Log("not root: init runs as a subreaper, not as PID 1 of a new PID namespace")
 	}
@@ -78,6 +79,7 @@ func TestInitExitStatusAndZombies(t *testing.T) {
 }
 
 func TestInitForwardsSignals(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	cmd := initCmd(t, in, `trap 'echo got-term; exit 3' TERM; echo ready; while :; do sleep 0.05; done`)
 	stdout, _ := cmd.StdoutPipe()
@@ -133,6 +135,7 @@ func onlyChild(t *testing.T, pid int) int {
 // TestInitGivesItsCommandTheTerminal: with a tty, init's command is in the
 // foreground and can read it (as a background job it would stop).
 func TestInitGivesItsCommandTheTerminal(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("script"); err != nil {
 		t.Skip("needs script(1) for a pseudo-terminal")
 	}

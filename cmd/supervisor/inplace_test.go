@@ -16,15 +16,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/proc"
-	"github.com/seed-86a41135/supervisor/registry"
 )
 
 // Servers exec'd in their shim's place (internal/daemon/inplace_linux.go): no
 // shim process stays; the host's child is the server itself.
 
 // anyRecord takes the first record of the pid (waitRecord).
-func anyRecord(registry.Process) bool { return true }
+func anyRecord(api.Process) bool { return true }
 
 func skipWithoutInPlace(t *testing.T) {
 	t.Helper()
@@ -37,6 +37,7 @@ func skipWithoutInPlace(t *testing.T) {
 }
 
 func TestInPlaceServerIsTheHostsChild(t *testing.T) {
+	t.Parallel()
 	skipWithoutInPlace(t)
 	in := newInstance(t)
 	s := in.startShim("--name", "sl", "--", bin, "_fixture", "sleep")
@@ -45,7 +46,7 @@ func TestInPlaceServerIsTheHostsChild(t *testing.T) {
 		t.Fatalf("server pid %d, want the shim's own pid %d (exec'd in its place)", pid, s.cmd.Process.Pid)
 	}
 	p := waitRecord(t, in, pid, anyRecord)
-	if !p.InPlace || p.ShimPID != 0 || p.PGID != pid || p.State != registry.StateRunning {
+	if !p.InPlace || p.ShimPID != 0 || p.PGID != pid || p.State != api.StateRunning {
 		t.Errorf("record: in_place %v, shim_pid %d, pgid %d, state %s; want true, 0, %d, running", p.InPlace, p.ShimPID, p.PGID, p.State, pid)
 	}
 	if g, err := unix.Getpgid(pid); err != nil || g != pid {
@@ -80,12 +81,13 @@ func TestInPlaceServerIsTheHostsChild(t *testing.T) {
 		t.Errorf("host saw exit %d, want death by SIGTERM", code)
 	}
 	p = findByPID(t, in, pid)
-	if p.State != registry.StateExited || p.Signal != "SIGTERM" {
+	if p.State != api.StateExited || p.Signal != "SIGTERM" {
 		t.Errorf("record after the host's SIGTERM: state %s, signal %q, error %q; want exited by SIGTERM", p.State, p.Signal, p.Error)
 	}
 }
 
 func TestInPlaceExitStatusReachesDaemonAndHost(t *testing.T) {
+	t.Parallel()
 	skipWithoutInPlace(t)
 	in := newInstance(t)
 	for _, code := range []int{0, 7} {
@@ -106,6 +108,7 @@ func TestInPlaceExitStatusReachesDaemonAndHost(t *testing.T) {
 // nothing: the host keeps its child, and the next daemon re-adopts it and
 // still learns its real status (not "unknown").
 func TestInPlaceStatusKnownAfterDaemonCrash(t *testing.T) {
+	t.Parallel()
 	skipWithoutInPlace(t)
 	in := newInstance(t)
 	s := in.startShim("--", "sh", "-c", `echo "ready $$"; read line; exit 9`)
@@ -133,6 +136,7 @@ func TestInPlaceStatusKnownAfterDaemonCrash(t *testing.T) {
 // An exec that fails is a failed start, told to the host with the shell's
 // statuses and recorded as failed, as when the daemon spawns.
 func TestInPlaceExecFailure(t *testing.T) {
+	t.Parallel()
 	skipWithoutInPlace(t)
 	in := newInstance(t)
 	notExec := filepath.Join(in.state, "not-executable")
@@ -161,7 +165,7 @@ func TestInPlaceExecFailure(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want %d and %q", got, stderr.String(), tc.code, tc.msg)
 			}
 			p := findByPID(t, in, cmd.Process.Pid)
-			if p.State != registry.StateFailed || !strings.Contains(p.Error, tc.msg) {
+			if p.State != api.StateFailed || !strings.Contains(p.Error, tc.msg) {
 				t.Errorf("record: state %s, error %q; want failed with %q", p.State, p.Error, tc.msg)
 			}
 		})
@@ -179,6 +183,7 @@ func TestInPlaceExecFailure(t *testing.T) {
 
 // Its stderr still goes through the log writer: to the host and the log.
 func TestInPlaceStderrIsLogged(t *testing.T) {
+	t.Parallel()
 	skipWithoutInPlace(t)
 	in := newInstance(t)
 	cmd := in.command("run", "--name", "talker", "--", "sh", "-c", "echo to-stderr >&2")
@@ -209,6 +214,7 @@ func TestInPlaceStderrIsLogged(t *testing.T) {
 // may move a process between cgroups) gets its server spawned by the
 // daemon instead, in the cgroup: never a server outside it.
 func TestInPlaceCgroupFallback(t *testing.T) {
+	t.Parallel()
 	skipWithoutInPlace(t)
 	// The move fails (cgroup.enter), or its second half after the shim is
 	// in (cgroup.entered: its cgroup v1 limits): the shim goes back.
@@ -246,9 +252,9 @@ func inPlaceCgroupFallback(t *testing.T, fault string) {
 	// Through the lean entry (SUPERVISOR_TEST_LEAN=1), which asks for exec
 	// in place or nothing, the declined start is one failed record that
 	// says why, its cgroup removed; through `supervisor run`, none.
-	var failed []registry.Process
+	var failed []api.Process
 	for _, r := range in.mustProcesses(true) {
-		if r.State == registry.StateFailed {
+		if r.State == api.StateFailed {
 			failed = append(failed, r)
 		}
 	}
@@ -274,6 +280,7 @@ func inPlaceCgroupFallback(t *testing.T, fault string) {
 // (off, or older) is not made one: the shim asks only a daemon whose hello
 // says it takes it, or an older daemon would refuse the fourth fd.
 func TestInPlaceOff(t *testing.T) {
+	t.Parallel()
 	for _, where := range []string{"shim", "daemon"} {
 		t.Run(where, func(t *testing.T) {
 			in := newInstance(t)
@@ -302,6 +309,7 @@ func TestInPlaceOff(t *testing.T) {
 // leads in its host's session (a shell's job, a host's process_group),
 // which others may share and the cascade would then take along.
 func TestInPlaceOwnGroup(t *testing.T) {
+	t.Parallel()
 	skipWithoutInPlace(t)
 	for _, tc := range []struct {
 		name    string
@@ -349,6 +357,7 @@ func TestInPlaceOwnGroup(t *testing.T) {
 // A host that signals its server straight after starting it (it opened
 // and closed it) makes no crash loop: the breaker stays closed.
 func TestInPlaceHostSignalIsNoFailedStart(t *testing.T) {
+	t.Parallel()
 	skipWithoutInPlace(t)
 	in := newInstance(t)
 	for i := range 4 {

@@ -17,6 +17,7 @@ import (
 // data directory and pins that copy, never the cache (--dry-run copies
 // nothing and says what it would do).
 func TestInstallFromNpxCachePinsAStableCopy(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("the stable directory asserted here is Linux's")
 	}

@@ -77,6 +77,7 @@ type installJSON struct {
 // nothing. --force writes with a warning, and then doctor and hosts name
 // the command that does not resolve.
 func TestInstallRefusesUnrunnableBareCommand(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	home, env := in.homeEnv(t)
 	exe := copyBin(t)

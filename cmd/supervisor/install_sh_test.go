@@ -23,6 +23,7 @@ import (
 // on 127.0.0.1 (as from GitHub or a mirror), installs the binary only when
 // its SHA-256 is the one SHA256SUMS names, and says what it did.
 func TestInstallScriptChecksTheChecksum(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		if _, err := exec.LookPath("wget"); err != nil {
 			t.Skip("neither curl nor wget is installed: install.sh cannot download")

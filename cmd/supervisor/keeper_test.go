@@ -34,6 +34,7 @@ func ppidOf(t *testing.T, pid int) int {
 // the starter's, so never a host's descendant), restarts it at once after
 // a SIGKILL, and ends with it when it stops on purpose.
 func TestKeeperRestartsAKilledDaemon(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.mustRun("daemon")
 	d1 := in.daemonPID()
@@ -74,6 +75,7 @@ func TestKeeperRestartsAKilledDaemon(t *testing.T) {
 
 // A daemon started by hand in the foreground has no keeper, and says so.
 func TestForegroundDaemonSaysNothingRestartsIt(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.startDaemonWith(t, bin)
 	if got := in.status(t).Restarter; !strings.HasPrefix(got, "none: ") {
@@ -84,6 +86,7 @@ func TestForegroundDaemonSaysNothingRestartsIt(t *testing.T) {
 // A daemon that refuses to start is reported at once with its status,
 // and its keeper does not start it again.
 func TestKeeperReportsARefusedStart(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.env = append(slices.Clone(in.env), "SUPERVISOR_METRICS_ADDR=127.0.0.1:notaport")
 	_, errOut, code := in.run("daemon")
@@ -109,6 +112,7 @@ func TestKeeperReportsARefusedStart(t *testing.T) {
 // nothing the host started is left. Ten rounds, in place by default (on
 // the daemon's path under SUPERVISOR_IN_PLACE=off).
 func TestDaemonCrashThenHostDeathLeavesNothing(t *testing.T) {
+	t.Parallel()
 	const rounds = 10
 	var took []time.Duration
 	link := filepath.Join(t.TempDir(), "fakehost")
@@ -221,6 +225,7 @@ func descendants(pid int) []int {
 // it exits (opencode does) reaches neither the daemon nor another host's
 // server beside it.
 func TestHostKillingItsTreeSparesTheDaemon(t *testing.T) {
+	t.Parallel()
 	for _, inPlace := range []string{"auto", "off"} {
 		t.Run("in-place="+inPlace, func(t *testing.T) {
 			in := newInstance(t)
@@ -261,6 +266,7 @@ func TestHostKillingItsTreeSparesTheDaemon(t *testing.T) {
 // a daemon that dies without stopping, and ends with one that stops on
 // purpose (it reads daemon.stopped, as it sees no exit status).
 func TestKeeperReplacedWhenKilled(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	replaced := func(old int) int {
 		t.Helper()
@@ -305,6 +311,7 @@ func TestKeeperReplacedWhenKilled(t *testing.T) {
 // the start it was part of succeeds: the launcher is told only of a start
 // that is given up on (review of issue 27's keeper).
 func TestKilledDuringStartIsNoFailedStart(t *testing.T) {
+	t.Parallel()
 	exercised := 0
 	for round := 0; round < 5; round++ {
 		in := newInstance(t)
@@ -356,6 +363,7 @@ func TestKilledDuringStartIsNoFailedStart(t *testing.T) {
 // `daemon stop` with no daemon but a keeper about to start one stops the
 // keeper: a stop means stopped.
 func TestDaemonStopStopsAPausingKeeper(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.mustRun("daemon")
 	// Three quick crashes use the free restarts; the fourth pauses 250
@@ -413,6 +421,7 @@ func foregroundDaemons(state string) []int {
 // directory again and run on, unwatched by anyone: the leak a test's
 // cleanup racing a restart left behind).
 func TestKeeperLetsARemovedInstanceGo(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.mustRun("daemon")
 	d := in.daemonPID()

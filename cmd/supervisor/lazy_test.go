@@ -18,8 +18,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/proc"
-	"github.com/seed-86a41135/supervisor/registry"
 )
 
 // lazyHost is testdata/npm/lazyhost.mjs: the TypeScript SDK connected to
@@ -152,8 +152,8 @@ func waitNoRecords(t *testing.T, in *instance) {
 	})
 }
 
-func eventKind(kind string) func([]registry.Event) bool {
-	return func(evs []registry.Event) bool { return hasEvent(evs, kind, "") }
+func eventKind(kind string) func([]api.Event) bool {
+	return func(evs []api.Event) bool { return hasEvent(evs, kind, "") }
 }
 
 // TestLazyTenServers: a host (the TypeScript SDK) connects to 10 lazy
@@ -163,6 +163,7 @@ func eventKind(kind string) func([]registry.Event) bool {
 // broker (what Claude Code does at start: initialize, tools/list, nothing
 // more), and its first tools/call starts exactly one server and succeeds.
 func TestLazyTenServers(t *testing.T) {
+	t.Parallel()
 	npm := npmDeps(t)
 	in := newInstance(t)
 	if err := os.WriteFile(filepath.Join(in.state, "config.toml"), []byte("linger = \"1s\"\n"), 0o600); err != nil {
@@ -247,6 +248,7 @@ func gomcpProcs(t *testing.T, in *instance) []tracked {
 // longer than --idle is never cut. An upgraded binary (another
 // fingerprint) is started at once and its new tool list served.
 func TestLazyIdleAndUpgrade(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	if err := os.WriteFile(filepath.Join(in.state, "config.toml"), []byte("linger = \"1s\"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -306,7 +308,7 @@ func TestLazyIdleAndUpgrade(t *testing.T) {
 	if got := callText(ctx, t, c, "echo", map[string]any{"text": "back"}); got != "back" {
 		t.Fatalf("the call after the idle stop: %q", got)
 	}
-	in.waitEvents(func(evs []registry.Event) bool {
+	in.waitEvents(func(evs []api.Event) bool {
 		n := 0
 		for _, e := range evs {
 			if e.Kind == "idle.stop" {
@@ -341,6 +343,7 @@ func TestLazyIdleAndUpgrade(t *testing.T) {
 // the runs themselves: every server shows connected, and no server and no
 // broker starts.
 func TestLazyClaudeCode(t *testing.T) {
+	t.Parallel()
 	npm := npmDeps(t)
 	claude := filepath.Join(npm, "node_modules", ".bin", "claude")
 	if _, err := os.Stat(claude); err != nil {
@@ -387,7 +390,7 @@ func TestLazyClaudeCode(t *testing.T) {
 	connected(claudeRun("mcp", "list")) // cold: the servers start, the cache fills
 	// Once every client has detached, the cache is kept; then the daemon
 	// stops the lingering brokers and their servers.
-	in.waitEvents(func(evs []registry.Event) bool {
+	in.waitEvents(func(evs []api.Event) bool {
 		k := 0
 		for _, e := range evs {
 			if e.Kind == "client.detach" {

@@ -156,6 +156,7 @@ func warmLazy(t *testing.T, in *instance, args ...string) {
 // meanwhile costs nothing, and the call after it starts the server under
 // the next daemon and is answered, with the host's own handshake.
 func TestLazyFrontOutlivesTheDaemon(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.writeConfig("linger = \"1s\"\n")
 	args := []string{"--lazy", "--name", "front", "--", bin, "_fixture", "mcp"}
@@ -188,6 +189,7 @@ func TestLazyFrontOutlivesTheDaemon(t *testing.T) {
 // by closing its input or by a signal, ends it as it would a server, and
 // nothing is left of it.
 func TestLazyFrontEnds(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.writeConfig("linger = \"1s\"\n")
 	args := []string{"--lazy", "--name", "front", "--", bin, "_fixture", "mcp"}
@@ -220,6 +222,7 @@ func TestLazyFrontEnds(t *testing.T) {
 // then meet on one broker and one server, each answered under its own
 // ids.
 func TestLazyFrontShared(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.writeConfig("linger = \"1s\"\n")
 	args := []string{"--share", "--lazy", "--name", "front", "--", bin, "_fixture", "mcp"}
@@ -259,6 +262,7 @@ func TestLazyFrontShared(t *testing.T) {
 // at once (limits too small for a broker and its server) is refused at
 // once, not after its front told the host all is well.
 func TestLazyFrontRefusesWhatTheBrokerWould(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.writeConfig("linger = \"1s\"\n")
 	warmLazy(t, in, "--lazy", "--name", "front", "--", bin, "_fixture", "mcp")

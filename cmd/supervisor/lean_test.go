@@ -35,6 +35,7 @@ func runLean(t *testing.T, lean string, env []string, args ...string) (stderr st
 }
 
 func TestLeanRunExecsInPlace(t *testing.T) {
+	t.Parallel()
 	skipWithoutInPlace(t)
 	in := newInstance(t)
 	in.mustRun("daemon")
@@ -54,6 +55,7 @@ func TestLeanRunExecsInPlace(t *testing.T) {
 // Every run the fast path does not take reaches `supervisor run` with its
 // arguments, and ends as it would there.
 func TestLeanRunHandsOver(t *testing.T) {
+	t.Parallel()
 	skipWithoutInPlace(t)
 	for _, tc := range []struct {
 		name     string
@@ -97,6 +99,7 @@ func TestLeanRunHandsOver(t *testing.T) {
 // A mistake is reported by `supervisor run` itself: the same words and
 // status as when the host runs it.
 func TestLeanRunErrorsAreSupervisorRuns(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	for _, args := range [][]string{
 		{"--bogus", "--", "/bin/true"},
@@ -121,6 +124,7 @@ func TestLeanRunErrorsAreSupervisorRuns(t *testing.T) {
 // Without `supervisor` beside it the lean entry says so (and fails as a
 // supervisor error), rather than run the server unsupervised.
 func TestLeanRunWithoutFullBinary(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	dir := t.TempDir()
 	b, err := os.ReadFile(leanBin)
@@ -140,6 +144,7 @@ func TestLeanRunWithoutFullBinary(t *testing.T) {
 // A pipe the host leaked without close-on-exec does not reach the server
 // the lean entry becomes.
 func TestLeanRunDropsLeakedFds(t *testing.T) {
+	t.Parallel()
 	skipWithoutInPlace(t)
 	in := newInstance(t)
 	in.mustRun("daemon")

@@ -18,9 +18,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/cgroup"
 	"github.com/seed-86a41135/supervisor/internal/proc"
-	"github.com/seed-86a41135/supervisor/registry"
 )
 
 // limitsOrSkip starts the instance's daemon and skips a test that needs
@@ -45,6 +45,7 @@ func limitsOrSkip(t *testing.T, in *instance) {
 // whether it was exec'd in its shim's place or spawned by the daemon
 // (which moves it into cgroup v1 limits after its exec).
 func TestMemoryMaxOOMKills(t *testing.T) {
+	t.Parallel()
 	for _, inPlace := range []string{"auto", "off"} {
 		t.Run("in place "+inPlace, func(t *testing.T) { testMemoryMaxOOMKills(t, inPlace) })
 	}
@@ -67,14 +68,14 @@ func testMemoryMaxOOMKills(t *testing.T, inPlace string) {
 	if killed, how := hog.endedBy(t, syscall.SIGKILL); !killed {
 		t.Fatalf("hog ended %s, want killed by the OOM killer's SIGKILL", how)
 	}
-	rec := waitRecord(t, in, 0, named("hog", func(p registry.Process) bool { return p.State.Final() && len(p.LimitHit) > 0 }))
+	rec := waitRecord(t, in, 0, named("hog", func(p api.Process) bool { return p.State.Final() && len(p.LimitHit) > 0 }))
 	if rec.LimitHit[0] != "memory_max" || rec.Limits == nil || rec.Limits.MemoryMax != 64<<20 || rec.Signal != "SIGKILL" {
 		t.Errorf("hog's record %+v: want it killed with memory_max 64M hit", rec)
 	}
 	if out := in.mustRun("ps", "--all"); !strings.Contains(out, "exited(memory_max)") {
 		t.Errorf("ps --all:\n%s\nwant hog's state to say memory_max was hit", out)
 	}
-	in.waitEvents(func(evs []registry.Event) bool {
+	in.waitEvents(func(evs []api.Event) bool {
 		for _, e := range evs {
 			if e.Kind == "process.limit" && e.Process == rec.ID && strings.Contains(e.Detail, "OOM killer") {
 				return true
@@ -95,6 +96,7 @@ func testMemoryMaxOOMKills(t *testing.T, inPlace string) {
 // up after 300 forks: a limit that did not hold fails the test, not the
 // machine.
 func TestPidsMaxStopsForkBomb(t *testing.T) {
+	t.Parallel()
 	for _, inPlace := range []string{"auto", "off"} {
 		t.Run("in place "+inPlace, func(t *testing.T) {
 			in := newInstance(t)
@@ -112,7 +114,7 @@ func TestPidsMaxStopsForkBomb(t *testing.T) {
 			}
 			wg.Wait()
 			bomb.exitCode(t) // the shell gives up at its first failed fork
-			rec := waitRecord(t, in, 0, named("bomb", func(p registry.Process) bool { return p.State.Final() && p.Stop != nil }))
+			rec := waitRecord(t, in, 0, named("bomb", func(p api.Process) bool { return p.State.Final() && p.Stop != nil }))
 			if !slices.Contains(rec.LimitHit, "pids_max") {
 				t.Errorf("bomb's record %+v: want pids_max hit", rec)
 			}
@@ -139,6 +141,7 @@ func TestPidsMaxStopsForkBomb(t *testing.T) {
 // forks at once is in them too, whether it was exec'd in its shim's place
 // or spawned by the daemon.
 func TestLimitsHoldFromTheStart(t *testing.T) {
+	t.Parallel()
 	for _, inPlace := range []string{"auto", "off"} {
 		t.Run("in place "+inPlace, func(t *testing.T) {
 			in := newInstance(t)
@@ -147,7 +150,7 @@ func TestLimitsHoldFromTheStart(t *testing.T) {
 			s := in.startShim("--session", "lim", "--name", "forker", "--pids-max", "50", "--memory-max", "512M", "--", "sh", "-c",
 				`for i in 1 2 3 4 5 6 7 8; do sleep 600 & done; echo ready $$; wait`)
 			s.readyPID(t)
-			rec := waitRecord(t, in, 0, named("forker", func(p registry.Process) bool { return p.PID > 0 }))
+			rec := waitRecord(t, in, 0, named("forker", func(p api.Process) bool { return p.PID > 0 }))
 			// A child caught inside its exec shows no environment for a
 			// moment: wait until all nine are seen.
 			var mine []int
@@ -184,13 +187,14 @@ func TestLimitsHoldFromTheStart(t *testing.T) {
 
 // cpu_max holds a spinning server near its share of a CPU.
 func TestCPUMaxThrottles(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	limitsOrSkip(t, in)
 	spin := in.startShim("--session", "lim", "--name", "spin", "--cpu-max", "0.2", "--", "sh", "-c", `echo ready $$; while :; do :; done`)
 	spin.readyPID(t)
-	first := waitRecord(t, in, 0, named("spin", func(p registry.Process) bool { return p.Usage != nil }))
+	first := waitRecord(t, in, 0, named("spin", func(p api.Process) bool { return p.Usage != nil }))
 	time.Sleep(3 * time.Second)
-	last := waitRecord(t, in, 0, named("spin", func(p registry.Process) bool { return p.Usage != nil }))
+	last := waitRecord(t, in, 0, named("spin", func(p api.Process) bool { return p.Usage != nil }))
 	used := last.Usage.CPUSeconds - first.Usage.CPUSeconds
 	// 0.2 CPU for 3 s or a little more is about 0.6 s; unthrottled it
 	// would be ~3 s. Generous: the machine is shared, and the first sample
@@ -203,6 +207,7 @@ func TestCPUMaxThrottles(t *testing.T) {
 // A run whose limits cannot be enforced is refused, never run unbounded:
 // here a daemon without cgroups (as any user), and a shared server.
 func TestLimitsRefusedWhenUnenforceable(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.env = append(in.env, "SUPERVISOR_CGROUPS=off")
 	_, stderr, code := in.run("run", "--session", "lim", "--memory-max", "64M", "--", "sh", "-c", "echo ran")
@@ -230,6 +235,7 @@ func TestLimitsRefusedWhenUnenforceable(t *testing.T) {
 // ensure starts a shared server within its limits: the record carries
 // them and its cgroup holds them; without cgroups ensure is refused.
 func TestEnsureLimits(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	limitsOrSkip(t, in)
 	ps := strconv.Itoa(freePort(t))
@@ -237,7 +243,7 @@ func TestEnsureLimits(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("ensure: exit %d: %s", code, errOut)
 	}
-	rec := waitRecord(t, in, 0, named(res.Name, func(p registry.Process) bool { return p.PID == res.PID }))
+	rec := waitRecord(t, in, 0, named(res.Name, func(p api.Process) bool { return p.PID == res.PID }))
 	if rec.Limits == nil || rec.Limits.MemoryMax != 256<<20 || rec.Limits.PidsMax != 50 {
 		t.Fatalf("record's limits %+v, want 256M and 50 processes", rec.Limits)
 	}
@@ -270,19 +276,20 @@ func TestEnsureLimits(t *testing.T) {
 // daemon adopts it with them, and removes its limits' cgroups once it
 // stops.
 func TestLimitedServerAcrossDaemonCrash(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	limitsOrSkip(t, in)
 	s := in.startShim("--session", "lim", "--name", "kept", "--memory-max", "128M", "--", "sh", "-c", "echo ready $$; exec sleep 600")
 	pid := s.readyPID(t)
-	before := waitRecord(t, in, 0, named("kept", func(p registry.Process) bool { return p.PID == pid }))
+	before := waitRecord(t, in, 0, named("kept", func(p api.Process) bool { return p.PID == pid }))
 	in.killDaemon(t)
 	in.mustRun("daemon")
-	after := waitRecord(t, in, 0, named("kept", func(p registry.Process) bool { return p.PID == pid && p.State == registry.StateRunning }))
+	after := waitRecord(t, in, 0, named("kept", func(p api.Process) bool { return p.PID == pid && p.State == api.StateRunning }))
 	if after.Limits == nil || after.Limits.MemoryMax != 128<<20 || !slices.Equal(after.LimitCgroups, before.LimitCgroups) {
 		t.Fatalf("adopted record %+v, want its limits and cgroups kept (%v)", after, before.LimitCgroups)
 	}
 	in.mustRun("stop", "kept")
-	waitRecord(t, in, 0, named("kept", func(p registry.Process) bool { return p.State.Final() }))
+	waitRecord(t, in, 0, named("kept", func(p api.Process) bool { return p.State.Final() }))
 	deadline := time.Now().Add(wait)
 	for _, dir := range before.LimitCgroups {
 		for {
@@ -302,6 +309,7 @@ func TestLimitedServerAcrossDaemonCrash(t *testing.T) {
 // asked for, in one cgroup; clients asking other limits get a broker of
 // their own.
 func TestSharedServerLimits(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	limitsOrSkip(t, in)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
@@ -325,7 +333,7 @@ func TestSharedServerLimits(t *testing.T) {
 	connect("256M")
 	connect("256M")
 	connect("512M")
-	var brokers []registry.Process
+	var brokers []api.Process
 	for _, p := range in.mustProcesses(false) {
 		if p.Broker {
 			brokers = append(brokers, p)
@@ -368,6 +376,7 @@ func TestSharedServerLimits(t *testing.T) {
 // count against them: pids_max 1 runs a server that forks nothing, and a
 // server of three processes under pids_max 3 starts every time.
 func TestPidsMaxCountsOnlyTheServer(t *testing.T) {
+	t.Parallel()
 	for _, inPlace := range []string{"auto", "off"} {
 		t.Run("in place "+inPlace, func(t *testing.T) {
 			in := newInstance(t)
@@ -388,6 +397,7 @@ func TestPidsMaxCountsOnlyTheServer(t *testing.T) {
 // A shim in local mode (no daemon can be used) does not run a server the
 // config file gives limits: only the daemon could enforce them.
 func TestLocalModeRefusesConfigLimits(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	conf := filepath.Join(in.state, "config.toml")
 	if err := os.WriteFile(conf, []byte("[servers.capped]\npids_max = 100\n"), 0o600); err != nil {
@@ -421,6 +431,7 @@ func TestLocalModeRefusesConfigLimits(t *testing.T) {
 // A limit the config sets for all servers applies to each, unless the
 // server lifts it: none in its [servers.NAME], or on its command line.
 func TestLimitNoneLiftsTheConfigs(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	conf := filepath.Join(in.state, "config.toml")
 	if err := os.WriteFile(conf, []byte("pids_max = 40\n\n[servers.free]\npids_max = \"none\"\n"), 0o600); err != nil {
@@ -448,13 +459,14 @@ func TestLimitNoneLiftsTheConfigs(t *testing.T) {
 // A process that asked to be kept (SUPERVISOR_KEEP=1) leaves its server's
 // limits with it: it outlives them, and they are removed.
 func TestKeptProcessLeavesLimits(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	limitsOrSkip(t, in)
 	k := in.startShim("--session", "keepl", "--name", "keeper", "--pids-max", "100", "--", bin, "_fixture", "daemonize", "--keep")
 	_, kept := readReady2(t, k.stdout)
 	ktok := mustToken(t, kept)
 	t.Cleanup(func() { syscall.Kill(kept, syscall.SIGKILL) })
-	rec := waitRecord(t, in, 0, named("keeper", func(p registry.Process) bool { return len(p.LimitCgroups) > 0 || p.PID > 0 }))
+	rec := waitRecord(t, in, 0, named("keeper", func(p api.Process) bool { return len(p.LimitCgroups) > 0 || p.PID > 0 }))
 	in.mustRun("session", "end", "keepl", "--grace", "200ms")
 	if !alive(kept, ktok) {
 		t.Fatalf("the kept process %d was stopped", kept)
@@ -478,8 +490,8 @@ func TestKeptProcessLeavesLimits(t *testing.T) {
 }
 
 // named accepts the record of the server called name that ok accepts.
-func named(name string, ok func(registry.Process) bool) func(registry.Process) bool {
-	return func(p registry.Process) bool { return p.Name == name && ok(p) }
+func named(name string, ok func(api.Process) bool) func(api.Process) bool {
+	return func(p api.Process) bool { return p.Name == name && ok(p) }
 }
 
 // cgroupProcs lists the processes in cgroup directories.
@@ -496,6 +508,7 @@ func cgroupProcs(dirs []string) []int {
 // its cgroup nor its limits' cgroups: the start's one rollback (start.go)
 // removes what was made for it, whichever way it was to start.
 func TestFailedStartLeavesNoCgroup(t *testing.T) {
+	t.Parallel()
 	for _, inPlace := range []string{"auto", "off"} {
 		t.Run("in place "+inPlace, func(t *testing.T) {
 			in := newInstance(t)
@@ -505,7 +518,7 @@ func TestFailedStartLeavesNoCgroup(t *testing.T) {
 			if code != 127 {
 				t.Fatalf("run of a missing command exited %d, want 127: %s", code, stderr)
 			}
-			rec := waitRecord(t, in, 0, named("missing", func(p registry.Process) bool { return p.State.Final() }))
+			rec := waitRecord(t, in, 0, named("missing", func(p api.Process) bool { return p.State.Final() }))
 			if rec.Cgroup == "" && len(rec.LimitCgroups) == 0 {
 				t.Fatalf("record %+v names no cgroup: nothing to check", rec)
 			}

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/api"
 )
 
 // logSlack is what the live log may be over the cap: one write buffer.
@@ -81,6 +81,7 @@ func checkNumbered(text []byte) (first int, err error) {
 // kept (the live file and 3 backups) is the newest output without a gap.
 // `supervisor logs` reads across the rotated files.
 func TestLogCapHeldUnderBurst(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.env = append(in.env, "SUPERVISOR_LOG_MAX_MB=1")
 	ps := strconv.Itoa(freePort(t))
@@ -146,6 +147,7 @@ func TestLogCapHeldUnderBurst(t *testing.T) {
 // stdout are still the host's own pipes (zero-copy), only fd 2 is a pipe of
 // the log writer's.
 func TestRunServerStderrIsLoggedAndTeed(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	cmd := in.command("run", "--name", "loud", "--session", "b", "--", bin, "_fixture", "mcp", "--stderr")
 	stdin, err := cmd.StdinPipe()
@@ -208,7 +210,7 @@ func TestRunServerStderrIsLoggedAndTeed(t *testing.T) {
 		hostStderr(x.stderr)
 	}
 
-	var srv registry.Process
+	var srv api.Process
 	for _, p := range in.mustProcesses(false) {
 		if p.Name == "loud" {
 			srv = p
@@ -264,6 +266,7 @@ func TestRunServerStderrIsLoggedAndTeed(t *testing.T) {
 // TestRunServerLogGoesWithItsRecord: retention removes a stdio server's
 // log once its record is compacted away.
 func TestRunServerLogGoesWithItsRecord(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.env = append(in.env, "SUPERVISOR_RETENTION=1s")
 	shim := in.startShim("--name", "brief", "--", bin, "_fixture", "mcp", "--stderr")
@@ -294,6 +297,7 @@ func TestRunServerLogGoesWithItsRecord(t *testing.T) {
 // daemon, so a SIGKILLed daemon takes neither the server's stderr (the
 // host still gets it) nor its log.
 func TestRunServerStderrSurvivesDaemonCrash(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	l := startLoud(t, in, "crashy")
 	l.ask(1, "initialize")

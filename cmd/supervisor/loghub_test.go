@@ -145,6 +145,7 @@ func (in *instance) hubStatus() []api.LogHubStatus {
 // TestLogHubServesEveryServer: one hub process copies every server's
 // stderr, to its host and its log, instead of a writer process each.
 func TestLogHubServesEveryServer(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	var servers []*loud
 	for i := range 3 {
@@ -188,6 +189,7 @@ func TestLogHubServesEveryServer(t *testing.T) {
 // line written after it died: the daemon hands the pipes to a new hub.
 // The hosts' stderr went with the dead hub: they see its EOF.
 func TestLogHubDeathLosesNoServer(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	a, b := startLoud(t, in, "a"), startLoud(t, in, "b")
 	a.ask(1, "initialize")
@@ -218,6 +220,7 @@ func TestLogHubDeathLosesNoServer(t *testing.T) {
 // copying, and hands the next daemon its pipes, so that this hub's death
 // later still loses nothing.
 func TestLogHubRejoinsNextDaemon(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	l := startLoud(t, in, "l")
 	l.ask(1, "initialize")
@@ -247,6 +250,7 @@ func TestLogHubRejoinsNextDaemon(t *testing.T) {
 // TestLogHubOfEarlierDaemonEnds: a re-joined hub that is not where new
 // pipes go ends with its last pipe.
 func TestLogHubOfEarlierDaemonEnds(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	// A daemon without a keeper: the next one is the next server's shim's
 	// to start (a keeper would start one at once, racing the hub's re-join
@@ -302,6 +306,7 @@ func TestLogHubOfEarlierDaemonEnds(t *testing.T) {
 // servers running) one hub keeps copying: a daemon that exits lets its
 // hub go rather than starting another, so no two hubs read one pipe.
 func TestLogHubSurvivesRestarts(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	l := startLoud(t, in, "l")
 	l.ask(1, "initialize")

@@ -102,6 +102,7 @@ func unknownTime() string { return fmt.Sprintf("%-*s ", len(time.Now().Format(st
 // log with labels, --tail/--lines per server, --timestamps on lines
 // already there, a server that has written nothing, and the errors.
 func TestLogsEveryServerAndFlags(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	// A shared server: its log is NAME-PORT.log, its id the daemon's.
 	port := strconv.Itoa(freePort(t))
@@ -177,6 +178,7 @@ func TestLogsEveryServerAndFlags(t *testing.T) {
 // cutoff (a log and its rotated files), as lines carry no time. The
 // files' ages are set with Chtimes: waiting hours is no test.
 func TestLogsSince(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	old := startSayer(t, in, "old", true)
 	recent := startSayer(t, in, "recent", true)
@@ -334,6 +336,7 @@ func stampedAt(t *testing.T, line string, from, to time.Time) string {
 // has not written yet; and the end on SIGINT. Each case has an instance
 // of its own.
 func TestLogsFollow(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		run  func(t *testing.T, in *instance)

@@ -34,7 +34,6 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/proc"
-	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
@@ -274,7 +273,7 @@ func mcpHost(config string) int {
 // record, and every process the instance knows of or marked, by PID and
 // creation token.
 type mcpTree struct {
-	rec registry.Process
+	rec api.Process
 	// marker is the instance marker the daemon gave the server, read from
 	// its environment while it runs.
 	marker string
@@ -294,7 +293,7 @@ type tracked struct {
 func (in *instance) snapshot(t *testing.T) *mcpTree {
 	t.Helper()
 	ps := in.mustProcesses(true)
-	if len(ps) != 1 || ps[0].State != registry.StateRunning {
+	if len(ps) != 1 || ps[0].State != api.StateRunning {
 		t.Fatalf("ps --all --json: got %+v, want one running process", ps)
 	}
 	tr := &mcpTree{rec: ps[0]}
@@ -318,7 +317,7 @@ func (in *instance) snapshot(t *testing.T) *mcpTree {
 
 // marked lists live processes carrying a marker: the SUPERVISOR_PROC_ID of
 // one of recs, or the instance's SUPERVISOR_INSTANCE.
-func (tr *mcpTree) marked(recs []registry.Process) []int {
+func (tr *mcpTree) marked(recs []api.Process) []int {
 	ids := map[string]bool{}
 	for _, p := range recs {
 		ids[p.ID] = true
@@ -346,7 +345,7 @@ func (tr *mcpTree) marked(recs []registry.Process) []int {
 // checks that no live process carries a marker of the instance or of
 // anything ps --all lists, and that every record is exited. What it finds
 // alive is reported and killed by PID. It returns ps --all.
-func (in *instance) assertNothingLeft(t *testing.T, tr *mcpTree) []registry.Process {
+func (in *instance) assertNothingLeft(t *testing.T, tr *mcpTree) []api.Process {
 	t.Helper()
 	for _, p := range tr.procs {
 		if !proc.WaitExit(p.pid, p.tok, wait) {
@@ -378,7 +377,7 @@ func (in *instance) assertNothingLeft(t *testing.T, tr *mcpTree) []registry.Proc
 		}
 	}
 	for _, p := range ps {
-		if p.State != registry.StateExited {
+		if p.State != api.StateExited {
 			t.Errorf("process %s (pid %d) is %s, want exited", p.ID, p.PID, p.State)
 		}
 	}
@@ -386,7 +385,7 @@ func (in *instance) assertNothingLeft(t *testing.T, tr *mcpTree) []registry.Proc
 }
 
 // ended says how a record's process ended, for the log.
-func ended(p registry.Process) string {
+func ended(p api.Process) string {
 	code := "none"
 	if p.ExitCode != nil {
 		code = fmt.Sprint(*p.ExitCode)
@@ -401,6 +400,7 @@ func ended(p registry.Process) string {
 // deadline and must exit 0; server-everything, which stays, gets 1 s and
 // is then stopped through the shim's SIGTERM. Either way nothing is left.
 func TestMCPGoSDKClient(t *testing.T) {
+	t.Parallel()
 	npm := npmDeps(t)
 	for _, c := range mcpCases() {
 		t.Run(c.name, func(t *testing.T) {
@@ -534,6 +534,7 @@ func (cl *mcpClient) next(t *testing.T) mcpResult {
 // before SIGTERM, a timing this test does not assert: either way the server
 // exited and nothing is left.
 func TestMCPTSSDKClient(t *testing.T) {
+	t.Parallel()
 	npm := npmDeps(t)
 	for _, c := range mcpCases() {
 		t.Run(c.name, func(t *testing.T) {
@@ -566,6 +567,7 @@ func TestMCPTSSDKClient(t *testing.T) {
 // the server and everything it started are gone, and each record says how
 // its process ended.
 func TestMCPClientKilledMidSession(t *testing.T) {
+	t.Parallel()
 	npm := npmDeps(t)
 	for _, lang := range []string{"go", "ts"} {
 		for _, c := range mcpCases() {
@@ -595,7 +597,7 @@ func TestMCPClientKilledMidSession(t *testing.T) {
 						continue
 					}
 					found = true
-					if s.State != registry.SessionEnded || s.EndedAt == nil || s.EndReason == "" {
+					if s.State != api.SessionEnded || s.EndedAt == nil || s.EndReason == "" {
 						t.Errorf("session %s: state %q, ended at %v, reason %q; want ended with a reason", s.ID, s.State, s.EndedAt, s.EndReason)
 					}
 					if s.HostPID != cl.cmd.Process.Pid {

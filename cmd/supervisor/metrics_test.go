@@ -91,6 +91,7 @@ func familyNames(fams map[string]*dto.MetricFamily) []string {
 // serves /metrics, and after spawns, a stop and a breaker opening the
 // counters have moved; `supervisor metrics` prints the same families.
 func TestMetricsEndpoint(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	in.env = append(in.env, "SUPERVISOR_METRICS_ADDR="+addr)
@@ -162,6 +163,7 @@ func TestMetricsEndpoint(t *testing.T) {
 // TestMetricsAddrRefusedWhenUnusable: a --metrics-addr the daemon cannot
 // listen on stops it from starting, saying why.
 func TestMetricsAddrRefusedWhenUnusable(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	cmd := in.command("daemon", "--foreground", "--metrics-addr", "127.0.0.1:notaport")
 	out, err := cmd.CombinedOutput()
@@ -177,6 +179,7 @@ func TestMetricsAddrRefusedWhenUnusable(t *testing.T) {
 // TestMetricsWithoutEndpoint: `supervisor metrics` works without
 // --metrics-addr (it asks over the socket).
 func TestMetricsWithoutEndpoint(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.mustRun("daemon")
 	fams := parseMetrics(t, in.mustRun("metrics"))
@@ -194,6 +197,7 @@ func TestMetricsWithoutEndpoint(t *testing.T) {
 // --pprof (here through the environment of an auto-started daemon), and
 // --pprof without an address is refused with what to add.
 func TestPprofOptIn(t *testing.T) {
+	t.Parallel()
 	for _, on := range []bool{false, true} {
 		t.Run(fmt.Sprint(on), func(t *testing.T) {
 			in := newInstance(t)

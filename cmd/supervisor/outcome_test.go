@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/api"
 )
 
 // TestHostKillOutcomeIsTheTrueOne: a server that exits on stdin EOF, run
@@ -17,6 +17,7 @@ import (
 // fires, or while the cascade signals); whoever wins, the outcome comes
 // from the real exit status, and the stop is recorded once.
 func TestHostKillOutcomeIsTheTrueOne(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -30,8 +31,8 @@ func TestHostKillOutcomeIsTheTrueOne(t *testing.T) {
 		h := in.startHost(t, 1, "--", bin, "_fixture", "echo", "--ready")
 		h.cmd.Process.Kill() // SIGKILL: the host's pipes close with it
 		waitGonePID(t, h.servers[0], h.tokens[0])
-		p := waitRecord(t, in, h.servers[0], func(p registry.Process) bool { return p.State.Final() && p.Stop != nil })
-		if p.State != registry.StateExited || p.ExitCode == nil || *p.ExitCode != 0 || p.Signal != "" {
+		p := waitRecord(t, in, h.servers[0], func(p api.Process) bool { return p.State.Final() && p.Stop != nil })
+		if p.State != api.StateExited || p.ExitCode == nil || *p.ExitCode != 0 || p.Signal != "" {
 			t.Errorf("run %d: record %s is %s (code %v, signal %q), want exited with code 0", i, p.ID, p.State, p.ExitCode, p.Signal)
 		}
 		if p.Stop.Result != want {

@@ -7,13 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/api"
 )
 
 // Issue 29: ps filters (--filter KEY=VALUE), prints ids alone (-q) or
 // through a template (--format), and keeps shared servers' HEALTH and
 // PORT columns out of a table of stdio servers only.
 func TestPsFiltersQuietFormat(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	a := in.startShim("--session", "sa", "--name", "alpha", "--", bin, "_fixture", "sleep")
 	a.readyPID(t)
@@ -43,7 +44,7 @@ func TestPsFiltersQuietFormat(t *testing.T) {
 			t.Errorf("ps %v: exit %d, %q %q; want %q", tc.args, code, out, errOut, tc.want)
 		}
 	}
-	var procs []registry.Process
+	var procs []api.Process
 	if err := json.Unmarshal([]byte(in.mustRun("ps", "--format", "json", "--filter", "name=alpha")), &procs); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,8 @@ func TestPsFiltersQuietFormat(t *testing.T) {
 // On a terminal ps fits its width: columns go, least useful first, and the
 // command is cut.
 func TestPsTableFitsTheTerminal(t *testing.T) {
-	procs := []registry.Process{{ID: "p-0123456789", Session: "host-1234-5678", Name: "filesystem", PID: 4242, State: registry.StateRunning,
+	t.Parallel()
+	procs := []api.Process{{ID: "p-0123456789", Session: "host-1234-5678", Name: "filesystem", PID: 4242, State: api.StateRunning,
 		Argv: []string{"npx", "-y", "@modelcontextprotocol/server-filesystem", "/home/someone/projects/a/very/long/path"}}}
 	for _, width := range []int{60, 80, 120} {
 		var b strings.Builder

@@ -11,6 +11,7 @@ import (
 // the project's contract (the demo, and the test suite exactly as CI runs
 // it), links nothing outside the repository, and claims nothing stale.
 func TestReadmeNewcomerPath(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)

@@ -138,6 +138,7 @@ func offline(argv []string) []string {
 //   - SIGKILL: while its server hangs in the handshake (list command), or
 //     once its UI has started the server.
 func TestRealHosts(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +146,7 @@ func TestRealHosts(t *testing.T) {
 	for _, h := range realHosts {
 		for _, inPlace := range []string{"auto", "off"} {
 			t.Run(h.name+"/in-place="+inPlace, func(t *testing.T) {
+				t.Parallel() // each has its own instance, home and tag
 				exe := filepath.Join(root, h.bin)
 				if _, err := os.Stat(exe); err != nil {
 					msg := fmt.Sprintf("%s is not installed (%s): .ci/run installs it with npm", h.name, h.bin)
@@ -382,6 +384,7 @@ func sessionHost(t *testing.T, in *instance, id string) int {
 // session must end by the hook's request, not by the host's death, and
 // leave nothing running.
 func TestRealHostSessionEndHooks(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)

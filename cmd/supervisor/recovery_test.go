@@ -169,10 +169,10 @@ func (in *instance) status(t *testing.T) api.Status {
 }
 
 // livePIDs maps the running processes' PIDs to their records.
-func livePIDs(ps []registry.Process) map[int]registry.Process {
-	out := map[int]registry.Process{}
+func livePIDs(ps []api.Process) map[int]api.Process {
+	out := map[int]api.Process{}
 	for _, p := range ps {
-		if p.State == registry.StateRunning {
+		if p.State == api.StateRunning {
 			out[p.PID] = p
 		}
 	}
@@ -180,7 +180,7 @@ func livePIDs(ps []registry.Process) map[int]registry.Process {
 }
 
 // waitAdopted waits until every pid is a running record again.
-func (in *instance) waitAdopted(t *testing.T, pids []int) map[int]registry.Process {
+func (in *instance) waitAdopted(t *testing.T, pids []int) map[int]api.Process {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for {
@@ -223,6 +223,7 @@ func (in *instance) waitLog(t *testing.T, want string, n int) {
 // re-adopts the same PIDs, and stops the server whose shim died while it
 // was down; a host killed afterwards is still cleaned up.
 func TestDaemonCrashServersKeepServing(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	// Shims that stay (the daemon spawns the servers): theirs is the
 	// re-attach under test. (In their place: TestInPlaceStatusKnownAfterDaemonCrash.)
@@ -268,8 +269,8 @@ func TestDaemonCrashServersKeepServing(t *testing.T) {
 	if !alive(a.servers[0], a.tokens[0]) {
 		t.Fatalf("server %d of the live host was stopped", a.servers[0])
 	}
-	rec := waitRecord(t, in, b.servers[0], func(p registry.Process) bool { return p.State.Final() })
-	if rec.State != registry.StateExited {
+	rec := waitRecord(t, in, b.servers[0], func(p api.Process) bool { return p.State.Final() })
+	if rec.State != api.StateExited {
 		t.Errorf("adopted server of the dead host ended %s, want exited", rec.State)
 	}
 	a.cmd.Process.Kill()
@@ -281,6 +282,7 @@ func TestDaemonCrashServersKeepServing(t *testing.T) {
 // the shims re-attach, status shows the mismatch before and not after, and
 // a newer shim says once that the daemon is older.
 func TestDaemonRestartUpgrades(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.env = append(in.env, "SUPERVISOR_IN_PLACE=off") // shims that stay and re-attach
 	old := faultBin(t)
@@ -333,6 +335,7 @@ func TestDaemonRestartUpgrades(t *testing.T) {
 // read is moved aside; the live servers are found by their markers and
 // adopted, and their host's death still ends them.
 func TestCorruptRegistryIsRebuiltFromMarkers(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"truncated", "random", "explicit-session"} {
 		t.Run(kind, func(t *testing.T) {
 			in := newInstance(t)
@@ -398,6 +401,7 @@ func TestCorruptRegistryIsRebuiltFromMarkers(t *testing.T) {
 // process (another creation token) is closed as lost; the stranger is
 // neither adopted nor signalled.
 func TestPIDReuseIsClosedAsLost(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	stranger := exec.Command(bin, "_fixture", "sleep")
 	if err := stranger.Start(); err != nil {
@@ -447,13 +451,13 @@ func TestPIDReuseIsClosedAsLost(t *testing.T) {
 
 	in.mustRun("daemon")
 	ps := in.mustProcesses(true)
-	var rec registry.Process
+	var rec api.Process
 	for _, p := range ps {
 		if p.ID == "p-reused" {
 			rec = p
 		}
 	}
-	if rec.State != registry.StateLost || !strings.Contains(rec.Error, "belongs to another process") {
+	if rec.State != api.StateLost || !strings.Contains(rec.Error, "belongs to another process") {
 		t.Errorf("record %+v, want lost because the pid belongs to another process", rec)
 	}
 	if st := in.status(t); st.Recovery == nil || st.Recovery.Lost != 2 || st.Recovery.Adopted != 0 {
@@ -473,11 +477,12 @@ func TestPIDReuseIsClosedAsLost(t *testing.T) {
 // restart no process is orphaned, no record is left starting or stopping,
 // live servers are adopted and port locks are free.
 func TestFaultInjection(t *testing.T) {
+	t.Parallel()
 	fbin := faultBin(t)
 	noLimbo := func(t *testing.T, in *instance) {
 		t.Helper()
 		for _, p := range in.mustProcesses(true) {
-			if p.State == registry.StateStarting || p.State == registry.StateStopping {
+			if p.State == api.StateStarting || p.State == api.StateStopping {
 				t.Errorf("record %s left %s after recovery", p.ID, p.State)
 			}
 		}
@@ -492,7 +497,7 @@ func TestFaultInjection(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	waitFinal := func(t *testing.T, in *instance, id string) registry.Process {
+	waitFinal := func(t *testing.T, in *instance, id string) api.Process {
 		t.Helper()
 		deadline := time.Now().Add(wait)
 		for {
@@ -538,10 +543,10 @@ func TestFaultInjection(t *testing.T) {
 				t.Errorf("shim exited %d when the daemon died before the start, want 125", code)
 			}
 			p := waitFinal(t, in, id)
-			if point == "run.intent" && p.State != registry.StateLost {
+			if point == "run.intent" && p.State != api.StateLost {
 				t.Errorf("record crashed before the fork is %s, want lost", p.State)
 			}
-			if point == "run.forked" && (p.PID == 0 || p.State != registry.StateExited) {
+			if point == "run.forked" && (p.PID == 0 || p.State != api.StateExited) {
 				t.Errorf("record crashed after the fork: pid %d %s, want found by its marker and stopped", p.PID, p.State)
 			}
 			noLimbo(t, in)
@@ -570,7 +575,7 @@ func TestFaultInjection(t *testing.T) {
 			t.Errorf("host saw exit %d, want 0", code)
 		}
 		p := waitFinal(t, in, onlyID(t, in))
-		if p.State != registry.StateExited || p.ExitCode == nil || *p.ExitCode != 0 {
+		if p.State != api.StateExited || p.ExitCode == nil || *p.ExitCode != 0 {
 			t.Errorf("record %s, exit code %v, error %q; want exited 0", p.State, p.ExitCode, p.Error)
 		}
 		// The daemon died after the exec went out and before the running
@@ -596,7 +601,7 @@ func TestFaultInjection(t *testing.T) {
 		}
 		in.mustRun("daemon") // resumes the stop it finds recorded
 		waitGonePID(t, pid, tok)
-		if p := waitFinal(t, in, id); p.State != registry.StateExited {
+		if p := waitFinal(t, in, id); p.State != api.StateExited {
 			t.Errorf("record %s, want exited", p.State)
 		}
 		noLimbo(t, in)
@@ -627,7 +632,7 @@ func TestFaultInjection(t *testing.T) {
 		}
 		noLimbo(t, in)
 		// Exactly one server ran; it is adopted and serves the next ensure.
-		var live []registry.Process
+		var live []api.Process
 		for _, p := range in.mustProcesses(false) {
 			if p.Shared && p.Port == port {
 				live = append(live, p)
@@ -655,6 +660,7 @@ func TestFaultInjection(t *testing.T) {
 // still takes every server along, the SIGTERM-ignoring one and an escaped
 // setsid grandchild included.
 func TestLocalModeCleansUpOnHostDeath(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	// A state directory under a regular file: no daemon can ever start.
 	in.env = append(in.env, "SUPERVISOR_STATE_DIR=/dev/null/x", "SUPERVISOR_SOCKET=/dev/null/x.sock")
@@ -683,6 +689,7 @@ func TestLocalModeCleansUpOnHostDeath(t *testing.T) {
 // than the daemon (a sandboxed host) must not hand it a command line that
 // means something else there: it runs its server itself, and says why.
 func TestLocalModeInAnotherMountNamespace(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs root for unshare --mount (CI runs as root)")
 	}
@@ -709,6 +716,7 @@ func TestLocalModeInAnotherMountNamespace(t *testing.T) {
 // TestLocalModeShimKilled: hosts end a server by killing what they
 // started, here a shim in local mode; its server must not outlive it.
 func TestLocalModeShimKilled(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.env = append(in.env, "SUPERVISOR_STATE_DIR=/dev/null/x", "SUPERVISOR_SOCKET=/dev/null/x.sock")
 	s := in.startShim("--session", "local", "--", bin, "_fixture", "ignore-term")
@@ -722,6 +730,7 @@ func TestLocalModeShimKilled(t *testing.T) {
 // cannot come back (its state directory became unusable); the host dies;
 // the re-attaching shim stops the server itself.
 func TestShimStopsServerWhenHostDiesWithoutDaemon(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.env = append(in.env, "SUPERVISOR_IN_PLACE=off") // a shim that stays to do it
 	h := in.startHost(t, 1, "--grace", "300ms", "--", bin, "_fixture", "ignore-term")
@@ -758,6 +767,7 @@ func TestShimStopsServerWhenHostDiesWithoutDaemon(t *testing.T) {
 // TestPsPagesALongTable: a table larger than one frame (4 MiB) is listed
 // whole: the daemon sends it in pages.
 func TestPsPagesALongTable(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	s, err := store.Open(filepath.Join(in.state, "registry.db"), store.Options{})
 	if err != nil {

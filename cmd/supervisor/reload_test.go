@@ -40,6 +40,7 @@ func (in *instance) daemonLogCount(s string) int {
 // A reload (`daemon reload`, or SIGHUP) re-reads the config file: new runs
 // get its values; a bad file is reported as file:line and changes nothing.
 func TestConfigReload(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.writeConfig("[servers.slow]\ngrace = \"300ms\"\n")
 	if g := in.graceOfNewRun(t, "rl1"); g != 300 {

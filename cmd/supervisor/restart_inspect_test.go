@@ -6,17 +6,19 @@ import (
 	"fmt"
 
 	"encoding/json"
-	"github.com/seed-86a41135/supervisor/registry"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/seed-86a41135/supervisor/api"
 )
 
 // Issue 29: inspect shows one server in full; restart stops a server the
 // daemon started and starts it again as it was, and refuses, saying why,
 // a host's stdio server, which only its host can start again.
 func TestRestartAndInspect(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	port := strconv.Itoa(freePort(t))
 	res, errOut, code := in.ensure(t, "--name", "web", "--session", "s1", "--port", port, "--", bin, "_fixture", "listen", port)
@@ -39,7 +41,7 @@ func TestRestartAndInspect(t *testing.T) {
 	if !slices.ContainsFunc(before.Tree, func(p treeProc) bool { return p.PID == before.Process.PID && p.Because == "the server" }) {
 		t.Errorf("inspect web: tree %+v lacks the server itself", before.Tree)
 	}
-	if !slices.ContainsFunc(before.Events, func(e registry.Event) bool { return e.Kind == "process.start" }) {
+	if !slices.ContainsFunc(before.Events, func(e api.Event) bool { return e.Kind == "process.start" }) {
 		t.Errorf("inspect web: events %+v lack its start", before.Events)
 	}
 	waitCond(t, func() error {

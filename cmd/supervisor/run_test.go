@@ -17,13 +17,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/api"
 )
 
 // TestStdioByteExact sends 1 MiB through an echo server and back, with the
 // host's stdio as pipes (Go and Python hosts) and as a unix socketpair
 // (Node hosts: libuv hands children socket:[inode] stdio).
 func TestStdioByteExact(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"pipe", "socketpair"} {
 		t.Run(kind, func(t *testing.T) {
 			in := newInstance(t)
@@ -75,6 +76,7 @@ func TestStdioByteExact(t *testing.T) {
 // still holds stdin open; the host's read of stdout must end, over pipes and
 // over a socketpair.
 func TestHostSeesEOFWhenServerExits(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"pipe", "socketpair"} {
 		t.Run(kind, func(t *testing.T) {
 			in := newInstance(t)
@@ -124,6 +126,7 @@ func readAllWithin(r io.Reader, d time.Duration) ([]byte, error) {
 }
 
 func TestExitStatuses(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	notExec := filepath.Join(t.TempDir(), "not-executable")
 	os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644)
@@ -178,6 +181,7 @@ func TestExitStatuses(t *testing.T) {
 }
 
 func TestSignalsToShim(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	t.Run("SIGTERM stops the server", func(t *testing.T) {
 		s := in.startShim("--grace", "10s", "--", bin, "_fixture", "sleep")
@@ -207,21 +211,21 @@ func TestSignalsToShim(t *testing.T) {
 
 // findByPID waits (bounded) for pid's record to reach a final state: the
 // final commit follows the process's exit by moments.
-func findByPID(t *testing.T, in *instance, pid int) registry.Process {
+func findByPID(t *testing.T, in *instance, pid int) api.Process {
 	t.Helper()
-	return waitRecord(t, in, pid, func(p registry.Process) bool { return p.State.Final() })
+	return waitRecord(t, in, pid, func(p api.Process) bool { return p.State.Final() })
 }
 
 // findByPIDState waits (bounded) for pid's record to be in state.
-func findByPIDState(t *testing.T, in *instance, pid int, state registry.ProcState) registry.Process {
+func findByPIDState(t *testing.T, in *instance, pid int, state api.ProcState) api.Process {
 	t.Helper()
-	return waitRecord(t, in, pid, func(p registry.Process) bool { return p.State == state })
+	return waitRecord(t, in, pid, func(p api.Process) bool { return p.State == state })
 }
 
-func waitRecord(t *testing.T, in *instance, pid int, ok func(registry.Process) bool) registry.Process {
+func waitRecord(t *testing.T, in *instance, pid int, ok func(api.Process) bool) api.Process {
 	t.Helper()
 	deadline := time.Now().Add(wait)
-	var last registry.Process
+	var last api.Process
 	for time.Now().Before(deadline) {
 		for _, p := range in.mustProcesses(true) {
 			if pid == 0 || p.PID == pid { // 0: any record, ok decides
@@ -240,6 +244,7 @@ func waitRecord(t *testing.T, in *instance, pid int, ok func(registry.Process) b
 // TestConcurrentStartsUnderTheCap: two `run --name x` started at once in
 // one session leave exactly one instance, never none.
 func TestConcurrentStartsUnderTheCap(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	for round := 0; round < 3; round++ {
 		sess := "race-" + string(rune('a'+round))

@@ -51,6 +51,7 @@ func readCalls(t *testing.T, path string) string {
 }
 
 func TestServiceInstallUninstallSystemd(t *testing.T) {
+	t.Parallel()
 	in, unit, calls := serviceEnv(t, 0)
 	out := in.mustRun("daemon", "install-service")
 	if !strings.Contains(out, "wrote "+unit) || !strings.Contains(out, "enabled and started") {
@@ -93,6 +94,7 @@ func TestServiceInstallUninstallSystemd(t *testing.T) {
 // Without a user bus (containers, CI) the unit is written, the warning
 // says what to run, and the exit status is 0.
 func TestServiceInstallWithoutUserBus(t *testing.T) {
+	t.Parallel()
 	in, unit, _ := serviceEnv(t, 1)
 	out, errOut, code := in.run("daemon", "install-service")
 	if code != 0 {
@@ -116,6 +118,7 @@ func TestServiceInstallWithoutUserBus(t *testing.T) {
 }
 
 func TestServiceInstallDryRun(t *testing.T) {
+	t.Parallel()
 	in, unit, calls := serviceEnv(t, 0)
 	out, errOut, code := in.run("daemon", "install-service", "--dry-run")
 	if code != 0 {
@@ -173,6 +176,7 @@ func verifyUnit(t *testing.T, unit string) {
 }
 
 func TestCompletion(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	out := in.mustRun("completion", "bash")
 	if !strings.Contains(out, "__start_supervisor") {

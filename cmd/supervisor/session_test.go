@@ -126,6 +126,7 @@ func (h *fakeHost) request(t *testing.T, i int, text string) string {
 }
 
 func TestHostDeathStopsOnlyItsSession(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	// One server exits on SIGTERM, one ignores it (needs SIGKILL after the
 	// grace), one exits on stdin EOF.
@@ -169,6 +170,7 @@ func TestHostDeathStopsOnlyItsSession(t *testing.T) {
 }
 
 func TestConcurrentShimsStartOneDaemon(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	const n = 20
 	shims := make([]*shimProc, n)
@@ -221,6 +223,7 @@ func TestConcurrentShimsStartOneDaemon(t *testing.T) {
 }
 
 func TestEndSessionAndStopByName(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	s1 := in.startShim("--session", "work-1", "--name", "alpha", "--", bin, "_fixture", "sleep")
 	s2 := in.startShim("--session", "work-1", "--name", "beta", "--", bin, "_fixture", "ignore-term")
@@ -258,6 +261,7 @@ func TestEndSessionAndStopByName(t *testing.T) {
 // pdeathsig), a new daemon re-adopts them from the registry, and their
 // host's death still stops them.
 func TestDaemonCrashReadoptsServers(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	h := in.startHost(t, 2, "--", bin, "_fixture", "sleep")
 	for _, pid := range h.servers {
@@ -308,6 +312,7 @@ func killByPIDNow(t *testing.T, pid int) {
 // with an id of its own, never the ended one again: each session's
 // processes and events stay apart.
 func TestEndedSessionIsNeverReopenedByItsHost(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	sessionsOf := func() []string {
 		var out []string
@@ -341,6 +346,7 @@ func TestEndedSessionIsNeverReopenedByItsHost(t *testing.T) {
 // TestSameSessionIDInTwoInstances: ending session x in one daemon instance
 // leaves another instance's session x alone.
 func TestSameSessionIDInTwoInstances(t *testing.T) {
+	t.Parallel()
 	a, b := newInstance(t), newInstance(t)
 	sa := a.startShim("--session", "x", "--", bin, "_fixture", "daemonize")
 	_, da := readReady2(t, sa.stdout)

@@ -23,7 +23,6 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/proc"
-	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
@@ -67,6 +66,7 @@ type sharedClient struct {
 // client, and one server process exists. When the last client has gone
 // and the linger has passed, the broker and its server are gone.
 func TestShareConcurrentClients(t *testing.T) {
+	t.Parallel()
 	npm := npmDeps(t)
 	for _, c := range shareCases() {
 		for _, n := range []int{2, 5} {
@@ -150,7 +150,7 @@ func TestShareConcurrentClients(t *testing.T) {
 				}
 
 				// One broker, every client attached, one server process.
-				var brokers []registry.Process
+				var brokers []api.Process
 				for _, p := range in.mustProcesses(false) {
 					if p.Broker {
 						brokers = append(brokers, p)
@@ -174,7 +174,7 @@ func TestShareConcurrentClients(t *testing.T) {
 				for _, s := range servers {
 					waitGonePID(t, s.pid, s.tok)
 				}
-				p := waitRecord(t, in, br.PID, func(p registry.Process) bool { return p.State.Final() })
+				p := waitRecord(t, in, br.PID, func(p api.Process) bool { return p.State.Final() })
 				if len(p.Clients) != 0 {
 					t.Errorf("broker record %s still lists clients %+v", p.ID, p.Clients)
 				}
@@ -330,9 +330,9 @@ func (e *echoes) errs() []error {
 }
 
 // brokerOf returns the instance's one live broker record.
-func brokerOf(t *testing.T, in *instance) registry.Process {
+func brokerOf(t *testing.T, in *instance) api.Process {
 	t.Helper()
-	var out []registry.Process
+	var out []api.Process
 	for _, p := range in.mustProcesses(false) {
 		if p.Broker {
 			out = append(out, p)
@@ -349,6 +349,7 @@ func brokerOf(t *testing.T, in *instance) registry.Process {
 // client's shim exits, the broker and its one server live on, and the new
 // daemons know every client again.
 func TestShareSurvivesDaemonLoss(t *testing.T) {
+	t.Parallel()
 	in, clients, ctx := shareSetup(t, 3)
 	br := brokerOf(t, in)
 	servers := serverProcs(t, br.ID)
@@ -398,6 +399,7 @@ func TestShareSurvivesDaemonLoss(t *testing.T) {
 // the upstream lives on for them, and goes only after the last client and
 // the linger.
 func TestShareClientKilledMidCall(t *testing.T) {
+	t.Parallel()
 	in, clients, ctx := shareSetup(t, 3)
 	br := brokerOf(t, in)
 	servers := serverProcs(t, br.ID)
@@ -437,6 +439,7 @@ func TestShareClientKilledMidCall(t *testing.T) {
 // TestShareFromConfig: `[servers.NAME] share = true` shares a server whose
 // host config says plain `supervisor run --name NAME` (no --share).
 func TestShareFromConfig(t *testing.T) {
+	t.Parallel()
 	in, clients, ctx := shareSetupWith(t, 2, nil, "[servers.everything]\nshare = true\n", nil)
 	br := brokerOf(t, in)
 	if len(br.Clients) != 2 {
@@ -469,7 +472,7 @@ func TestShareFromConfig(t *testing.T) {
 	// The lean entry's run is declined (it is not exec'd in place) before
 	// anything is recorded for it: no failed record is left.
 	for _, p := range in.mustProcesses(true) {
-		if p.State == registry.StateFailed {
+		if p.State == api.StateFailed {
 			t.Errorf("a failed record %s (%s): %s", p.ID, p.Name, p.Error)
 		}
 	}
@@ -480,6 +483,7 @@ func TestShareFromConfig(t *testing.T) {
 // answered by the right client: the broker refuses it, and ps flags the
 // server as not safely shareable (its HEALTH, --json's unsafe, an event).
 func TestShareRefusesAmbiguousServerRequest(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
 	defer cancel()
@@ -556,6 +560,7 @@ func TestShareRefusesAmbiguousServerRequest(t *testing.T) {
 // its own progress notifications and no other's. A client that cancels
 // its call gets the cancellation; the other's call completes.
 func TestShareProgressAndCancel(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	progress := make([][]float64, 2)
 	opts := func(i int) *mcp.ClientOptions {
@@ -627,6 +632,7 @@ func TestShareProgressAndCancel(t *testing.T) {
 // (their shims live), and after the broker's restart the next calls of
 // both succeed.
 func TestShareUpstreamCrash(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
 	defer cancel()
@@ -687,6 +693,7 @@ func TestShareUpstreamCrash(t *testing.T) {
 // for the others; when they have closed their sessions the broker goes
 // after the linger.
 func TestShareTSSDKClients(t *testing.T) {
+	t.Parallel()
 	npm := npmDeps(t)
 	in := newInstance(t)
 	if err := os.WriteFile(filepath.Join(in.state, "config.toml"), []byte("linger = \"1s\"\n"), 0o600); err != nil {
@@ -746,6 +753,7 @@ func TestShareTSSDKClients(t *testing.T) {
 // of their own, unless the variable is volatile (built in, such as
 // CLAUDE_CODE_SESSION_ID, or added by the config's volatile_env).
 func TestShareKeyByEnvironment(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, variable, config string
 		brokers                int
@@ -791,6 +799,7 @@ func TestShareKeyByEnvironment(t *testing.T) {
 // ends (before, during and after its exit) are all served: one whose
 // broker is going away is handed to a fresh one.
 func TestShareAcrossLingerEnd(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	if err := os.WriteFile(filepath.Join(in.state, "config.toml"), []byte("linger = \"100ms\"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -821,6 +830,7 @@ func TestShareAcrossLingerEnd(t *testing.T) {
 // TestShareLogs: a shared server's stderr (and its broker's) is captured
 // like any server's: `supervisor logs NAME` shows it.
 func TestShareLogs(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
@@ -849,6 +859,7 @@ func TestShareLogs(t *testing.T) {
 // issue 14) without its upstream seeing it, and a client's own GOMAXPROCS
 // reaches both unchanged.
 func TestShareBrokerGOMAXPROCS(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, client, broker, upstream string // "" for unset
 	}{
@@ -872,7 +883,7 @@ func TestShareBrokerGOMAXPROCS(t *testing.T) {
 				t.Fatalf("connect: %v", err)
 			}
 			defer cs.Close()
-			var br registry.Process
+			var br api.Process
 			for _, p := range in.mustProcesses(false) {
 				if p.Broker {
 					br = p
@@ -919,6 +930,7 @@ func TestShareBrokerGOMAXPROCS(t *testing.T) {
 // a 1 MB cap leaves the live file and each backup within the cap, and the
 // burst's end in the log.
 func TestShareLogCap(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.env = append(in.env, "SUPERVISOR_LOG_MAX_MB=1")
 	script := fmt.Sprintf("yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c 4194304 >&2; echo burst $((40+2)) done >&2; exec %s _fixture mcp", bin)
@@ -971,6 +983,7 @@ func TestShareLogCap(t *testing.T) {
 // in its own log (the file `logs NAME` shows), not on a stderr it has
 // already closed.
 func TestBrokerErrorInItsLog(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "b.log")
 	cmd := exec.Command(bin, "_broker", "--socket", filepath.Join(dir, "b.sock"), "--log", logPath, "--", "/nonexistent/mcp-server")

@@ -54,6 +54,7 @@ func send(t *testing.T, s *shimProc, who, format string, args ...any) {
 // never hears the cancellations, and the refusals are evented and
 // counted.
 func TestShareRefusesSmuggledKeys(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	args := func(session string) []string {
 		return []string{"--share", "--name", "fx", "--session", session, "--", bin, "_fixture", "mcp"}

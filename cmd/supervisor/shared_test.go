@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -23,7 +24,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
@@ -52,6 +52,7 @@ func (in *instance) ensure(t *testing.T, args ...string) (api.Ensured, string, i
 }
 
 func TestEnsureStormStartsOneServer(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	port := freePort(t)
 	ps := strconv.Itoa(port)
@@ -86,6 +87,7 @@ func TestEnsureStormStartsOneServer(t *testing.T) {
 }
 
 func TestSharedServerLingersPastItsLastSession(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	ps := strconv.Itoa(freePort(t))
 	a, _, code := in.ensure(t, "--session", "a", "--port", ps, "--linger", "1s", "--", bin, "_fixture", "listen", ps)
@@ -122,12 +124,13 @@ func TestSharedServerLingersPastItsLastSession(t *testing.T) {
 	if gap := stopped.Sub(ended); gap < 900*time.Millisecond {
 		t.Fatalf("the shared server stopped %v after its last session ended, before its 1s linger was over", gap)
 	}
-	if p := findByPID(t, in, a.PID); p.State != registry.StateExited {
+	if p := findByPID(t, in, a.PID); p.State != api.StateExited {
 		t.Fatalf("record %s, want exited", p.State)
 	}
 }
 
 func TestSharedServerIsRestarted(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	ps := strconv.Itoa(freePort(t))
 	res, _, code := in.ensure(t, "--session", "r", "--port", ps, "--interval", "200ms", "--", bin, "_fixture", "listen", ps)
@@ -135,10 +138,10 @@ func TestSharedServerIsRestarted(t *testing.T) {
 		t.Fatalf("ensure: exit %d", code)
 	}
 	killByPIDNow(t, res.PID)
-	p := waitRecord(t, in, 0, func(p registry.Process) bool {
+	p := waitRecord(t, in, 0, func(p api.Process) bool {
 		return p.ID == res.ID && p.Restarts == 1 && p.Health == "healthy" && p.PID != res.PID
 	})
-	if p.State != registry.StateRunning {
+	if p.State != api.StateRunning {
 		t.Fatalf("restarted server is %s", p.State)
 	}
 	out := in.mustRun("ps")
@@ -148,8 +151,12 @@ func TestSharedServerIsRestarted(t *testing.T) {
 }
 
 func TestCircuitBreaker(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
-	in.env = append(in.env, "SUPERVISOR_BREAKER_COOLDOWN=1s")
+	// Long enough that the fourth call and the restart below surely
+	// come before the breaker's retry, on a loaded machine too: the
+	// wait for it costs a parallel test nothing.
+	in.env = append(in.env, "SUPERVISOR_BREAKER_COOLDOWN=8s")
 	failing := []string{"run", "--name", "crashy", "--", "/bin/sh", "-c", "exit 3"}
 	for i := 1; i <= 3; i++ {
 		if _, errOut, code := in.run(failing...); code != 3 {
@@ -193,6 +200,7 @@ func waitFor(t *testing.T, d time.Duration) {
 }
 
 func TestEnsureNamesAForeignListener(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -211,6 +219,7 @@ func TestEnsureNamesAForeignListener(t *testing.T) {
 }
 
 func TestEnsureWaitsForHTTPHealth(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	ps := strconv.Itoa(freePort(t))
 	res, errOut, code := in.ensure(t, "--session", "h", "--port", ps, "--health", "http://127.0.0.1:"+ps+"/health",
@@ -236,6 +245,7 @@ func TestEnsureWaitsForHTTPHealth(t *testing.T) {
 // writer at the size limit into NAME.log.1 to .3; `logs -f` follows it
 // across the renames without losing a line.
 func TestLogsFollowAndRotate(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.env = append(in.env, "SUPERVISOR_LOG_MAX_MB=1")
 	ps := strconv.Itoa(freePort(t))
@@ -355,11 +365,15 @@ func waitCond(t *testing.T, cond func() error) {
 	}
 }
 
-// waitLogGrows waits until the file at path is longer than it is now.
+// waitLogGrows waits until the file at path is longer than it is now (a
+// file not made yet is empty: the server's log hub makes it once the
+// server has started, which a loaded machine can put after its start).
 func waitLogGrows(t *testing.T, path string) {
 	t.Helper()
-	st, err := os.Stat(path)
-	if err != nil {
+	var was int64
+	if st, err := os.Stat(path); err == nil {
+		was = st.Size()
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		t.Fatal(err)
 	}
 	waitCond(t, func() error {
@@ -367,7 +381,7 @@ func waitLogGrows(t *testing.T, path string) {
 		if err != nil {
 			return err
 		}
-		if now.Size() <= st.Size() {
+		if now.Size() <= was {
 			return fmt.Errorf("%s stays at %d bytes: the server no longer writes it", path, now.Size())
 		}
 		return nil
@@ -379,6 +393,7 @@ func waitLogGrows(t *testing.T, path string) {
 // (it writes its log file, not a pipe the dead daemon read), is re-adopted
 // by the next daemon, and its log keeps growing, also while no daemon runs.
 func TestSharedServerOutputSurvivesDaemonRestart(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	ps := strconv.Itoa(freePort(t))
 	res, errOut, code := in.ensure(t, "--session", "o", "--port", ps, "--name", "tickr",
@@ -441,6 +456,7 @@ func TestSharedServerOutputSurvivesDaemonRestart(t *testing.T) {
 // supervisor did not start is taken over when its health check passes, and
 // is then stopped like its own once its last session has ended.
 func TestEnsureAdoptsAHealthyForeignListener(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	ps := strconv.Itoa(freePort(t))
 	foreign := exec.Command(bin, "_fixture", "listen", ps)
@@ -470,6 +486,7 @@ func TestEnsureAdoptsAHealthyForeignListener(t *testing.T) {
 // TestSessionEndedMidFlightTakesNoReference: a session that ends while its
 // ensure is still starting the server must not keep it alive for ever.
 func TestSessionEndedMidFlightTakesNoReference(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	ps := strconv.Itoa(freePort(t))
 	cmd := in.command("ensure", "--json", "--session", "mid", "--port", ps, "--linger", "200ms",
@@ -507,7 +524,7 @@ func TestSessionEndedMidFlightTakesNoReference(t *testing.T) {
 		t.Fatal("ensure did not report a server")
 	}
 	// It lingers out with no session, instead of running for ever.
-	p := waitRecord(t, in, res.PID, func(p registry.Process) bool { return p.State.Final() })
+	p := waitRecord(t, in, res.PID, func(p api.Process) bool { return p.State.Final() })
 	if p.Health != "stopped" {
 		t.Fatalf("health %q, want stopped", p.Health)
 	}
@@ -516,19 +533,27 @@ func TestSessionEndedMidFlightTakesNoReference(t *testing.T) {
 // TestHalfOpenTrialThatExitsCleanlyCloses: a trial that exits 0 at once is
 // no failure; the breaker must not stay half-open for ever.
 func TestHalfOpenTrialThatExitsCleanlyCloses(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
-	in.env = append(in.env, "SUPERVISOR_BREAKER_COOLDOWN=300ms")
+	// Long enough that the fourth call surely comes before the retry.
+	in.env = append(in.env, "SUPERVISOR_BREAKER_COOLDOWN=5s")
 	marker := filepath.Join(t.TempDir(), "fail")
 	os.WriteFile(marker, nil, 0o600)
 	argv := []string{"run", "--name", "flaky", "--", "/bin/sh", "-c", `test -e "$0" && exit 3; exit 0`, marker}
 	for i := 0; i < 3; i++ {
 		in.run(argv...)
 	}
+	in.waitBreakerOpen(t)
 	if _, _, code := in.run(argv...); code != 125 {
 		t.Fatalf("exit %d, want 125 (open)", code)
 	}
 	os.Remove(marker) // fixed: it exits 0 from now on
-	time.Sleep(400 * time.Millisecond)
+	var bs []spawn.Breaker
+	json.Unmarshal([]byte(in.mustRun("breaker", "list", "--json")), &bs)
+	if len(bs) != 1 {
+		t.Fatalf("breakers %+v, want the one open", bs)
+	}
+	waitFor(t, time.Until(bs[0].RetryAt)+50*time.Millisecond)
 	for i := 0; i < 3; i++ {
 		if _, errOut, code := in.run(argv...); code != 0 {
 			t.Fatalf("call %d after the cooldown: exit %d: %s", i, code, errOut)
@@ -539,6 +564,7 @@ func TestHalfOpenTrialThatExitsCleanlyCloses(t *testing.T) {
 // TestRestartNeverFightsAStranger: when a stranger takes the port while the
 // shared server is down, the supervisor gives up on it instead of looping.
 func TestRestartNeverFightsAStranger(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	port := freePort(t)
 	ps := strconv.Itoa(port)
@@ -560,7 +586,7 @@ func TestRestartNeverFightsAStranger(t *testing.T) {
 		t.Fatalf("the stranger could not bind: %v", err)
 	}
 	defer l.Close()
-	p := waitRecord(t, in, 0, func(p registry.Process) bool { return p.ID == res.ID && p.State.Final() })
+	p := waitRecord(t, in, 0, func(p api.Process) bool { return p.ID == res.ID && p.State.Final() })
 	if !strings.Contains(p.Error, "held by pid "+strconv.Itoa(os.Getpid())) {
 		t.Fatalf("record %s/%s error %q, want the stranger named", p.State, p.Health, p.Error)
 	}
@@ -569,6 +595,7 @@ func TestRestartNeverFightsAStranger(t *testing.T) {
 // TestSharedServerSurvivesDaemonCrash: a daemon SIGKILLed under a shared
 // server re-adopts it; ensure after the restart gets the same server.
 func TestSharedServerSurvivesDaemonCrash(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	ps := strconv.Itoa(freePort(t))
 	a, _, code := in.ensure(t, "--session", "c", "--port", ps, "--", bin, "_fixture", "listen", ps)

@@ -27,6 +27,7 @@ const otherUID = 65534 // nobody
 // is refused by the daemon before it listens, and by a client before it
 // dials, with the path, the owner and mode found, and the fix.
 func TestUnsafeSocketDir(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	me := os.Getuid()
 	// mk makes base/name with exactly mode, owned by uid (-1: ours).
@@ -140,6 +141,7 @@ func TestUnsafeSocketDir(t *testing.T) {
 // TestForeignSocketOwner: a socket file of another uid, even in a private
 // directory, is not dialed: the client refuses before connecting.
 func TestForeignSocketOwner(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs root to chown a socket to another uid (65534)")
 	}
@@ -181,6 +183,7 @@ func TestForeignSocketOwner(t *testing.T) {
 // is allowed: nobody can move another user's file out of a sticky
 // directory, and the client still checks the daemon's uid once connected.
 func TestSocketInStickyTmp(t *testing.T) {
+	t.Parallel()
 	if st, err := os.Stat("/tmp"); err != nil || st.Mode()&os.ModeSticky == 0 {
 		t.Skipf("/tmp is not sticky here (%v): the case does not apply", err)
 	}

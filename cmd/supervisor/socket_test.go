@@ -20,6 +20,7 @@ import (
 // socket nobody serves, listens again at the same path: clients reach
 // the same daemon, with its servers, and no second daemon is needed.
 func TestDaemonKeepsItsSocket(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"deleted", "replaced"} {
 		t.Run(how, func(t *testing.T) {
 			in := newInstance(t)
@@ -62,6 +63,7 @@ func TestDaemonKeepsItsSocket(t *testing.T) {
 // TestSocketPathNeverReplacesAFile: SUPERVISOR_SOCKET pointing at a file
 // that is not a socket is refused; the file survives.
 func TestSocketPathNeverReplacesAFile(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	notes := filepath.Join(t.TempDir(), "notes.txt")
 	os.WriteFile(notes, []byte("keep me"), 0o644)
@@ -84,6 +86,7 @@ func TestSocketPathNeverReplacesAFile(t *testing.T) {
 // exits and leaves its servers running for the next daemon, and its keeper
 // starts none in its place.
 func TestRemovedInstanceStepsDown(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	s := in.startShim("--", bin, "_fixture", "sleep")
 	server := s.readyPID(t)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/seed-86a41135/supervisor/registry"
+	"github.com/seed-86a41135/supervisor/api"
 )
 
 // buildGomcp builds fixture/gomcp (a Go SDK server speaking the stateless
@@ -64,7 +64,7 @@ func callText(ctx context.Context, t *testing.T, cs *mcp.ClientSession, tool str
 }
 
 // liveRecords is ps --json's live records.
-func liveRecords(in *instance) []registry.Process { return in.mustProcesses(false) }
+func liveRecords(in *instance) []api.Process { return in.mustProcesses(false) }
 
 // TestShareStatelessAutomatic: a server that speaks the stateless MCP
 // revision (design §11) is shared without being asked to once a broker
@@ -74,6 +74,7 @@ func liveRecords(in *instance) []registry.Process { return in.mustProcesses(fals
 // (a new fingerprint) run direct. List-changed notifications reach the
 // real Go SDK client through the broker's own subscriptions/listen.
 func TestShareStatelessAutomatic(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	if err := os.WriteFile(filepath.Join(in.state, "config.toml"), []byte("linger = \"1s\"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -93,7 +94,7 @@ func TestShareStatelessAutomatic(t *testing.T) {
 	if len(br.Clients) != 2 {
 		t.Fatalf("broker lists %d clients, want 2: %+v", len(br.Clients), br.Clients)
 	}
-	in.waitEvents(func(evs []registry.Event) bool {
+	in.waitEvents(func(evs []api.Event) bool {
 		for _, e := range evs {
 			if e.Kind == "shared.auto" {
 				return true

@@ -20,7 +20,6 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 
 	"github.com/seed-86a41135/supervisor/internal/proc"
-	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
 
 	"syscall"
@@ -45,7 +44,7 @@ func assertStoppedForGood(t *testing.T, in *instance, id string, pid, port int, 
 	for _, p := range in.mustProcesses(true) {
 		switch {
 		case p.ID == id:
-			if p.State != registry.StateExited {
+			if p.State != api.StateExited {
 				t.Errorf("record %s is %s (health %q), want exited: a stop by request is final", p.ID, p.State, p.Health)
 			}
 			if p.PID != pid {
@@ -71,6 +70,7 @@ func assertStoppedForGood(t *testing.T, in *instance, id string, pid, port int, 
 // A `supervisor stop` of a shared server is final: its restart policy
 // does not undo it (issue 13, item 3).
 func TestStopOfSharedServerIsFinal(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	port := freePort(t)
 	ps := strconv.Itoa(port)
@@ -96,6 +96,7 @@ func TestStopOfSharedServerIsFinal(t *testing.T) {
 // A stop by id while the shared server is between a crash and its restart
 // (in backoff) cancels the restart.
 func TestStopOfSharedServerInBackoffIsFinal(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	port := freePort(t)
 	ps := strconv.Itoa(port)
@@ -110,14 +111,14 @@ func TestStopOfSharedServerInBackoffIsFinal(t *testing.T) {
 	pid := res.PID
 	for n := 1; n <= 2; n++ {
 		killByPIDNow(t, pid)
-		p := waitRecord(t, in, 0, func(p registry.Process) bool {
+		p := waitRecord(t, in, 0, func(p api.Process) bool {
 			return p.ID == res.ID && p.Restarts == n && p.Health == "healthy" && p.PID != pid
 		})
 		pid = p.PID
 		cleanupByPID(t, pid)
 	}
 	killByPIDNow(t, pid)
-	waitRecord(t, in, 0, func(p registry.Process) bool { return p.ID == res.ID && p.Health == "restarting" })
+	waitRecord(t, in, 0, func(p api.Process) bool { return p.ID == res.ID && p.Health == "restarting" })
 	out := in.mustRun("stop", "--json", res.ID)
 	var outs []shutdown.Outcome
 	if err := json.Unmarshal([]byte(out), &outs); err != nil || len(outs) != 1 {
@@ -133,6 +134,7 @@ func TestStopOfSharedServerInBackoffIsFinal(t *testing.T) {
 // shutdown.MaxGrace (issue 13, item 4): the CLI's flags, the config file
 // and the daemon's API.
 func TestGraceAboveTheCapIsRefused(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	const huge = "1000000h"
 	for _, args := range [][]string{
@@ -290,6 +292,7 @@ func (in *instance) longStop(t *testing.T, session string) (int, proc.Token, *bg
 // A second `session end --grace 0s` shortens a session end waiting out a
 // long grace; both finish long before it is over.
 func TestSecondSessionEndShortensTheGrace(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	pid, tok, first := in.longStop(t, "long")
 	// Bounded by the test's wait (30 s), half the long grace.
@@ -303,7 +306,7 @@ func TestSecondSessionEndShortensTheGrace(t *testing.T) {
 	}
 	assertSummaryLine(t, first.stdout.String(), pid, bin, shutdown.Killed)
 	p := findByPID(t, in, pid)
-	if p.State != registry.StateExited {
+	if p.State != api.StateExited {
 		t.Errorf("record %s, want exited", p.State)
 	}
 }
@@ -311,6 +314,7 @@ func TestSecondSessionEndShortensTheGrace(t *testing.T) {
 // `daemon stop` shortens a session end waiting out a long grace, and says
 // what it waits for.
 func TestDaemonStopShortensARunningStop(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	pid, tok, first := in.longStop(t, "long")
 	stop := in.startCLI(t, "daemon", "stop", "--grace", "1s")
@@ -328,6 +332,7 @@ func TestDaemonStopShortensARunningStop(t *testing.T) {
 // A client that goes away mid-stop leaves no stop halfway: the cascade
 // finishes, the record is final and the session ended.
 func TestStopOutlivesItsClient(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	sh := in.startShim("--session", "gone", "--", bin, "_fixture", "ignore-term")
 	pid := sh.readyPID(t)
@@ -337,14 +342,14 @@ func TestStopOutlivesItsClient(t *testing.T) {
 	end.cmd.Process.Kill()
 	<-end.done
 	waitGonePID(t, pid, tok)
-	if p := findByPID(t, in, pid); p.State != registry.StateExited {
+	if p := findByPID(t, in, pid); p.State != api.StateExited {
 		t.Errorf("record %s, want exited", p.State)
 	}
 	waitCond(t, func() error {
 		var sessions []api.SessionInfo
 		json.Unmarshal([]byte(in.mustRun("sessions", "--all", "--json")), &sessions)
 		for _, s := range sessions {
-			if s.ID == "gone" && s.State != registry.SessionEnded {
+			if s.ID == "gone" && s.State != api.SessionEnded {
 				return fmt.Errorf("session gone is %s", s.State)
 			}
 		}
@@ -355,6 +360,7 @@ func TestStopOutlivesItsClient(t *testing.T) {
 // A run in a session that is being ended does not wedge behind its long
 // stop: it fails, bounded, saying why.
 func TestRunInEndingSessionFailsBounded(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	pid, tok, first := in.longStop(t, "long")
 	_, errOut, code := in.run("run", "--session", "long", "--", bin, "_fixture", "echo")
@@ -383,6 +389,7 @@ func assertSummaryLine(t *testing.T, out string, pid int, command string, result
 // A client that does not ask for progress (an older one) gets its reply
 // as the first frame, however long the stop takes.
 func TestLongStopWithoutProgressAnswersFirst(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	sh := in.startShim("--session", "old", "--", bin, "_fixture", "ignore-term")
 	pid := sh.readyPID(t)
@@ -414,6 +421,7 @@ func TestLongStopWithoutProgressAnswersFirst(t *testing.T) {
 // `supervisor stop` of a server that outlasts a second shows progress on
 // stderr and then the summary line of each process.
 func TestStopShowsProgressAndSummary(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	sh := in.startShim("--session", "p", "--name", "stubborn", "--", bin, "_fixture", "ignore-term")
 	pid := sh.readyPID(t)
@@ -434,6 +442,7 @@ func TestStopShowsProgressAndSummary(t *testing.T) {
 // TestSecondSignalForcesTheStop: a server ignoring SIGTERM under the
 // longest grace; the second SIGTERM to the shim must not wait it out.
 func TestSecondSignalForcesTheStop(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	// A shim that stays and turns signals into stop requests; a server in
 	// its shim's place gets the host's signals itself.
@@ -454,6 +463,7 @@ func TestSecondSignalForcesTheStop(t *testing.T) {
 // leaves the record "stopping"; the next daemon finishes the stop with the
 // process's own grace.
 func TestStopResumesAfterDaemonCrash(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	h := in.startHost(t, 1, "--grace", "200ms", "--", bin, "_fixture", "ignore-term")
 	pid, tok := h.servers[0], h.tokens[0]

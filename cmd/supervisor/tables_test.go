@@ -46,6 +46,7 @@ func lineWith(t *testing.T, out, sub string) string {
 // commands and names are cut unless --wide/--no-trunc, and times are
 // relative ("3s ago").
 func TestTablesAlignByDisplayWidthAndEscape(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	const wideName = "名前😀\x1b[31mx"
 	const shown = `名前😀\x1b[31mx`
@@ -124,6 +125,7 @@ func TestTablesAlignByDisplayWidthAndEscape(t *testing.T) {
 // whose name holds an escape sequence and a newline is printed escaped by
 // status, doctor and logs, and a host config path by hosts.
 func TestPathsArePrintedEscaped(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	evil := filepath.Join(in.state, "e\x1b[31m\nd")
 	if err := os.MkdirAll(evil, 0o700); err != nil {
@@ -161,6 +163,7 @@ func TestPathsArePrintedEscaped(t *testing.T) {
 // TestEveryHelpShowsExamplesAndItsFlags walks every command from `supervisor --help` down: each
 // --help shows examples, and its usage line names every flag it lists.
 func TestEveryHelpShowsExamplesAndItsFlags(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	flagLine := regexp.MustCompile(`^\s+(?:-([a-zA-Z]), )?--([a-z0-9-]+)`)
 	seen := 0
@@ -208,6 +211,7 @@ func TestEveryHelpShowsExamplesAndItsFlags(t *testing.T) {
 // TestStatusNamesTheDefaultInstance: status names the default instance when it
 // runs but the one SUPERVISOR_STATE_DIR/SUPERVISOR_SOCKET select does not.
 func TestStatusNamesTheDefaultInstance(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	home, env := in.homeEnv(t)
 	// The default instance of this HOME: no selection variables.
@@ -239,6 +243,7 @@ func TestStatusNamesTheDefaultInstance(t *testing.T) {
 // TestBreakerAndRestartAnswerJSON: a start refused by an open breaker says how to reset it,
 // and `breaker reset` and `daemon restart` answer --json.
 func TestBreakerAndRestartAnswerJSON(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	failing := []string{"run", "--name", "crashy", "--", "/bin/sh", "-c", "exit 3"}
 	for i := 1; i <= 3; i++ {
@@ -270,6 +275,7 @@ func TestBreakerAndRestartAnswerJSON(t *testing.T) {
 // TestTableHelpers pins the helpers behind the tables: relative times, cuts
 // on cells, and columns padded by display width.
 func TestTableHelpers(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, tc := range []struct {
 		t    time.Time

@@ -13,6 +13,7 @@ import (
 // top without a terminal prints its table: every running server, sorted
 // as asked (a spinning server first by CPU), as many times as asked.
 func TestTopPlain(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	spin := in.startShim("--session", "top", "--name", "spinner", "--", "sh", "-c", `echo ready $$; while :; do :; done`)
 	spin.readyPID(t)
@@ -38,6 +39,7 @@ func TestTopPlain(t *testing.T) {
 // top in a real terminal (tmux): it shows the servers, re-sorts on a key
 // and exits cleanly on q.
 func TestTopInTmux(t *testing.T) {
+	t.Parallel()
 	tmux, err := exec.LookPath("tmux")
 	if err != nil {
 		npmMissing(t, "tmux is not installed (.ci/run installs it as root)")

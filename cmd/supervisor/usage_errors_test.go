@@ -12,6 +12,7 @@ import (
 // line (`supervisor session ned`) must fail where a script can see it.
 // run keeps 125, its status for any supervisor error.
 func TestMistypedCommandsExit2(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	for _, tc := range []struct {
 		args []string

@@ -11,7 +11,6 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/settings"
-	"github.com/seed-86a41135/supervisor/registry"
 )
 
 // ps and sessions show what a running server costs: a server that holds
@@ -19,12 +18,13 @@ import (
 // its process count, in the table and in --json, and its session sums it;
 // the metrics sum it too, and by name with --metrics-names.
 func TestPsShowsUsage(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	in.env = append(in.env, settings.EnvMetricsNames+"=1") // for the daemon run starts
 	s := in.startShim("--session", "usage-t", "--name", "burn", "--", "sh", "-c",
 		`echo ready $$; x=$(head -c 50331648 /dev/zero | tr '\0' a); while :; do :; done`)
 	s.readyPID(t)
-	var burn registry.Process
+	var burn api.Process
 	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
 		for _, p := range in.mustProcesses(false) {
@@ -56,7 +56,7 @@ func TestPsShowsUsage(t *testing.T) {
 	if err := json.Unmarshal([]byte(in.mustRun("sessions", "--json")), &sessions); err != nil {
 		t.Fatal(err)
 	}
-	var got *registry.Usage
+	var got *api.Usage
 	for _, se := range sessions {
 		if se.ID == "usage-t" {
 			got = se.Usage

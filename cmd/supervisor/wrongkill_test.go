@@ -50,6 +50,7 @@ func runScript(t *testing.T, in *instance, script string) (stdout, stderr string
 // pipe and start after it; neither proves them the server's, and the
 // leftovers sweep must never kill them. 100 of 100.
 func TestWrapperCommandsAreNeverLeftovers(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	const rounds, workers = 100, 4
 	var mu sync.Mutex
@@ -82,6 +83,7 @@ func TestWrapperCommandsAreNeverLeftovers(t *testing.T) {
 // server, which killed itself; the second run is no leftover of it, and
 // reports its own status (127: not found), not 137.
 func TestNextRunIsNotThePreviousServersLeftover(t *testing.T) {
+	t.Parallel()
 	// Three rounds, each on its own instance: the first server's SIGKILL
 	// within its start period counts against the breaker.
 	var in *instance
@@ -105,6 +107,7 @@ func TestNextRunIsNotThePreviousServersLeftover(t *testing.T) {
 // (the daemon as a container's subreaper) the daemon adopts the host's
 // own orphans: those prove nothing either.
 func TestOtherServersAndInitOrphansAreNotLeftovers(t *testing.T) {
+	t.Parallel()
 	t.Run("shim-path", func(t *testing.T) {
 		in := newInstance(t)
 		in.env = append(in.env, "SUPERVISOR_IN_PLACE=off")
@@ -128,6 +131,7 @@ func TestOtherServersAndInitOrphansAreNotLeftovers(t *testing.T) {
 // run ..."`; the shell holds the host's pipe too, but it is older than the
 // server and none of its tree: when the server exits, the shell lives on.
 func TestWrapperShellIsNotAPipeHolder(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	cmd := exec.Command("/bin/sh", "-c", `"$BIN" run -- "$BIN" _fixture echo --ready; echo wrapper-alive`)
 	cmd.Env = append(in.env, "BIN="+bin)
@@ -159,6 +163,7 @@ func TestWrapperShellIsNotAPipeHolder(t *testing.T) {
 // TestInheritedKeepIsDropped: SUPERVISOR_KEEP in the host's environment
 // does not reach the server (it would spare its whole tree).
 func TestInheritedKeepIsDropped(t *testing.T) {
+	t.Parallel()
 	in := newInstance(t)
 	cmd := in.command("run", "--", bin, "_fixture", "env")
 	cmd.Env = append(cmd.Env, "SUPERVISOR_KEEP=1")

@@ -35,9 +35,9 @@ import (
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
 
+	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/cgroup"
 	"github.com/seed-86a41135/supervisor/internal/settings"
-	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
 	"github.com/seed-86a41135/supervisor/spawn/health"
 )
@@ -258,7 +258,7 @@ func (e *Effective) Entries() []Entry {
 }
 
 // limitEntries lists the limits l sets, under prefix p.
-func limitEntries(p string, l registry.Limits) [][2]string {
+func limitEntries(p string, l api.Limits) [][2]string {
 	var kv [][2]string
 	if l.MemoryMax > 0 {
 		kv = append(kv, [2]string{p + "memory_max", cgroup.FormatMemory(l.MemoryMax)})
@@ -337,7 +337,7 @@ type server struct {
 
 // limits parses k into l, each key under prefix pre ("" or
 // "servers.NAME."), reporting every bad one.
-func (e *Effective) limits(k limitKeys, pre string, l *registry.Limits, p *problems) {
+func (e *Effective) limits(k limitKeys, pre string, l *api.Limits, p *problems) {
 	for _, x := range []struct {
 		key string
 		v   any

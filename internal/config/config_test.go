@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/settings"
-	"github.com/seed-86a41135/supervisor/registry"
 )
 
 func env(m map[string]string) func(string) string {
@@ -154,7 +154,7 @@ lifted = { memory_max = "none", cpu_max = "none", pids_max = "max" }
 		t.Errorf("capped's limits = %+v, want 512M, 1.5 CPUs and 64 processes", l)
 	}
 	// none lifts a limit the config sets for all servers.
-	all := registry.Limits{MemoryMax: 1 << 30, CPUMax: 2, PidsMax: 100}
+	all := api.Limits{MemoryMax: 1 << 30, CPUMax: 2, PidsMax: 100}
 	lifted := s.Servers["lifted"].Limits
 	if got := settings.EffectiveLimits(&lifted, all); got != nil {
 		t.Errorf("lifted's effective limits %+v, want none", got)

@@ -303,9 +303,9 @@ func (d *Daemon) readoptBroker(p registry.Process, l *live) {
 	d.mu.Lock()
 	d.brokers[p.BrokerKey] = br
 	d.mu.Unlock()
-	go d.forgetBroker(br)
+	d.tasks.Go("forget broker", func() { d.forgetBroker(br) })
 	if br.lazy || br.idle > 0 {
-		go d.watchBroker(br)
+		d.tasks.Go("watch broker", func() { d.watchBroker(br) })
 	}
 	if st, err := askStats(br.socket); err == nil {
 		br.mu.Lock()
@@ -335,7 +335,11 @@ func (d *Daemon) readoptBroker(p registry.Process, l *live) {
 // forgetBroker drops br from the brokers by key once its process is gone:
 // a key never asked for again must not keep a dead broker's entry.
 func (d *Daemon) forgetBroker(br *brokerRef) {
-	<-br.l.done
+	select {
+	case <-br.l.done:
+	case <-d.life.Done():
+		return
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.brokers[br.key] == br {
@@ -559,12 +563,12 @@ func (d *Daemon) lazyCacheStdin(br *brokerRef) (*os.File, error) {
 // prepareBroker makes broker br's cgroup, its limits and its intent
 // record (start.go, design §7).
 func (d *Daemon) prepareBroker(br *brokerRef, sess string, req api.RunRequest) (*serverStart, error) {
-	return d.prepareServer(sess, br.id, br.id, req.Limits, func(cgroupPath string, v1 []string) error {
+	return d.prepareServer(sess, br.id, br.id, storedLimits(req.Limits), func(cgroupPath string, v1 []string) error {
 		_, err := d.reg.AddProcess(registry.Process{
 			ID: br.id, Session: sess, Name: br.name, Argv: req.Argv, Cwd: string(req.Cwd),
 			Broker: true, BrokerKey: br.key, Health: "starting", GraceMS: req.GraceMS,
 			ServerKey: br.serverKey, Fingerprint: br.fp, Lazy: br.lazy, IdleMS: api.Millis(br.idle),
-			Cgroup: cgroupPath, Limits: req.Limits, LimitCgroups: v1,
+			Cgroup: cgroupPath, Limits: storedLimits(req.Limits), LimitCgroups: v1,
 		})
 		return err
 	})
@@ -604,7 +608,7 @@ func (d *Daemon) recordBrokerStart(br *brokerRef, sess string, req api.RunReques
 	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d broker of %q%s", started.PID, req.Argv, note)}
 	rec, err := d.reg.UpdateLogged(br.id, startEvent, func(p *registry.Process) error {
 		p.PID, p.PGID, p.Token, p.Path, p.Cgroup = started.PID, started.PGID, started.Token, started.Path, cg.Path
-		p.Limits, p.LimitCgroups = req.Limits, limited.V1
+		p.Limits, p.LimitCgroups = storedLimits(req.Limits), limited.V1
 		if p.State == registry.StateStarting {
 			p.State = registry.StateRunning
 		}
@@ -612,7 +616,7 @@ func (d *Daemon) recordBrokerStart(br *brokerRef, sess string, req api.RunReques
 	})
 	if err != nil {
 		rec.PID, rec.PGID, rec.Token, rec.Cgroup = started.PID, started.PGID, started.Token, cg.Path
-		rec.Limits, rec.LimitCgroups = req.Limits, limited.V1
+		rec.Limits, rec.LimitCgroups = storedLimits(req.Limits), limited.V1
 		d.event(startEvent.Kind, sess, br.id, startEvent.Detail)
 	}
 	return rec
@@ -627,10 +631,10 @@ func (d *Daemon) trackBroker(br *brokerRef, rec registry.Process, req api.RunReq
 	d.live[br.id] = l
 	d.mu.Unlock()
 	br.l, br.pid, br.token = l, started.PID, started.Token
-	go d.monitor(l, started.Exit)
-	go d.forgetBroker(br)
+	d.tasks.Go("monitor", func() { d.monitor(l, started.Exit) })
+	d.tasks.Go("forget broker", func() { d.forgetBroker(br) })
 	if br.lazy || br.idle > 0 {
-		go d.watchBroker(br)
+		d.tasks.Go("watch broker", func() { d.watchBroker(br) })
 	}
 }
 
@@ -747,7 +751,7 @@ func askBroker(socket, msgType string, limit time.Duration, out any) error {
 }
 
 // limitedKey is the broker key of a server run within limits l.
-func limitedKey(key string, l *registry.Limits) string {
+func limitedKey(key string, l *api.Limits) string {
 	sum := sha256.Sum256([]byte(key + "\x00limits\x00" + DescribeLimits(l)))
 	return hex.EncodeToString(sum[:])
 }
@@ -772,6 +776,8 @@ func (d *Daemon) watchBroker(br *brokerRef) {
 	for {
 		select {
 		case <-br.l.done:
+			return
+		case <-d.life.Done():
 			return
 		case <-t.C:
 		}
@@ -813,7 +819,7 @@ const (
 )
 
 // brokerRoom says why limits l are too small for a shared server, or "".
-func brokerRoom(l *registry.Limits) string {
+func brokerRoom(l *api.Limits) string {
 	switch {
 	case l.PidsMax > 0 && l.PidsMax < brokerMinPids:
 		return fmt.Sprintf("pids_max %d is too small for a shared server: its broker's own threads count against it; give it %d or more, or run it unshared (--share=false)", l.PidsMax, brokerMinPids)

@@ -121,9 +121,12 @@ type Daemon struct {
 	dying    map[string]string     // sessions whose host died, by id: the next batch to end
 
 	stopReq chan stopRequest
-	// life ends when Run returns: what the daemon does in the background
-	// on its own (retrying a failed stop) stops with it.
+	// life ends when the actors have: the tasks that only wait (a
+	// monitor, a shared server's supervisor, retrying a failed stop) end
+	// with it.
 	life context.Context
+	// tasks own the goroutines no actor owns (tasks.go).
+	tasks tasks
 	// connCap and reqCap bound the open connections, and those that are
 	// not a server's lifeline (conns.go); reqConns counts the latter.
 	connCap, reqCap int
@@ -227,8 +230,13 @@ func (d *Daemon) runHoldingLock(ctx context.Context, cfg Config, ms *metricsServ
 	}
 	d.cascade = d.newCascade(cfg.Init != nil)
 	life, endLife := context.WithCancel(context.Background())
-	defer endLife()
 	d.life = life
+	defer func() { // before the store closes: tasks write to it
+		endLife()
+		if left := d.tasks.wait(taskWait); len(left) > 0 {
+			d.log.Warn("exiting with background work under way: a stop left is resumed by the next daemon", "tasks", left)
+		}
+	}()
 	d.connCap, d.reqCap, d.fdBudget = connCaps(d.log)
 	if d.watcher, err = session.NewWatcher(d.log.Named("hosts")); err != nil {
 		return err

@@ -26,7 +26,7 @@ func (d *Daemon) serveEvents(conn *api.Conn, m api.Msg) error {
 	if evs == nil {
 		evs = []registry.Event{}
 	}
-	return conn.Send(api.TypeEventList, &api.EventList{Events: evs, Last: last})
+	return conn.Send(api.TypeEventList, &api.EventList{Events: wireEvents(evs), Last: last})
 }
 
 // event appends an event to the log. The log never holds up the change it

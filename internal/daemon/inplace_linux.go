@@ -167,7 +167,7 @@ func (d *Daemon) watchInPlace(r inPlaceRun, l *live) {
 	if err := d.onExit(pid, r.tok, finish); err != nil {
 		// The shim died before we watched it: it never exec'd.
 		r.log.Info("shim gone before its exec", "id", r.id, "err", err)
-		go finish(spawn.Status{PID: pid, Unknown: true})
+		d.tasks.Go("monitor", func() { finish(spawn.Status{PID: pid, Unknown: true}) })
 	}
 }
 

@@ -27,13 +27,13 @@ func (d *Daemon) watchKeepers() {
 	pid, err := strconv.Atoi(v)
 	if err != nil || pid != os.Getppid() {
 		d.log.Warn("the daemon's keeper is gone already: starting one that watches this daemon", "keeper", v)
-		go d.replaceKeeper()
+		d.tasks.Go("replace keeper", d.replaceKeeper)
 		return
 	}
 	tok, err := proc.TokenOf(pid)
 	if err != nil {
 		d.log.Warn("the daemon's keeper is gone already: starting one that watches this daemon", "keeper", pid, "err", err)
-		go d.replaceKeeper()
+		d.tasks.Go("replace keeper", d.replaceKeeper)
 		return
 	}
 	d.watchKeeper(pid, tok, false)
@@ -50,7 +50,7 @@ func (d *Daemon) watchKeeper(pid int, tok proc.Token, watching bool) {
 			return
 		}
 		d.log.Warn("the daemon's keeper is gone: starting one that watches this daemon", "keeper", pid)
-		go d.replaceKeeper()
+		d.tasks.Go("replace keeper", d.replaceKeeper)
 	}); err != nil {
 		d.log.Warn("cannot watch the daemon's keeper", "keeper", pid, "err", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/cgroup"
 	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/registry"
@@ -19,11 +20,14 @@ import (
 
 // limitsOf converts a record's limits; a none (from a record or request
 // that predates its conversion) is unbounded, never a value to write.
+// settings lifts a none on a request's limits, so the record's go through
+// that form.
 func limitsOf(l *registry.Limits) cgroup.Limits {
-	if l = settings.EffectiveLimits(l, registry.Limits{}); l == nil {
+	e := settings.EffectiveLimits(wireLimits(l), api.Limits{})
+	if e == nil {
 		return cgroup.Limits{}
 	}
-	return cgroup.Limits{MemoryMax: l.MemoryMax, CPUMax: l.CPUMax, PidsMax: l.PidsMax}
+	return cgroup.Limits{MemoryMax: e.MemoryMax, CPUMax: e.CPUMax, PidsMax: e.PidsMax}
 }
 
 // setLimits enforces the run's limits on its fresh cgroup cg. The error
@@ -40,16 +44,18 @@ func (d *Daemon) setLimits(session, id string, l *registry.Limits, cg cgroup.Ser
 				why = w
 			}
 		}
-		return cgroup.Limited{}, fmt.Errorf("%s cannot be enforced: %s", DescribeLimits(l), why)
+		return cgroup.Limited{}, fmt.Errorf("%s cannot be enforced: %s", DescribeLimits(wireLimits(l)), why)
 	}
 	if cg.Path == "" {
-		return cgroup.Limited{}, fmt.Errorf("%s cannot be enforced: no cgroup for this server: %v", DescribeLimits(l), cgErr)
+		return cgroup.Limited{}, fmt.Errorf("%s cannot be enforced: no cgroup for this server: %v", DescribeLimits(wireLimits(l)), cgErr)
 	}
 	return d.cgroups.SetLimits(cg, session, id, cl)
 }
 
-// DescribeLimits is "memory_max 512M, pids_max 100" ("" for none).
-func DescribeLimits(l *registry.Limits) string {
+// DescribeLimits is "memory_max 512M, pids_max 100" ("" for none). It
+// takes the wire's Limits: inspect describes what ps answered, and a
+// broker's key what a run asked.
+func DescribeLimits(l *api.Limits) string {
 	if l == nil {
 		return ""
 	}

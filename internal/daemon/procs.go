@@ -294,11 +294,11 @@ func (d *Daemon) startDirect(r *directRun) {
 	req, id, name := r.req, r.id, r.name
 	// Its cgroup, its limits and the intent record, committed before the
 	// fork or the exec in place (start.go, design §7).
-	srv, err := d.prepareServer(req.Session, id, id, req.Limits, func(cgroupPath string, v1 []string) error {
+	srv, err := d.prepareServer(req.Session, id, id, storedLimits(req.Limits), func(cgroupPath string, v1 []string) error {
 		_, err := d.reg.AddProcess(registry.Process{
 			ID: id, Session: req.Session, Name: name, Argv: req.Argv, Cwd: string(req.Cwd),
 			ShimPID: req.ShimPID, ShimToken: req.ShimToken, Stdio: r.stdio, GraceMS: req.GraceMS, Cgroup: cgroupPath,
-			Limits: req.Limits, LimitCgroups: v1,
+			Limits: storedLimits(req.Limits), LimitCgroups: v1,
 		})
 		return err
 	})
@@ -339,10 +339,10 @@ func (d *Daemon) startDirect(r *directRun) {
 			// The stop these may start waits for the monitor, which
 			// waits for execLine: they go beside it.
 			req.Env, r.req.Env = nil, nil
-			go func() {
+			d.tasks.Go("stop if ending", func() {
 				d.stopIfSessionEnding(req.Session, id)
 				d.enforceCap(req, id)
-			}()
+			})
 			d.execLine(r.conn, l, r.log)
 			return
 		}
@@ -452,7 +452,7 @@ func (d *Daemon) startForked(r *directRun, srv *serverStart, launch launched, ho
 	d.live[id] = l
 	d.mu.Unlock()
 	r.release() // it counts as live now
-	go d.monitor(l, started.Exit)
+	d.tasks.Go("monitor", func() { d.monitor(l, started.Exit) })
 
 	d.stopIfSessionEnding(req.Session, id)
 	if err := r.conn.Send(api.TypeStarted, &api.Started{ID: id, PID: started.PID, Token: started.Token, Session: req.Session}); err != nil {
@@ -556,16 +556,17 @@ func (d *Daemon) lifeline(conn *api.Conn, l *live, sessionID string, shimPID int
 			if ask.interrupt && interruptServer(l.target) == nil {
 				// Its own SIGINT first; the cascade only if that did not
 				// end it within the grace (its exit cascades its leftovers).
-				go func() {
+				d.tasks.Go("stop after interrupt", func() {
 					select {
 					case <-l.done:
+					case <-d.life.Done():
 					case <-time.After(ask.grace):
 						d.stopIDs(context.Background(), []string{l.id}, shutdown.Options{Grace: ask.grace})
 					}
-				}()
+				})
 				continue
 			}
-			go d.stopIDs(context.Background(), []string{l.id}, shutdown.Options{Grace: ask.grace})
+			d.tasks.Go("stop", func() { d.stopIDs(context.Background(), []string{l.id}, shutdown.Options{Grace: ask.grace}) })
 		case <-shimGone:
 			if d.isStopping() {
 				return
@@ -730,7 +731,18 @@ func (d *Daemon) watchHost(s registry.Session) error {
 // waiters. A spawned process's status is real (reaped by us); an adopted
 // one's is unknown.
 func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
-	st := <-exit
+	var st spawn.Status
+	select {
+	case st = <-exit:
+	case <-d.life.Done():
+		select {
+		case st = <-exit: // an exit already told is recorded all the same
+		default:
+			// The daemon exits and leaves l running: the next daemon
+			// re-adopts it and watches it again.
+			return
+		}
+	}
 	execErr := l.afterExit()
 	l.status = st
 	restarting := l.shared != nil && l.shared.usable()
@@ -1122,7 +1134,7 @@ func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Optio
 			// stop is retried until the process is gone.
 			l.retrying = true
 			d.log.Warn("stop failed; retrying until the process is gone", "id", l.id, "pid", l.target.PID, "err", o.Error)
-			go d.retryStop(l, opt)
+			d.tasks.Go("retry stop", func() { d.retryStop(l, opt) })
 		}
 		l.outcome = o
 		close(l.stopDone)
@@ -1331,7 +1343,7 @@ func (d *Daemon) enforceCap(req api.RunRequest, newID string) {
 		d.log.Info("instance cap: stopping older instances", "session", req.Session, "name", req.Name,
 			"cap", limit, "stopping", victims, "newest", all[len(all)-1].ID)
 		d.event("instance.cap", req.Session, newID, fmt.Sprintf("stopping %v", victims))
-		go d.stopIDs(context.Background(), victims, shutdown.Options{})
+		d.tasks.Go("stop over the cap", func() { d.stopIDs(context.Background(), victims, shutdown.Options{}) })
 	}
 }
 

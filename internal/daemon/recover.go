@@ -93,14 +93,14 @@ func (d *Daemon) reconcile() api.Recovery {
 	}
 	if len(resume) > 0 {
 		// The previous daemon died mid-stop: finish the job.
-		go d.stopIDs(context.Background(), resume, shutdown.Options{})
+		d.tasks.Go("resume stop", func() { d.stopIDs(context.Background(), resume, shutdown.Options{}) })
 	}
 	if len(lost) > 0 {
 		// What they left behind (escaped descendants with their marker,
 		// their cgroups, holders of their hosts' pipes) is stopped all
 		// the same. A stranger on a recorded PID fails the token check
 		// and is never signalled.
-		go d.stopLeftovers(lost...)
+		d.tasks.Go("stop leftovers", func() { d.stopLeftovers(lost...) })
 	}
 	var ending, reasons []string
 	for _, s := range d.reg.Sessions(false) {
@@ -116,7 +116,7 @@ func (d *Daemon) reconcile() api.Recovery {
 	}
 	if len(ending) > 0 {
 		sum.SessionsEnded += len(ending)
-		go d.endSessions(ending, reasons, 0, 0)
+		d.tasks.Go("end sessions", func() { d.endSessions(ending, reasons, 0, 0) })
 	}
 	sum.FilesRemoved = d.removeStaleLocks()
 	sum.DurationMS = float64(time.Since(began).Microseconds()) / 1000
@@ -196,7 +196,7 @@ func (d *Daemon) adopt(p registry.Process) (stopped bool, err error) {
 	d.mu.Lock()
 	d.live[p.ID] = l
 	d.mu.Unlock()
-	go d.monitor(l, r)
+	d.tasks.Go("monitor", func() { d.monitor(l, r) })
 	d.event("process.adopted", p.Session, p.ID, fmt.Sprintf("pid %d", p.PID))
 	d.log.Info("re-adopted", "id", p.ID, "pid", p.PID, "session", p.Session)
 	if p.ShimPID > 0 && p.State != registry.StateStopping {
@@ -217,16 +217,16 @@ func (d *Daemon) watchShim(id string, pid int, tok proc.Token) bool {
 		d.stopIDs(context.Background(), []string{id}, shutdown.Options{})
 	}
 	if proc.Verify(pid, tok) != nil { // gone, or a zombie its host has not reaped
-		go stop("shim died while the daemon was down")
+		d.tasks.Go("stop for a gone shim", func() { stop("shim died while the daemon was down") })
 		return false
 	}
 	cancel, err := d.watcher.Watch(pid, tok, func() {
 		if !d.isStopping() {
-			go stop("shim exited")
+			d.tasks.Go("stop for a gone shim", func() { stop("shim exited") })
 		}
 	})
 	if err != nil {
-		go stop("shim died while the daemon was down")
+		d.tasks.Go("stop for a gone shim", func() { stop("shim died while the daemon was down") })
 		return false
 	}
 	d.mu.Lock()

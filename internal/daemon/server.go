@@ -142,7 +142,7 @@ func (d *Daemon) dispatch(conn *api.Conn, m api.Msg, fds []int) error {
 	case api.TypeEnsure:
 		return d.serveEnsure(conn, m)
 	case api.TypeBreakers:
-		return conn.Send(api.TypeBreakerList, &api.BreakerList{Breakers: d.breakers.list()})
+		return conn.Send(api.TypeBreakerList, &api.BreakerList{Breakers: wireBreakers(d.breakers.list())})
 	case api.TypeBreakerReset:
 		return d.serveBreakerReset(conn, m)
 	case api.TypeEvents:
@@ -172,7 +172,7 @@ func (d *Daemon) servePs(conn *api.Conn, m api.Msg) error {
 		procs = []registry.Process{}
 	}
 	d.fillUsage(procs)
-	pages := api.PsPages(procs)
+	pages := api.PsPages(wireProcesses(procs))
 	for i, page := range pages {
 		if err := conn.Send(api.TypeProcesses, &api.Processes{Processes: page, More: i < len(pages)-1}); err != nil {
 			return err
@@ -215,7 +215,7 @@ func (d *Daemon) serveBreakerReset(conn *api.Conn, m api.Msg) error {
 	if err != nil {
 		return conn.SendError(1, "breaker reset: %v", err)
 	}
-	return conn.Send(api.TypeBreakerList, &api.BreakerList{Breakers: out})
+	return conn.Send(api.TypeBreakerList, &api.BreakerList{Breakers: wireBreakers(out)})
 }
 
 // serveDaemonStop answers `daemon stop`: it hands the stop to the stopper
@@ -273,7 +273,7 @@ func (d *Daemon) sessionInfos(all bool) []api.SessionInfo {
 	}
 	out := []api.SessionInfo{}
 	for _, s := range d.reg.Sessions(all) {
-		out = append(out, api.SessionInfo{Session: s, Processes: counts[s.ID], Shared: shared[s.ID], Usage: sums[s.ID]})
+		out = append(out, api.SessionInfo{Session: wireSession(s), Processes: counts[s.ID], Shared: shared[s.ID], Usage: wireUsage(sums[s.ID])})
 	}
 	return out
 }

@@ -258,7 +258,7 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 		return nil, err
 	}
 	s := &shared{
-		port: req.Port, name: name, argv: req.Argv, env: req.Env, cwd: string(req.Cwd), health: probe, limits: settings.EffectiveLimits(req.Limits, st.Limits),
+		port: req.Port, name: name, argv: req.Argv, env: req.Env, cwd: string(req.Cwd), health: probe, limits: storedLimits(settings.EffectiveLimits(req.Limits, st.Limits)),
 		linger:   orDefault(time.Duration(req.LingerMS)*time.Millisecond, st.Linger),
 		interval: orDefault(time.Duration(req.IntervalMS)*time.Millisecond, st.Interval),
 		sessions: map[string]bool{}, quit: make(chan struct{}), stopped: make(chan struct{}),
@@ -294,7 +294,7 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 		return nil, fmt.Errorf("%s on port %d: %w", name, req.Port, err)
 	}
 	d.breakers.result(s.bkey, s.argv, s.cwd, s.name, "")
-	go d.superviseShared(s)
+	d.tasks.Go("supervise shared", func() { d.superviseShared(s) })
 	return s, nil
 }
 
@@ -355,7 +355,7 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 	s.cur = l
 	stopping := s.stopping
 	s.mu.Unlock()
-	go d.monitor(l, started.Exit)
+	d.tasks.Go("monitor", func() { d.monitor(l, started.Exit) })
 	if stopping {
 		// Stopped for good while this incarnation was forked: that stop
 		// found no live process, so this one is stopped here.
@@ -423,6 +423,8 @@ func (d *Daemon) superviseShared(s *shared) {
 		var order *restartOrder
 		select {
 		case <-s.quit:
+			return
+		case <-d.life.Done():
 			return
 		case o := <-s.restartNow:
 			order, restart = &o, "restarted by request"
@@ -748,8 +750,8 @@ func (d *Daemon) adoptForeign(ctx context.Context, s *shared, l proc.Listener) (
 	d.live[s.id] = lv
 	d.mu.Unlock()
 	s.cur = lv
-	go d.monitor(lv, r)
-	go d.superviseShared(s)
+	d.tasks.Go("monitor", func() { d.monitor(lv, r) })
+	d.tasks.Go("supervise shared", func() { d.superviseShared(s) })
 	d.event("shared.adopt", sharedSession(s.port), s.id, fmt.Sprintf("pid %d %q port %d", l.PID, l.Argv, s.port))
 	d.log.Info("adopted a foreign listener", "id", s.id, "port", s.port, "pid", l.PID)
 	return s, nil
@@ -906,6 +908,6 @@ func (d *Daemon) readoptShared(p registry.Process, l *live) {
 	s.mu.Lock()
 	d.startLinger(s)
 	s.mu.Unlock()
-	go d.superviseShared(s)
+	d.tasks.Go("supervise shared", func() { d.superviseShared(s) })
 	d.log.Info("re-adopted a shared server", "id", p.ID, "port", p.Port, "pid", p.PID)
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
@@ -20,7 +19,7 @@ type daemonState struct {
 	// known holds the process ids the daemon has records of; nil when it
 	// could not be asked (then no marker can be judged).
 	known        map[string]bool
-	openBreakers []registry.BreakerState
+	openBreakers []api.BreakerState
 	findings     []Finding
 }
 

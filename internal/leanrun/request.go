@@ -17,7 +17,6 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/proc"
-	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/session"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
@@ -47,7 +46,7 @@ type Spec struct {
 	// NoFlatten: RunRequest.NoFlatten.
 	NoFlatten bool
 	// Limits: RunRequest.Limits (nil: none asked).
-	Limits *registry.Limits
+	Limits *api.Limits
 	Env    []string
 }
 

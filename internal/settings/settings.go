@@ -12,7 +12,6 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/cgroup"
-	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
@@ -49,7 +48,7 @@ type Daemon struct {
 	IdleTimeout time.Duration
 	// Limits are memory_max, cpu_max and pids_max for every server that
 	// sets none of its own (a shared one's broker and upstream together).
-	Limits registry.Limits
+	Limits api.Limits
 }
 
 // Server is what a run or ensure of one --name gets where its
@@ -71,7 +70,7 @@ type Server struct {
 	// resident, instead of as the program it would run (package launcher).
 	NoFlatten bool
 	// Limits (memory_max, cpu_max, pids_max) bound the server's tree.
-	Limits registry.Limits
+	Limits api.Limits
 }
 
 // ApplyRun fills what a run request of server name left unset from the
@@ -205,8 +204,8 @@ func (s *Daemon) ApplyEnv(getenv func(string) string) error {
 // MergeLimits fills the limits l leaves unset from def; nil when neither
 // sets any. A limit set to none (cgroup.MemoryNone, ...) stays set: it
 // lifts def's.
-func MergeLimits(l *registry.Limits, def registry.Limits) *registry.Limits {
-	var out registry.Limits
+func MergeLimits(l *api.Limits, def api.Limits) *api.Limits {
+	var out api.Limits
 	if l != nil {
 		out = *l
 	}
@@ -219,7 +218,7 @@ func MergeLimits(l *registry.Limits, def registry.Limits) *registry.Limits {
 	if out.PidsMax == 0 {
 		out.PidsMax = def.PidsMax
 	}
-	if out == (registry.Limits{}) {
+	if out == (api.Limits{}) {
 		return nil
 	}
 	return &out
@@ -228,7 +227,7 @@ func MergeLimits(l *registry.Limits, def registry.Limits) *registry.Limits {
 // EffectiveLimits are the limits a server runs with: its own (l, from its
 // run flags and [servers.NAME]) over def (the config's for all), a none
 // lifting def's; nil when nothing is bounded.
-func EffectiveLimits(l *registry.Limits, def registry.Limits) *registry.Limits {
+func EffectiveLimits(l *api.Limits, def api.Limits) *api.Limits {
 	m := MergeLimits(l, def)
 	if m == nil {
 		return nil
@@ -242,7 +241,7 @@ func EffectiveLimits(l *registry.Limits, def registry.Limits) *registry.Limits {
 	if m.PidsMax == cgroup.PidsNone {
 		m.PidsMax = 0
 	}
-	if *m == (registry.Limits{}) {
+	if *m == (api.Limits{}) {
 		return nil
 	}
 	return m

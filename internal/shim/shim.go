@@ -25,7 +25,6 @@ import (
 	"github.com/seed-86a41135/supervisor/internal/leanrun"
 	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/internal/settings"
-	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
 )
 
@@ -554,8 +553,8 @@ func lostDaemon(stderr io.Writer, s api.Started, cause error, sigs <-chan os.Sig
 // unread says why the config could not be read when its text names a
 // limit anyway: a broken config is what keeps a daemon from starting, and
 // its limits must not be lost with it.
-func effectiveLimits(o Options) (l *registry.Limits, unread string) {
-	var own, all registry.Limits
+func effectiveLimits(o Options) (l *api.Limits, unread string) {
+	var own, all api.Limits
 	getenv := func(k string) string {
 		v, _ := proc.EnvValue(o.Env, k)
 		return v

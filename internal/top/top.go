@@ -18,7 +18,6 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/usage"
-	"github.com/seed-86a41135/supervisor/registry"
 )
 
 // Fetch takes one snapshot from the daemon.
@@ -73,7 +72,7 @@ func ValidSort(name string) bool {
 
 // Build turns the daemon's lists into a snapshot: every running process
 // (servers and shared servers' brokers), with its session's host.
-func Build(procs []registry.Process, sessions []api.SessionInfo, at time.Time) Snapshot {
+func Build(procs []api.Process, sessions []api.SessionInfo, at time.Time) Snapshot {
 	hosts := map[string]string{}
 	for _, s := range sessions {
 		hosts[s.ID] = hostName(s.HostCommand)

@@ -6,22 +6,21 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/registry"
 )
 
 func snapshot() Snapshot {
 	now := time.Unix(1_800_000_000, 0)
-	procs := []registry.Process{
-		{ID: "p-1", Session: "s1", Name: "fs", State: registry.StateRunning, StartedAt: now.Add(-time.Hour), Restarts: 2,
-			Usage: &registry.Usage{MemoryBytes: 64 << 20, MemorySource: "procs", CPUPercent: 1, Procs: 1}},
-		{ID: "p-2", Session: "s1", Name: "spin", State: registry.StateRunning, StartedAt: now.Add(-time.Minute),
-			Usage: &registry.Usage{MemoryBytes: 2 << 20, MemorySource: "procs", CPUPercent: 99, Procs: 3}},
-		{ID: "p-3", Session: "s2", Name: "gone", State: registry.StateExited},
-		{ID: "p-4", Name: "shared-one", State: registry.StateRunning, Broker: true, StartedAt: now.Add(-2 * time.Hour),
-			Clients: []registry.Client{{ID: "c1"}, {ID: "c2"}}, LimitHit: []string{"pids_max"}},
+	procs := []api.Process{
+		{ID: "p-1", Session: "s1", Name: "fs", State: api.StateRunning, StartedAt: now.Add(-time.Hour), Restarts: 2,
+			Usage: &api.Usage{MemoryBytes: 64 << 20, MemorySource: "procs", CPUPercent: 1, Procs: 1}},
+		{ID: "p-2", Session: "s1", Name: "spin", State: api.StateRunning, StartedAt: now.Add(-time.Minute),
+			Usage: &api.Usage{MemoryBytes: 2 << 20, MemorySource: "procs", CPUPercent: 99, Procs: 3}},
+		{ID: "p-3", Session: "s2", Name: "gone", State: api.StateExited},
+		{ID: "p-4", Name: "shared-one", State: api.StateRunning, Broker: true, StartedAt: now.Add(-2 * time.Hour),
+			Clients: []api.BrokerClient{{ID: "c1"}, {ID: "c2"}}, LimitHit: []string{"pids_max"}},
 	}
-	sessions := []api.SessionInfo{{Session: registry.Session{ID: "s1", HostCommand: "/usr/bin/node /opt/claude/cli.js --resume"}},
-		{Session: registry.Session{ID: "s2", HostCommand: "codex"}}}
+	sessions := []api.SessionInfo{{Session: api.Session{ID: "s1", HostCommand: "/usr/bin/node /opt/claude/cli.js --resume"}},
+		{Session: api.Session{ID: "s2", HostCommand: "codex"}}}
 	return Build(procs, sessions, now)
 }
 
@@ -84,8 +83,8 @@ func TestRender(t *testing.T) {
 func TestRenderWordsAndWholeSessionIDs(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	long := "host-1234567-98765432101"
-	snap := Build([]registry.Process{{ID: "p-1", Session: long, Name: "fs", State: registry.StateRunning, StartedAt: now}},
-		[]api.SessionInfo{{Session: registry.Session{ID: long}}}, now)
+	snap := Build([]api.Process{{ID: "p-1", Session: long, Name: "fs", State: api.StateRunning, StartedAt: now}},
+		[]api.SessionInfo{{Session: api.Session{ID: long}}}, now)
 	out := Render(snap, "name", 0, 0)
 	if !strings.Contains(out, "1 session, 1 server,") {
 		t.Errorf("header of:\n%s\nwant \"1 session, 1 server\"", out)
@@ -94,7 +93,7 @@ func TestRenderWordsAndWholeSessionIDs(t *testing.T) {
 		t.Errorf("table:\n%s\nwant the session id %s whole", out, long)
 	}
 	huge := strings.Repeat("x", 60)
-	snap = Build([]registry.Process{{ID: "p-1", Session: huge, Name: "fs", State: registry.StateRunning, StartedAt: now}}, nil, now)
+	snap = Build([]api.Process{{ID: "p-1", Session: huge, Name: "fs", State: api.StateRunning, StartedAt: now}}, nil, now)
 	if out := Render(snap, "name", 0, 0); strings.Contains(out, huge) || !strings.Contains(out, strings.Repeat("x", maxSessionWidth-1)+"~") {
 		t.Errorf("table:\n%s\nwant a %d-cell id cut at %d with ~", out, len(huge), maxSessionWidth)
 	}
