@@ -400,7 +400,20 @@ func TestShareSurvivesDaemonLoss(t *testing.T) {
 // the linger.
 func TestShareClientKilledMidCall(t *testing.T) {
 	t.Parallel()
-	in, clients, ctx := shareSetup(t, 3)
+	// The victim's slow call's first progress says it is in flight.
+	inFlight := make(chan struct{}, 1)
+	opts := func(i int) *mcp.ClientOptions {
+		if i != 0 {
+			return nil
+		}
+		return &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+			select {
+			case inFlight <- struct{}{}:
+			default:
+			}
+		}}
+	}
+	in, clients, ctx := shareSetupWith(t, 3, []string{"--share"}, "", opts)
 	br := brokerOf(t, in)
 	servers := serverProcs(t, br.ID)
 	stop := make(chan struct{})
@@ -411,9 +424,15 @@ func TestShareClientKilledMidCall(t *testing.T) {
 	// The victim's calls are in flight when its pipes close: a slow tool
 	// keeps one open.
 	victim := clients[0]
-	go victim.cs.CallTool(ctx, &mcp.CallToolParams{Name: "trigger-long-running-operation", Arguments: map[string]any{"duration": 5, "steps": 5}})
+	long := &mcp.CallToolParams{Name: "trigger-long-running-operation", Arguments: map[string]any{"duration": 5, "steps": 5}}
+	long.SetProgressToken("victim")
+	go victim.cs.CallTool(ctx, long)
+	select {
+	case <-inFlight:
+	case <-ctx.Done():
+		t.Fatal("the victim's slow call sent no progress")
+	}
 	go victim.cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "x"}})
-	time.Sleep(300 * time.Millisecond)
 	victim.cs.Close() // closes its pipes: as a SIGKILLed host's would
 	waitCond(t, func() error {
 		if p := brokerOf(t, in); len(p.Clients) != len(clients)-1 {
@@ -563,6 +582,9 @@ func TestShareProgressAndCancel(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	progress := make([][]float64, 2)
+	// Client 1's first progress says its call is in flight: then it is
+	// cancelled.
+	cancelable := make(chan struct{}, 1)
 	opts := func(i int) *mcp.ClientOptions {
 		return &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			mu.Lock()
@@ -570,6 +592,12 @@ func TestShareProgressAndCancel(t *testing.T) {
 			if req.Params.ProgressToken == "p" {
 				// The total tells whose call it was: 5 steps or 10.
 				progress[i] = append(progress[i], req.Params.Total)
+				if i == 1 {
+					select {
+					case cancelable <- struct{}{}:
+					default:
+					}
+				}
 			}
 		}}
 	}
@@ -589,7 +617,13 @@ func TestShareProgressAndCancel(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	done1 := make(chan error, 1)
 	go func() { done1 <- call(cctx, clients[1], 10) }()
-	time.Sleep(500 * time.Millisecond)
+	select {
+	case <-cancelable:
+	case err := <-done1:
+		t.Fatalf("client 1's call ended before any progress: %v", err)
+	case <-ctx.Done():
+		t.Fatal("client 1's call sent no progress")
+	}
 	cancel()
 	if err := <-done1; err == nil {
 		t.Errorf("client 1's cancelled call returned no error")
@@ -639,12 +673,23 @@ func TestShareUpstreamCrash(t *testing.T) {
 	dir := t.TempDir()
 	var css []*mcp.ClientSession
 	var cmds []*exec.Cmd
+	// The slow call's first progress says it is in flight at the server.
+	inFlight := make(chan struct{}, 1)
 	for i := 0; i < 2; i++ {
 		cmd := exec.Command(bin, "run", "--share", "--name", "fixture", "--", bin, "_fixture", "mcp")
 		cmd.Dir = dir
 		cmd.Env = in.env
 		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("client %d: ", i)}
-		client := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("crash-%d", i), Version: "0.0.0"}, nil)
+		var opts *mcp.ClientOptions
+		if i == 0 {
+			opts = &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+				select {
+				case inFlight <- struct{}{}:
+				default:
+				}
+			}}
+		}
+		client := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("crash-%d", i), Version: "0.0.0"}, opts)
 		cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
 		if err != nil {
 			t.Fatalf("client %d: connect: %v", i, err)
@@ -656,10 +701,18 @@ func TestShareUpstreamCrash(t *testing.T) {
 	br := brokerOf(t, in)
 	slow := make(chan error, 1)
 	go func() {
-		_, err := css[0].CallTool(ctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"steps": 20, "ms": 200}})
+		p := &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"steps": 20, "ms": 200}}
+		p.SetProgressToken("in-flight")
+		_, err := css[0].CallTool(ctx, p)
 		slow <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	select {
+	case <-inFlight:
+	case err := <-slow:
+		t.Fatalf("the slow call ended before any progress: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the slow call sent no progress")
+	}
 	css[1].CallTool(ctx, &mcp.CallToolParams{Name: "crash", Arguments: map[string]any{}}) // its answer is the crash's error
 	select {
 	case err := <-slow:

@@ -100,8 +100,10 @@ func TestSharedServerLingersPastItsLastSession(t *testing.T) {
 	}
 	tok := mustToken(t, a.PID)
 	in.mustRun("session", "end", "a")
-	// Session b still holds it: it outlives a's end and a's linger.
-	time.Sleep(600 * time.Millisecond)
+	// Session b still holds it: it outlives a's end and what would have
+	// been a's linger (1 s), had a's end let it go. That something does
+	// not happen can only be seen by waiting past when it would have.
+	waitFor(t, 1500*time.Millisecond)
 	if !alive(a.PID, tok) {
 		t.Fatal("the shared server stopped while session b still held it")
 	}

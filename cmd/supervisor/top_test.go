@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seed-86a41135/supervisor/api"
 )
 
 // top without a terminal prints its table: every running server, sorted
@@ -19,7 +21,9 @@ func TestTopPlain(t *testing.T) {
 	spin.readyPID(t)
 	idle := in.startShim("--session", "top", "--name", "idler", "--", "sh", "-c", "echo ready $$; exec sleep 600")
 	idle.readyPID(t)
-	time.Sleep(1500 * time.Millisecond) // the spinner's CPU shows
+	// The spinner's CPU shows in what the daemon samples before top
+	// sorts by it.
+	waitRecord(t, in, 0, named("spinner", func(p api.Process) bool { return p.Usage != nil && p.Usage.CPUPercent > 5 }))
 	out := in.mustRun("top", "--sort", "cpu", "--count", "2", "--interval", "1100ms")
 	tables := strings.Split(out, "supervisor top - ")
 	if len(tables) != 3 {
