@@ -138,6 +138,10 @@ func offline(argv []string) []string {
 //   - SIGKILL: while its server hangs in the handshake (list command), or
 //     once its UI has started the server.
 func TestRealHosts(t *testing.T) {
+	// Beside the other tests, but one host at a time: each is a Node
+	// program of a few hundred MB whose start takes seconds of CPU, and
+	// four at once on 2 cores starved them past the waits (gemini's
+	// `mcp list` did not start its server within 30 s in a CI run).
 	t.Parallel()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -146,7 +150,6 @@ func TestRealHosts(t *testing.T) {
 	for _, h := range realHosts {
 		for _, inPlace := range []string{"auto", "off"} {
 			t.Run(h.name+"/in-place="+inPlace, func(t *testing.T) {
-				t.Parallel() // each has its own instance, home and tag
 				exe := filepath.Join(root, h.bin)
 				if _, err := os.Stat(exe); err != nil {
 					msg := fmt.Sprintf("%s is not installed (%s): .ci/run installs it with npm", h.name, h.bin)
