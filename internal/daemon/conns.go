@@ -22,7 +22,7 @@ import (
 // connCaps derives the connection caps from the fd limit: a reserve of an
 // eighth (64 to 1024 fds) for the cascade and the daemon's own files, and
 // about four fds per lifeline (its connection, its server's pidfd, its
-// host's, and the duplicate of its log pipe's read end, loghub_unix.go).
+// host's, and the duplicate of its log pipe's read end, loghub.Hubs).
 func connCaps(log hclog.Logger) (conns, requests, budget int) {
 	limit := fdLimit()
 	reserve := min(max(limit/8, 64), 1024)

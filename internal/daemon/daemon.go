@@ -31,6 +31,8 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/cgroup"
+	"github.com/seed-86a41135/supervisor/internal/daemon/loghub"
+	"github.com/seed-86a41135/supervisor/internal/daemon/metrics"
 	"github.com/seed-86a41135/supervisor/internal/keeper"
 	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/internal/settings"
@@ -61,7 +63,7 @@ type Config struct {
 	// the zero value means settings.Defaults.
 	Settings *settings.Daemon
 	// MetricsAddr, when set, serves Prometheus metrics over HTTP at
-	// /metrics on this host:port (metrics.go). Off by default.
+	// /metrics on this host:port (internal/daemon/metrics). Off by default.
 	MetricsAddr string
 	// Pprof adds Go's profiles at /debug/pprof/ to the metrics address
 	// (--pprof; needs MetricsAddr).
@@ -92,11 +94,11 @@ type Daemon struct {
 	store         *store.Store
 	reg           *registry.Registry
 	reaper        *spawn.Reaper
-	exe           string     // this binary, run as the servers' log hub; "" when unknown
-	keeperPID     int        // the keeper that restarts this daemon (keeper.go)
-	keeperTok     proc.Token // its token
-	keeperWatches bool       // it watches from outside: it replaced the first one
-	hubs          *logHubs   // the log hubs (loghub_unix.go); nil when none can start
+	exe           string       // this binary, run as the servers' log hub; "" when unknown
+	keeperPID     int          // the keeper that restarts this daemon (keeper.go)
+	keeperTok     proc.Token   // its token
+	keeperWatches bool         // it watches from outside: it replaced the first one
+	hubs          *loghub.Hubs // the log hubs (internal/daemon/loghub); nil when none can start
 	usage         usageCache
 	watcher       *session.Watcher
 	cgroups       *cgroup.Manager // nil: no cgroups (none writable, or turned off)
@@ -106,8 +108,8 @@ type Daemon struct {
 	cascade       *shutdown.Cascade
 	started       time.Time
 	feat          map[string]bool
-	limits        []string // why a facility is off, for status
-	metrics       *metrics // Prometheus metrics (metrics.go)
+	limits        []string     // why a facility is off, for status
+	metrics       *metrics.Set // Prometheus metrics (internal/daemon/metrics; the gauges in metrics.go)
 
 	mu       sync.Mutex
 	live     map[string]*live      // by process id
@@ -186,14 +188,14 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	defer lock.Close()
 	// A metrics address that cannot be had fails the start before the
 	// reconcile acts on anything.
-	var ms *metricsServer
+	var ms *metrics.Server
 	if cfg.MetricsAddr != "" { // Prometheus metrics over HTTP (metrics.go)
 		if ms, err = d.listenMetrics(cfg.MetricsAddr); err != nil {
 			return err
 		}
 		// Closed here if the daemon fails before serving (Serve owns it
 		// after; closing twice is harmless).
-		defer ms.ln.Close()
+		defer ms.Close()
 	}
 	return d.runHoldingLock(ctx, cfg, ms)
 }
@@ -201,7 +203,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 // runHoldingLock is Run once the daemon holds the singleton lock: it
 // reconciles what an earlier daemon left, serves until the daemon stops,
 // and closes what it opened. ms serves the metrics, when not nil.
-func (d *Daemon) runHoldingLock(ctx context.Context, cfg Config, ms *metricsServer) (err error) {
+func (d *Daemon) runHoldingLock(ctx context.Context, cfg Config, ms *metrics.Server) (err error) {
 	paths := cfg.Paths
 	d.instance = paths.Instance()
 	removeCgroupRoot := d.setUpFeatures(cfg)
@@ -223,8 +225,8 @@ func (d *Daemon) runHoldingLock(ctx context.Context, cfg Config, ms *metricsServ
 	d.reaper = spawn.NewReaper(d.log.Named("reaper"))
 	if exe, xerr := os.Executable(); xerr == nil {
 		d.exe = exe
-		d.hubs = newLogHubs(d.log.Named("loghub"), d.startHub)
-		defer d.hubs.close()
+		d.hubs = loghub.New(d.log.Named("loghub"), fdLimit(), d.startHub)
+		defer d.hubs.Close()
 	} else {
 		d.log.Warn("cannot find this binary: servers write their logs directly (rotated by copy and truncate)", "err", xerr)
 	}
@@ -373,7 +375,7 @@ func (d *Daemon) newCascade(asInit bool) *shutdown.Cascade {
 
 // runGroup runs the daemon's actors on ln (and ms, when metrics are
 // served) until one ends: the daemon stops.
-func (d *Daemon) runGroup(ctx context.Context, cfg Config, ln *api.Listener, ms *metricsServer) error {
+func (d *Daemon) runGroup(ctx context.Context, cfg Config, ln *api.Listener, ms *metrics.Server) error {
 	var g run.Group
 	if cfg.Init != nil {
 		ictx, cancel := context.WithCancel(ctx)
@@ -383,7 +385,7 @@ func (d *Daemon) runGroup(ctx context.Context, cfg Config, ln *api.Listener, ms 
 	}
 	d.addActors(&g, ln, cfg.Paths)
 	if ms != nil {
-		g.Add(ms.run, ms.stop)
+		g.Add(ms.Run, ms.Stop)
 	}
 	err := g.Run()
 	d.log.Info("daemon exiting")
@@ -680,7 +682,7 @@ func (d *Daemon) addActors(g *run.Group, ln *api.Listener, paths api.Paths) {
 		g.Add(func() error { return d.keepSocket(sctx, sock) }, func(error) {
 			cancel()
 			sock.close()
-			d.hubs.closing() // the hubs' connections end: let them go, not replaced
+			d.hubs.Closing() // the hubs' connections end: let them go, not replaced
 			d.awaitAnswers(answerWait)
 			d.closeConns()
 		})

@@ -247,14 +247,14 @@ func (d *Daemon) learnFrom(br *brokerRef, st broker.Stats) {
 		return now - then
 	}
 	if n := grew(st.Refused, seen.Refused); n > 0 {
-		d.metrics.refused(n)
+		d.metrics.Refused(n)
 		d.event("shared.refused", sess, br.id, fmt.Sprintf("%s: %d ambiguous messages refused (a JSON-RPC key written twice, in another case or escaped); nothing of them reached the server or another client", br.name, n))
 	}
 	if !st.Lazy && st.Restarts == seen.Restarts && st.IdleStops == 0 {
 		return
 	}
 	starts, stops := grew(st.LazyStarts, seen.LazyStarts), grew(st.IdleStops, seen.IdleStops)
-	d.metrics.lazyEvents(starts, stops, grew(st.CacheHits, seen.CacheHits), grew(st.CacheMisses, seen.CacheMisses))
+	d.metrics.LazyEvents(starts, stops, grew(st.CacheHits, seen.CacheHits), grew(st.CacheMisses, seen.CacheMisses))
 	if starts > 0 {
 		d.event("lazy.start", sess, br.id, fmt.Sprintf("%s: started on a request the cache could not answer (pid %d)", br.name, st.UpstreamPID))
 	}

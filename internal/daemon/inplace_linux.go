@@ -216,9 +216,9 @@ func (d *Daemon) execLine(conn *api.Conn, l *live, log hclog.Logger) {
 		why := l.execErr
 		l.stopMu.Unlock()
 		if why != "" {
-			d.metrics.spawn(errors.New(why))
+			d.metrics.Spawn(errors.New(why))
 		} else {
-			d.metrics.spawn(nil)
+			d.metrics.Spawn(nil)
 		}
 	}()
 	for {

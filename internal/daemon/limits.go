@@ -104,7 +104,7 @@ func (d *Daemon) noteLimitHits(p registry.Process) []string {
 		case err != nil:
 			d.log.Warn("record a limit hit", "id", p.ID, "limit", h, "err", err)
 		default:
-			d.metrics.limitHit(h)
+			d.metrics.LimitHit(h)
 			d.log.Info("limit hit", "id", p.ID, "limit", h, "detail", detail)
 		}
 	}

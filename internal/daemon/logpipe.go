@@ -16,7 +16,7 @@ import (
 //
 // A shared server's stdout and stderr, and a stdio server's stderr, go to a
 // pipe read by the log hub, `supervisor _log-writer`: one process of its
-// own for all of the daemon's servers (logwriter.Hub, loghub_unix.go). It
+// own for all of the daemon's servers (logwriter.Hub, loghub.Hubs). It
 // writes each log and rotates it by rename before a write would pass the
 // cap: the live file stays within the cap, and only what falls off the end
 // of the kept backups is lost. For a stdio server it also copies

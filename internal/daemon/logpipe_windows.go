@@ -4,20 +4,15 @@ import (
 	"os"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
-// logHubs: Windows has no log hub.
-type logHubs struct{}
+// Windows has no log hub (loghub.New returns nil).
 
-func newLogHubs(any, any) *logHubs { return nil }
-
-func (h *logHubs) close() {}
-
-func (h *logHubs) closing() {}
-
-func (h *logHubs) status() []api.LogHubStatus { return nil }
-
-func (d *Daemon) startHub() (any, error) { return nil, errLogWriterUnsupported }
+func (d *Daemon) startHub(sock *os.File) (int, proc.Token, error) {
+	sock.Close()
+	return 0, proc.Token{}, errLogWriterUnsupported
+}
 
 func (d *Daemon) adoptLogHub(*api.Conn, api.Msg) {}
 

@@ -74,7 +74,7 @@ func settle(o shutdown.Outcome, st spawn.Status, eofStop bool) shutdown.Outcome 
 // the stops counter: the one place that does, so the three agree.
 func (d *Daemon) publishStop(session string, o shutdown.Outcome) {
 	d.recordStopLogged("process.stop", session, o)
-	d.metrics.stopped(o)
+	d.metrics.Stopped(o)
 }
 
 // settleExited is the outcome of a stop asked for a process that had
@@ -107,7 +107,7 @@ func (d *Daemon) settleExited(id string, opt shutdown.Options, since time.Time) 
 		return out
 	}
 	d.event("process.stop", p.Session, id, out.String())
-	d.metrics.stopped(out)
+	d.metrics.Stopped(out)
 	return out
 }
 

@@ -294,7 +294,7 @@ func (d *Daemon) status() *api.Status {
 		Processes:      len(d.reg.Processes(registry.Filter{})),
 		Records:        len(all),
 		Recovery:       d.recovery,
-		LogHubs:        d.hubs.status(),
+		LogHubs:        d.hubs.Status(),
 		ResourceLimits: d.resourceLimits(),
 		Restarter:      d.restarter(),
 	}

@@ -434,7 +434,7 @@ func (d *Daemon) superviseShared(s *shared) {
 			ctx, cancel := context.WithTimeout(context.Background(), st.CheckTimeout)
 			err := s.health.Check(ctx, s.port)
 			cancel()
-			d.metrics.healthCheck(err)
+			d.metrics.HealthCheck(err)
 			if err == nil {
 				if fails > 0 {
 					d.event("shared.healthy", sharedSession(s.port), s.id,

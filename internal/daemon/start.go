@@ -74,7 +74,7 @@ func (d *Daemon) forkServer(s *serverStart, r spawn.Request) (spawn.Started, err
 	r.SessionID, r.ProcID, r.Instance = s.session, s.id, d.instance
 	r.CgroupFD, r.ThreadCgroups, r.ThreadHome = s.cg.Fd, s.limited.V1, d.v1Home(s.limited.V1)
 	started, err := spawn.Start(d.reaper, r)
-	d.metrics.spawn(err)
+	d.metrics.Spawn(err)
 	s.closeFd()
 	if err != nil {
 		d.undoStart(s)

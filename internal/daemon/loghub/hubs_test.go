@@ -1,6 +1,6 @@
 //go:build unix
 
-package daemon
+package loghub
 
 import (
 	"context"
@@ -17,35 +17,28 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/logwriter"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
-// inProcessHubs starts hubs as goroutines over real socket pairs (the
-// daemon side cannot tell), and lets the test end one as if it died.
+// inProcessHubs runs hubs as goroutines on the socket a hub process
+// would get (the daemon side cannot tell), and lets the test end one as if
+// it died.
 type inProcessHubs struct {
-	t     *testing.T
 	ended chan struct{} // a token per hub that returned
 	sides []*api.Conn   // each hub's end of its socket, by start order
 }
 
-func (s *inProcessHubs) start() (*hubConn, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+func (s *inProcessHubs) spawn(sock *os.File) (int, proc.Token, error) {
+	defer sock.Close()
+	fc, err := net.FileConn(sock)
 	if err != nil {
-		return nil, err
+		return 0, proc.Token{}, err
 	}
-	conn := func(fd int) *api.Conn {
-		f := os.NewFile(uintptr(fd), "sock")
-		defer f.Close()
-		fc, err := net.FileConn(f)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		c, err := api.NewConn(fc.(*net.UnixConn))
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		return c
+	theirs, err := api.NewConn(fc.(*net.UnixConn))
+	if err != nil {
+		fc.Close()
+		return 0, proc.Token{}, err
 	}
-	ours, theirs := conn(fds[0]), conn(fds[1])
 	s.sides = append(s.sides, theirs)
 	h := logwriter.NewHub()
 	go func() {
@@ -54,22 +47,22 @@ func (s *inProcessHubs) start() (*hubConn, error) {
 		})
 		s.ended <- struct{}{}
 	}()
-	return &hubConn{conn: ours, alive: true}, nil
+	return 0, proc.Token{}, nil // no process: none to kill
 }
 
 // testHubs is the daemon's side of in-process hubs of perHub pipes each,
 // closed with the test.
-func testHubs(t *testing.T, perHub int) (*logHubs, *inProcessHubs) {
-	s := &inProcessHubs{t: t, ended: make(chan struct{}, 16)}
-	h := newLogHubs(hclog.NewNullLogger(), s.start)
+func testHubs(t *testing.T, perHub int) (*Hubs, *inProcessHubs) {
+	s := &inProcessHubs{ended: make(chan struct{}, 16)}
+	h := New(hclog.NewNullLogger(), 1024, s.spawn)
 	h.perHub = perHub
-	t.Cleanup(h.close)
+	t.Cleanup(h.Close)
 	return h, s
 }
 
 // addPipe opens a log pipe to path through h and returns its write end
 // (closed with the test).
-func addPipe(t *testing.T, h *logHubs, path string) *os.File {
+func addPipe(t *testing.T, h *Hubs, path string) *os.File {
 	t.Helper()
 	fds, err := cloexecPair(unix.Pipe)
 	if err != nil {
@@ -99,7 +92,7 @@ func TestLogHubsFillAndRehome(t *testing.T) {
 	}
 	pipesOf := func() []int {
 		var n []int
-		for _, st := range h.status() {
+		for _, st := range h.Status() {
 			n = append(n, st.Pipes)
 		}
 		return n
