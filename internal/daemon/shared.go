@@ -405,6 +405,33 @@ func portHolderNotOurs(port int, id string) (proc.Listener, bool) {
 	return proc.Listener{}, false
 }
 
+// checkShared runs one health check of s and records its result. It says
+// whether s passed, and why s must restart: "" while its failures in a
+// row (fails) stay under the threshold.
+func (d *Daemon) checkShared(s *shared, st *settings.Daemon, fails *int) (restart string, healthy bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), st.CheckTimeout)
+	err := s.health.Check(ctx, s.port)
+	cancel()
+	d.metrics.HealthCheck(err)
+	if err == nil {
+		if *fails > 0 {
+			d.event("shared.healthy", sharedSession(s.port), s.id,
+				fmt.Sprintf("health check passes again after %d failure(s)", *fails))
+		}
+		*fails = 0
+		d.setHealth(s.id, "healthy")
+		return "", true
+	}
+	*fails++
+	d.setHealth(s.id, fmt.Sprintf("unhealthy (%d/%d)", *fails, st.FailureThreshold))
+	d.event("shared.unhealthy", sharedSession(s.port), s.id,
+		fmt.Sprintf("health check failed (%d/%d): %v", *fails, st.FailureThreshold, err))
+	if *fails < st.FailureThreshold {
+		return "", false
+	}
+	return "unhealthy: " + err.Error(), false
+}
+
 // superviseShared checks liveness every interval and restarts a crashed or
 // unhealthy server with exponential backoff (1 s doubling to 30 s, reset
 // after 5 min healthy). It ends when the server is stopped for good.
@@ -431,30 +458,13 @@ func (d *Daemon) superviseShared(s *shared) {
 		case <-l.done:
 			restart = fmt.Sprintf("exited (status %d)", l.status.ExitCode())
 		case <-ticker.C:
-			ctx, cancel := context.WithTimeout(context.Background(), st.CheckTimeout)
-			err := s.health.Check(ctx, s.port)
-			cancel()
-			d.metrics.HealthCheck(err)
-			if err == nil {
-				if fails > 0 {
-					d.event("shared.healthy", sharedSession(s.port), s.id,
-						fmt.Sprintf("health check passes again after %d failure(s)", fails))
-				}
-				fails = 0
-				d.setHealth(s.id, "healthy")
-				if time.Since(healthySince) > st.RestartReset {
-					backoff = st.RestartMin
-				}
+			var healthy bool
+			if restart, healthy = d.checkShared(s, st, &fails); healthy && time.Since(healthySince) > st.RestartReset {
+				backoff = st.RestartMin
+			}
+			if restart == "" {
 				continue
 			}
-			fails++
-			d.setHealth(s.id, fmt.Sprintf("unhealthy (%d/%d)", fails, st.FailureThreshold))
-			d.event("shared.unhealthy", sharedSession(s.port), s.id,
-				fmt.Sprintf("health check failed (%d/%d): %v", fails, st.FailureThreshold, err))
-			if fails < st.FailureThreshold {
-				continue
-			}
-			restart = "unhealthy: " + err.Error()
 		}
 		if !s.usable() {
 			order.answer(errStoppedForGood)
