@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
@@ -47,6 +49,10 @@ type tui struct {
 	// if it was gone already): the process the UI runs in.
 	hostPID int
 	hostTok proc.Token
+	// panePID and paneTok are the process the terminal runs (the host's
+	// launcher).
+	panePID int
+	paneTok proc.Token
 }
 
 // startTUI starts h's UI in a real terminal, offline, with exactly env
@@ -63,7 +69,13 @@ func startTUI(t *testing.T, in *instance, h realHost, exe, home string, env []st
 		out, err := exec.Command(tmux, append([]string{"-S", sock}, args...)...).CombinedOutput()
 		return string(out), err
 	}}
-	t.Cleanup(func() { ui.tm("kill-server") })
+	t.Cleanup(func() {
+		// The UI's processes go by pid, not only with their terminal: a
+		// Gemini CLI whose quit had failed outlived its tmux server.
+		ui.tm("kill-server")
+		ui.killTree(ui.panePID, ui.paneTok)
+		ui.killTree(ui.hostPID, ui.hostTok)
+	})
 	words := []string{"env", "-i"}
 	for _, kv := range append(append(slices.Clone(env), h.tui.env...), "TERM=xterm-256color") {
 		if k, v, _ := strings.Cut(kv, "="); k != "" && v != "" { // an empty one is one the host must not see
@@ -76,6 +88,12 @@ func startTUI(t *testing.T, in *instance, h realHost, exe, home string, env []st
 	command := "cd " + shellQuote(home) + " && exec " + strings.Join(words, " ")
 	if out, err := ui.tm("new-session", "-d", "-s", "host", "-x", "160", "-y", "45", command); err != nil {
 		t.Fatalf("tmux new-session: %v: %s", err, out)
+	}
+	if out, err := ui.tm("display-message", "-p", "-t", "host", "#{pane_pid}"); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(out)); err == nil {
+			ui.panePID = pid
+			ui.paneTok, _ = proc.TokenOf(pid)
+		}
 	}
 	deadline := time.Now().Add(tuiWait)
 	for {
@@ -92,6 +110,19 @@ func startTUI(t *testing.T, in *instance, h realHost, exe, home string, env []st
 			t.Fatalf("%s's UI started no server fx within %v; its screen:\n%s", h.name, tuiWait, ui.screen())
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// killTree SIGKILLs pid, if it is still the process of tok, and every
+// live descendant of it, each checked against its own token.
+func (ui *tui) killTree(pid int, tok proc.Token) {
+	if pid <= 0 || proc.Verify(pid, tok) != nil {
+		return
+	}
+	kids := descendants(pid) // seen now: the tree a moment before the kill
+	unix.Kill(pid, unix.SIGKILL)
+	for _, p := range kids {
+		unix.Kill(p, unix.SIGKILL)
 	}
 }
 
