@@ -259,6 +259,18 @@ func shareSetupWith(t *testing.T, n int, flags []string, config string, opts fun
 	return in, clients, ctx
 }
 
+// onFirstProgress is client options that tell on inFlight (buffered) that
+// a progress notification came: a call that sent one is in flight at the
+// server, which a test waits on instead of sleeping for it.
+func onFirstProgress(inFlight chan<- struct{}) *mcp.ClientOptions {
+	return &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+		select {
+		case inFlight <- struct{}{}:
+		default:
+		}
+	}}
+}
+
 // echoes are clients' echo loops: each calls echo until stop is closed,
 // and counts the calls it completed, which a test waits on instead of
 // sleeping for traffic to flow.
@@ -406,12 +418,7 @@ func TestShareClientKilledMidCall(t *testing.T) {
 		if i != 0 {
 			return nil
 		}
-		return &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
-			select {
-			case inFlight <- struct{}{}:
-			default:
-			}
-		}}
+		return onFirstProgress(inFlight)
 	}
 	in, clients, ctx := shareSetupWith(t, 3, []string{"--share"}, "", opts)
 	br := brokerOf(t, in)
@@ -517,12 +524,7 @@ func TestShareRefusesAmbiguousServerRequest(t *testing.T) {
 		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("client %d: ", i)}
 		var opts *mcp.ClientOptions
 		if i == 0 {
-			opts = &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
-				select {
-				case inFlight <- struct{}{}:
-				default:
-				}
-			}}
+			opts = onFirstProgress(inFlight)
 		}
 		client := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("roots-%d", i), Version: "0.0.0"}, opts)
 		cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
@@ -682,12 +684,7 @@ func TestShareUpstreamCrash(t *testing.T) {
 		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("client %d: ", i)}
 		var opts *mcp.ClientOptions
 		if i == 0 {
-			opts = &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
-				select {
-				case inFlight <- struct{}{}:
-				default:
-				}
-			}}
+			opts = onFirstProgress(inFlight)
 		}
 		client := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("crash-%d", i), Version: "0.0.0"}, opts)
 		cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
