@@ -138,11 +138,12 @@ func offline(argv []string) []string {
 //   - SIGKILL: while its server hangs in the handshake (list command), or
 //     once its UI has started the server.
 func TestRealHosts(t *testing.T) {
-	// Beside the other tests, but one host at a time: each is a Node
+	// Beside the other tests, and two hosts at a time: each is a Node
 	// program of a few hundred MB whose start takes seconds of CPU, and
 	// four at once on 2 cores starved them past the waits (gemini's
 	// `mcp list` did not start its server within 30 s in a CI run).
 	t.Parallel()
+	hostSlots := make(chan struct{}, 2)
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -150,6 +151,9 @@ func TestRealHosts(t *testing.T) {
 	for _, h := range realHosts {
 		for _, inPlace := range []string{"auto", "off"} {
 			t.Run(h.name+"/in-place="+inPlace, func(t *testing.T) {
+				t.Parallel() // each has its own instance, home and tag
+				hostSlots <- struct{}{}
+				defer func() { <-hostSlots }()
 				exe := filepath.Join(root, h.bin)
 				if _, err := os.Stat(exe); err != nil {
 					msg := fmt.Sprintf("%s is not installed (%s): .ci/run installs it with npm", h.name, h.bin)
@@ -298,7 +302,9 @@ func TestRealHosts(t *testing.T) {
 // of the command run (node in front of a native binary, unshare).
 func serverHost(t *testing.T, in *instance, name string) int {
 	t.Helper()
-	deadline := time.Now().Add(wait)
+	// A host's own start (Node, a few hundred MB) is seconds of CPU: on a
+	// busy 2-core machine it took over 30 s.
+	deadline := time.Now().Add(tuiWait)
 	for {
 		for _, p := range in.mustProcesses(false) {
 			if p.Name == name {
@@ -310,7 +316,7 @@ func serverHost(t *testing.T, in *instance, name string) int {
 		if time.Now().After(deadline) {
 			ev, _, _ := in.run("events")
 			all, _, _ := in.run("ps", "--all")
-			t.Fatalf("after %v no live host has started server %s; events:\n%s\nps --all:\n%s", wait, name, ev, all)
+			t.Fatalf("after %v no live host has started server %s; events:\n%s\nps --all:\n%s", tuiWait, name, ev, all)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
