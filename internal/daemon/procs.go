@@ -151,13 +151,55 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	// A server that keeps dying on start is refused fast: this is what
 	// stops a host's retry storm.
 	var err error
-	if r.bkey, err = d.breakers.allow(r.req.Argv, string(r.req.Cwd), r.name); err != nil {
+	r.bkey, err = d.breakers.allow(r.req.Argv, string(r.req.Cwd), r.name)
+	if d.awaitEndedTrial(r.bkey, err) {
+		r.bkey, err = d.breakers.allow(r.req.Argv, string(r.req.Cwd), r.name)
+	}
+	if err != nil {
 		r.closeFiles()
 		d.event("breaker.refused", r.req.Session, "", err.Error())
 		d.sendError(conn, 125, "%v", err)
 		return
 	}
 	d.startDirect(r)
+}
+
+// trialSettle bounds the wait for the record of a half-open trial that
+// has exited already (awaitEndedTrial).
+const trialSettle = 2 * time.Second
+
+// awaitEndedTrial waits, at most trialSettle, for the monitor of key's
+// half-open trial to judge an exit that has already happened, when err is
+// the refusal of that trial's breaker, and says whether it did. In place,
+// the server is the host's own child: the host sees it exit before the
+// daemon reads the exit from its pidfd, and a host that starts the server
+// again at once must not be refused for a trial that is over.
+func (d *Daemon) awaitEndedTrial(key string, err error) bool {
+	var open *spawn.OpenError
+	if !errors.As(err, &open) || open.B.State != spawn.BreakerHalfOpen {
+		return false
+	}
+	var ended []*live
+	d.mu.Lock()
+	for _, l := range d.live {
+		if l.breaker.key == key && proc.Verify(l.target.PID, l.target.Token) != nil {
+			ended = append(ended, l) // gone, or a zombie its host has not reaped
+		}
+	}
+	d.mu.Unlock()
+	if len(ended) == 0 {
+		return false
+	}
+	deadline := time.NewTimer(trialSettle)
+	defer deadline.Stop()
+	for _, l := range ended {
+		select {
+		case <-l.done:
+		case <-deadline.C:
+			return false
+		}
+	}
+	return true
 }
 
 // directRun is one run being started as a direct server (neither shared
