@@ -82,8 +82,9 @@ type Session struct {
 // Process is one supervised process. It carries argv but never environment
 // values: those hold secrets.
 //
-// The JSON names are the `ps --json` contract of design §8: scripts use
-// them, so the contract fields are always present (null when unset).
+// Its JSON is how the store keeps it. What `ps --json` prints (the
+// contract of design §8) is api.Process, converted from it by the daemon;
+// today the two are the same, field for field (TestWireMatchesRecords).
 type Process struct {
 	ID        string   `json:"id"`
 	Session   string   `json:"session"`
@@ -227,8 +228,8 @@ type StoppedProc struct {
 
 // Event is one entry of the capped lifecycle log.
 //
-// The JSON names are the `events --json` contract: every field is always
-// present.
+// Its JSON is how the store keeps it; `events --json` prints api.Event,
+// the same today (TestWireMatchesRecords).
 type Event struct {
 	// Seq is the event's place in the log, handed out by the Persister:
 	// increasing, never reused, so a follower asks for what is after it.
