@@ -63,8 +63,46 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	// Whatever still runs this build outlived the test that started it
+	// (once, a daemon and the keeper watching it, restarted while a
+	// cleanup removed their state directory): it goes by pid, keepers
+	// first, and is named, so the machine is left as the tests found it.
+	if left := killBuildLeftovers(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "supervisor tests: %d process(es) of this build outlived their tests and were killed: %s\n",
+			len(left), strings.Join(left, "; "))
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// killBuildLeftovers SIGKILLs every process that runs the binaries
+// TestMain built, keepers before the rest (a keeper restarts its daemon),
+// and describes each.
+func killBuildLeftovers() []string {
+	var left []string
+	for pass := 0; pass < 2; pass++ { // a daemon a keeper restarted meanwhile
+		infos, _ := proc.Scan()
+		var keepers, others []int
+		for _, info := range infos {
+			exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", info.PID))
+			if err != nil || (exe != bin && exe != leanBin) || info.State == 'Z' {
+				continue
+			}
+			if argv, _ := proc.Cmdline(info.PID); len(argv) > 1 && argv[1] == keeper.Command {
+				keepers = append(keepers, info.PID)
+			} else {
+				others = append(others, info.PID)
+			}
+		}
+		for _, pid := range append(keepers, others...) {
+			argv, _ := proc.Cmdline(pid)
+			if tok, err := proc.TokenOf(pid); err == nil {
+				killByToken(pid, tok)
+				left = append(left, fmt.Sprintf("pid %d %q", pid, argv))
+			}
+		}
+	}
+	return left
 }
 
 // wait bounds every wait on an event: generous, because the machines are
