@@ -271,6 +271,20 @@ func onFirstProgress(inFlight chan<- struct{}) *mcp.ClientOptions {
 	}}
 }
 
+// awaitProgress waits for a call's first progress on inFlight: it is in
+// flight at the server. The call ending first (on ended, when not nil), or
+// ctx, fails the test.
+func awaitProgress(t *testing.T, ctx context.Context, inFlight <-chan struct{}, ended <-chan error, what string) {
+	t.Helper()
+	select {
+	case <-inFlight:
+	case err := <-ended:
+		t.Fatalf("%s ended before any progress: %v", what, err)
+	case <-ctx.Done():
+		t.Fatalf("%s sent no progress", what)
+	}
+}
+
 // echoes are clients' echo loops: each calls echo until stop is closed,
 // and counts the calls it completed, which a test waits on instead of
 // sleeping for traffic to flow.
@@ -434,11 +448,7 @@ func TestShareClientKilledMidCall(t *testing.T) {
 	long := &mcp.CallToolParams{Name: "trigger-long-running-operation", Arguments: map[string]any{"duration": 5, "steps": 5}}
 	long.SetProgressToken("victim")
 	go victim.cs.CallTool(ctx, long)
-	select {
-	case <-inFlight:
-	case <-ctx.Done():
-		t.Fatal("the victim's slow call sent no progress")
-	}
+	awaitProgress(t, ctx, inFlight, nil, "the victim's slow call")
 	go victim.cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "x"}})
 	victim.cs.Close() // closes its pipes: as a SIGKILLed host's would
 	waitCond(t, func() error {
@@ -541,13 +551,7 @@ func TestShareRefusesAmbiguousServerRequest(t *testing.T) {
 		_, err := css[0].CallTool(ctx, p)
 		slow <- err
 	}()
-	select {
-	case <-inFlight:
-	case err := <-slow:
-		t.Fatalf("the slow call ended before any progress: %v", err)
-	case <-ctx.Done():
-		t.Fatal("the slow call sent no progress")
-	}
+	awaitProgress(t, ctx, inFlight, slow, "the slow call")
 	res, err := css[1].CallTool(ctx, &mcp.CallToolParams{Name: "roots", Arguments: map[string]any{}})
 	// The fixture answers with what its roots/list got back: here the
 	// broker's JSON-RPC error, not a client's roots.
@@ -619,13 +623,7 @@ func TestShareProgressAndCancel(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	done1 := make(chan error, 1)
 	go func() { done1 <- call(cctx, clients[1], 10) }()
-	select {
-	case <-cancelable:
-	case err := <-done1:
-		t.Fatalf("client 1's call ended before any progress: %v", err)
-	case <-ctx.Done():
-		t.Fatal("client 1's call sent no progress")
-	}
+	awaitProgress(t, ctx, cancelable, done1, "client 1's call")
 	cancel()
 	if err := <-done1; err == nil {
 		t.Errorf("client 1's cancelled call returned no error")
@@ -703,13 +701,7 @@ func TestShareUpstreamCrash(t *testing.T) {
 		_, err := css[0].CallTool(ctx, p)
 		slow <- err
 	}()
-	select {
-	case <-inFlight:
-	case err := <-slow:
-		t.Fatalf("the slow call ended before any progress: %v", err)
-	case <-ctx.Done():
-		t.Fatal("the slow call sent no progress")
-	}
+	awaitProgress(t, ctx, inFlight, slow, "the slow call")
 	css[1].CallTool(ctx, &mcp.CallToolParams{Name: "crash", Arguments: map[string]any{}}) // its answer is the crash's error
 	select {
 	case err := <-slow:
