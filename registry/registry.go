@@ -616,3 +616,25 @@ func cloneProc(p Process) Process {
 	}
 	return p
 }
+
+// Each runs fn(0..n-1), up to 64 at once. A Persister coalesces only
+// concurrent commits (bbolt's Batch): written one at a time, thousands of
+// records take seconds; side by side they share transactions.
+func Each(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < min(64, n); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				fn(i)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}

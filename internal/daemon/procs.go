@@ -1128,7 +1128,7 @@ func (d *Daemon) describe(o *shutdown.Outcome) {
 func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Options) {
 	// Commit before acting: a crash mid-stop leaves "stopping", which the
 	// next daemon resumes.
-	each(len(ls), func(i int) {
+	registry.Each(len(ls), func(i int) {
 		if _, err := d.reg.Transition(ls[i].id, registry.StateStopping, nil); err != nil &&
 			!errors.Is(err, registry.ErrBadTransition) {
 			d.log.Error("record stopping", "id", ls[i].id, "err", err)
@@ -1153,7 +1153,7 @@ func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Optio
 	opt.OtherServer = d.otherServers(ls)
 	opt.Instance = d.instance
 	outs := d.stopCascade(ctx, "stop", targets, opt)
-	each(len(ls), func(i int) {
+	registry.Each(len(ls), func(i int) {
 		l := ls[i]
 		o := outs[i]
 		// The cascade saw the process exit; its status follows from the
@@ -1184,28 +1184,6 @@ func (d *Daemon) cascadeLive(ctx context.Context, ls []*live, opt shutdown.Optio
 		l.stopDone, l.force = nil, nil
 		l.stopMu.Unlock()
 	})
-}
-
-// each runs fn(0..n-1), up to 64 at once. Registry commits are bbolt
-// writes, and only concurrent ones share a transaction (db.Batch): one at
-// a time, thousands of them take seconds.
-func each(n int, fn func(i int)) {
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for w := 0; w < min(64, n); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				fn(i)
-			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
 }
 
 // otherServers is the cascade's OtherServer for a stop of ls: the live
@@ -1265,7 +1243,7 @@ func (d *Daemon) endSessionsWith(ids, reasons []string, opt shutdown.Options) []
 // endSessionsSince is endSessionsWith for sessions whose end was caused at
 // since (their hosts' deaths were noticed then).
 func (d *Daemon) endSessionsSince(ids, reasons []string, opt shutdown.Options, since time.Time) []shutdown.Outcome {
-	each(len(ids), func(i int) {
+	registry.Each(len(ids), func(i int) {
 		if _, err := d.reg.SetSessionState(ids[i], registry.SessionEnding, reasons[i]); err != nil &&
 			!errors.Is(err, registry.ErrBadTransition) {
 			d.log.Error("mark session ending", "session", ids[i], "err", err)
@@ -1294,7 +1272,7 @@ func (d *Daemon) endSessionsSince(ids, reasons []string, opt shutdown.Options, s
 	}
 	opt.WholeSession = true
 	out := d.stopIDsSince(context.Background(), procs, opt, since)
-	each(len(ids), func(i int) {
+	registry.Each(len(ids), func(i int) {
 		d.releaseSession(ids[i])
 		if _, err := d.reg.SetSessionState(ids[i], registry.SessionEnded, reasons[i]); err != nil &&
 			!errors.Is(err, registry.ErrBadTransition) {
