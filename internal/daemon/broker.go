@@ -3,8 +3,6 @@ package daemon
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,7 +15,7 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/broker"
-	"github.com/seed-86a41135/supervisor/internal/cgroup"
+	"github.com/seed-86a41135/supervisor/internal/daemon/sharing"
 	"github.com/seed-86a41135/supervisor/internal/launcher"
 	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/registry"
@@ -48,16 +46,6 @@ type brokerRef struct {
 	token             proc.Token
 }
 
-// brokerSocket is where the broker of key listens: beside the daemon's
-// socket (a private directory, checked as that one is).
-func brokerSocket(p api.Paths, key string) string {
-	return filepath.Join(filepath.Dir(p.Socket), "b-"+key[:16]+".sock")
-}
-
-// brokerSession is the pseudo session a broker's record lives in: it
-// belongs to no host.
-func brokerSession(key string) string { return "broker-" + key[:12] }
-
 // serveShare attaches a run --share client to the broker of its server
 // key, starting the broker if none runs, and keeps the client's lifeline.
 // mode names how the client came to a broker, for its errors.
@@ -86,17 +74,17 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 	clientID := clientPrefix + newID()[2:]
 	serverKey := key
 	if req.Limits != nil {
-		if why := brokerRoom(req.Limits); why != "" {
+		if why := sharing.BrokerRoom(req.Limits); why != "" {
 			d.sendError(conn, 125, "%s: %s", mode, why)
 			return
 		}
 		// Clients asking other limits get a broker of their own.
-		key = limitedKey(key, req.Limits)
+		key = sharing.LimitedKey(key, DescribeLimits(req.Limits))
 	}
 	if !req.Share {
 		// Lazy or idle but not shared: a broker of this client's own, which
 		// shares only the cache (kept by server key).
-		key = soloKey(key, clientID)
+		key = sharing.SoloKey(key, clientID)
 	}
 	var br *brokerRef
 	var bc *api.Conn
@@ -146,7 +134,7 @@ func (d *Daemon) frontFor(conn *api.Conn, req api.RunRequest, name string) bool 
 	}
 	// What serveShare refuses at once is refused at once, not after the
 	// front told the host all is well.
-	if spawn.CheckDir(string(req.Cwd)) != nil || req.Limits != nil && brokerRoom(req.Limits) != "" {
+	if spawn.CheckDir(string(req.Cwd)) != nil || req.Limits != nil && sharing.BrokerRoom(req.Limits) != "" {
 		return false
 	}
 	serverKey, fp, err := d.serverIdentity(req)
@@ -156,7 +144,7 @@ func (d *Daemon) frontFor(conn *api.Conn, req api.RunRequest, name string) bool 
 	if req.Share {
 		key := serverKey
 		if req.Limits != nil {
-			key = limitedKey(key, req.Limits)
+			key = sharing.LimitedKey(key, DescribeLimits(req.Limits))
 		}
 		d.mu.Lock()
 		br := d.brokers[key]
@@ -265,7 +253,7 @@ func (d *Daemon) serveShareAttach(conn *api.Conn, a api.Attach) {
 		d.sendError(conn, 125, "attach %s: no live shared server (broker pid %d) here; its client is no longer supervised", a.ID, a.PID)
 		return
 	}
-	bc, err := dialBroker(br.socket)
+	bc, err := sharing.DialBroker(br.socket)
 	if err != nil {
 		d.sendError(conn, 125, "attach %s: reach the broker of %s: %v", a.ID, br.name, err)
 		return
@@ -297,7 +285,7 @@ func (d *Daemon) readoptBroker(p registry.Process, l *live) {
 		return
 	}
 	br := &brokerRef{key: p.BrokerKey, name: p.Name, id: p.ID, l: l, pid: p.PID, token: p.Token,
-		socket: brokerSocket(d.cfg.Paths, p.BrokerKey), ready: make(chan struct{}),
+		socket: sharing.BrokerSocket(d.cfg.Paths, p.BrokerKey), ready: make(chan struct{}),
 		serverKey: p.ServerKey, fp: p.Fingerprint, lazy: p.Lazy, idle: time.Duration(p.IdleMS) * time.Millisecond}
 	close(br.ready)
 	d.mu.Lock()
@@ -307,7 +295,7 @@ func (d *Daemon) readoptBroker(p registry.Process, l *live) {
 	if br.lazy || br.idle > 0 {
 		d.tasks.Go("watch broker", func() { d.watchBroker(br) })
 	}
-	if st, err := askStats(br.socket); err == nil {
+	if st, err := sharing.AskStats(br.socket); err == nil {
 		br.mu.Lock()
 		br.seen = st // what happened while no daemon watched is not news
 		br.mu.Unlock()
@@ -351,7 +339,7 @@ func (d *Daemon) forgetBroker(br *brokerRef) {
 // word. retry says the broker is going away (its socket is gone, or it
 // said so): a fresh broker may take the client.
 func handOver(br *brokerRef, req broker.AttachRequest, files [3]*os.File) (*api.Conn, bool, error) {
-	bc, err := dialBroker(br.socket)
+	bc, err := sharing.DialBroker(br.socket)
 	if err != nil {
 		return nil, true, err
 	}
@@ -391,7 +379,7 @@ func (d *Daemon) clientDetached(br *brokerRef, id, session string) {
 	// lazy cache) is kept first, while the broker still runs: its linger
 	// may end before anyone asks again, and the event below says it is
 	// done.
-	if st, err := askStats(br.socket); err == nil {
+	if st, err := sharing.AskStats(br.socket); err == nil {
 		d.learnFrom(br, st)
 	}
 	d.update(br.id, "client detached", func(p *registry.Process) error {
@@ -425,7 +413,7 @@ func (d *Daemon) brokerFor(req api.RunRequest, key, serverKey, fp, name string) 
 	if mine {
 		br = &brokerRef{key: key, serverKey: serverKey, name: name, fp: fp, ready: make(chan struct{}),
 			lazy: req.Lazy, idle: time.Duration(req.IdleMS) * time.Millisecond,
-			socket: brokerSocket(d.cfg.Paths, key)}
+			socket: sharing.BrokerSocket(d.cfg.Paths, key)}
 		d.brokers[key] = br
 	}
 	d.mu.Unlock()
@@ -465,7 +453,7 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 	}
 	defer null.Close()
 	br.id = newID()
-	sess := brokerSession(br.key)
+	sess := sharing.BrokerSession(br.key)
 	// Where a stdio server's stderr goes: `logs NAME` and `logs ID` find
 	// it, and retention removes it with the record.
 	logPath := RunLogPath(d.cfg.Paths, br.name, br.id)
@@ -584,7 +572,7 @@ func (d *Daemon) brokerArgv(br *brokerRef, req api.RunRequest, logPath string) (
 	if fl, ok, _ := launcher.Flatten(req.Argv, string(req.Cwd), req.Env); ok && !req.NoFlatten {
 		up = launched{argv: fl.Argv, env: fl.Env, note: " (flattened, " + fl.Via + ")"}
 	}
-	env, drop := brokerEnv(up.env)
+	env, drop := sharing.BrokerEnv(up.env)
 	argv = []string{d.exe, "_broker", "--socket", br.socket, "--linger", d.settings().Linger.String()}
 	for _, name := range drop {
 		argv = append(argv, "--drop-env", name)
@@ -692,7 +680,7 @@ func (d *Daemon) brokerStats() []broker.Stats {
 	d.mu.Unlock()
 	var out []broker.Stats
 	for _, br := range brs {
-		st, err := askStats(br.socket)
+		st, err := sharing.AskStats(br.socket)
 		if err != nil {
 			d.log.Debug("broker stats", "id", br.id, "err", err)
 			continue
@@ -720,49 +708,6 @@ func (d *Daemon) brokerStats() []broker.Stats {
 	return out
 }
 
-func askStats(socket string) (broker.Stats, error) {
-	var st broker.Stats
-	return st, askBroker(socket, broker.MsgStats, time.Second, &st)
-}
-
-func askCache(socket string) (broker.CacheReply, error) {
-	var cr broker.CacheReply
-	return cr, askBroker(socket, broker.MsgCache, 5*time.Second, &cr)
-}
-
-// askBroker sends the broker at socket a request without arguments and
-// decodes its answer into out, all within limit.
-func askBroker(socket, msgType string, limit time.Duration, out any) error {
-	c, err := dialBroker(socket)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(limit))
-	if err := c.Send(msgType, nil); err != nil {
-		return err
-	}
-	m, fds, err := c.Recv()
-	api.CloseFds(fds)
-	if err != nil {
-		return err
-	}
-	return api.Decode(m, out)
-}
-
-// limitedKey is the broker key of a server run within limits l.
-func limitedKey(key string, l *api.Limits) string {
-	sum := sha256.Sum256([]byte(key + "\x00limits\x00" + DescribeLimits(l)))
-	return hex.EncodeToString(sum[:])
-}
-
-// soloKey is the broker key of a lazy or idle client that is not shared:
-// its own, derived from the server key so it cannot collide with one.
-func soloKey(serverKey, clientID string) string {
-	sum := sha256.Sum256([]byte(serverKey + "\x00solo\x00" + clientID))
-	return hex.EncodeToString(sum[:])
-}
-
 // watchBrokerEvery is how often a lazy or idle broker is asked for its
 // figures: its lazy starts and idle stops become events within it.
 const watchBrokerEvery = time.Second
@@ -781,50 +726,8 @@ func (d *Daemon) watchBroker(br *brokerRef) {
 			return
 		case <-t.C:
 		}
-		if st, err := askStats(br.socket); err == nil {
+		if st, err := sharing.AskStats(br.socket); err == nil {
 			d.learnFrom(br, st)
 		}
 	}
-}
-
-// brokerGOMAXPROCS is the broker's own GOMAXPROCS. A relay of pipes needs no
-// parallelism, and each P costs memory for the broker's life: one measured
-// 0.4 MiB less private memory per broker than two, with no slower relay
-// (bench shared-memory and relay-cost, issue 14). It goes in the broker's
-// environment at spawn because the runtime sizes itself at start:
-// runtime.GOMAXPROCS(1) called later saved nothing.
-const brokerGOMAXPROCS = "1"
-
-// brokerEnv is the broker's environment: the client's, which the broker
-// passes on to its upstream, plus GOMAXPROCS for the broker itself unless
-// the client's environment sets one (then both keep the client's). drop
-// names what the broker must take out again before it starts the
-// upstream, which sees the client's environment as it was.
-func brokerEnv(env []string) (out, drop []string) {
-	for _, kv := range env {
-		if k, _, _ := strings.Cut(kv, "="); strings.EqualFold(k, "GOMAXPROCS") {
-			return env, nil
-		}
-	}
-	out = append(append(make([]string, 0, len(env)+1), env...), "GOMAXPROCS="+brokerGOMAXPROCS)
-	return out, []string{"GOMAXPROCS"}
-}
-
-// A shared server's broker runs in its upstream's cgroup, within the same
-// limits (one tree, as the design's §11 broker is the server's parent):
-// its own threads and memory count. Limits below these leave it no room.
-const (
-	brokerMinPids   = 32
-	brokerMinMemory = 64 << 20
-)
-
-// brokerRoom says why limits l are too small for a shared server, or "".
-func brokerRoom(l *api.Limits) string {
-	switch {
-	case l.PidsMax > 0 && l.PidsMax < brokerMinPids:
-		return fmt.Sprintf("pids_max %d is too small for a shared server: its broker's own threads count against it; give it %d or more, or run it unshared (--share=false)", l.PidsMax, brokerMinPids)
-	case l.MemoryMax > 0 && l.MemoryMax < brokerMinMemory:
-		return fmt.Sprintf("memory_max %s is too small for a shared server: its broker's own memory counts against it; give it %s or more, or run it unshared (--share=false)", cgroup.FormatMemory(l.MemoryMax), cgroup.FormatMemory(brokerMinMemory))
-	}
-	return ""
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/seed-86a41135/supervisor/internal/cgroup"
 	"github.com/seed-86a41135/supervisor/internal/daemon/loghub"
 	"github.com/seed-86a41135/supervisor/internal/daemon/metrics"
+	"github.com/seed-86a41135/supervisor/internal/daemon/sharing"
 	"github.com/seed-86a41135/supervisor/internal/keeper"
 	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/internal/settings"
@@ -108,13 +109,13 @@ type Daemon struct {
 	cascade       *shutdown.Cascade
 	started       time.Time
 	feat          map[string]bool
-	limits        []string     // why a facility is off, for status
-	metrics       *metrics.Set // Prometheus metrics (internal/daemon/metrics; the gauges in metrics.go)
+	limits        []string               // why a facility is off, for status
+	metrics       *metrics.Set           // Prometheus metrics (internal/daemon/metrics; the gauges in metrics.go)
+	shared        sharing.Slots[*shared] // shared servers by port (ensure)
 
 	mu       sync.Mutex
 	live     map[string]*live      // by process id
 	hosts    map[string]func()     // session id → cancel of its host watch
-	ports    map[int]*portSlot     // shared servers by port
 	brokers  map[string]*brokerRef // brokers of shared servers (run --share) by server key
 	facts    *factBook             // what brokers learned about server keys
 	conns    map[*api.Conn]bool    // open connections, closed on exit
@@ -320,7 +321,7 @@ func ensureStateDir(paths api.Paths) error {
 func newDaemon(cfg Config) *Daemon {
 	d := &Daemon{
 		cfg: cfg, started: time.Now(),
-		live: map[string]*live{}, hosts: map[string]func(){}, conns: map[*api.Conn]bool{}, ports: map[int]*portSlot{},
+		live: map[string]*live{}, hosts: map[string]func(){}, conns: map[*api.Conn]bool{},
 		brokers: map[string]*brokerRef{},
 		stopReq: make(chan stopRequest),
 		feat:    map[string]bool{},

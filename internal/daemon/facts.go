@@ -11,6 +11,7 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/broker"
+	"github.com/seed-86a41135/supervisor/internal/daemon/sharing"
 	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/registry"
@@ -219,7 +220,7 @@ func (d *Daemon) autoShare(req api.RunRequest, name string) bool {
 	if !live {
 		return false
 	}
-	st, err := askStats(br.socket)
+	st, err := sharing.AskStats(br.socket)
 	if err != nil {
 		return false
 	}
@@ -235,7 +236,7 @@ func (d *Daemon) learnFrom(br *brokerRef, st broker.Stats) {
 	seen := br.seen
 	br.seen = st
 	br.mu.Unlock()
-	sess := brokerSession(br.key)
+	sess := sharing.BrokerSession(br.key)
 	if d.facts.learn(br.serverKey, br.name, br.fp, st) {
 		d.event("shared.stateless", sess, br.id,
 			br.name+" speaks the stateless MCP revision ("+strings.Join(st.Versions, ", ")+"): its later runs are shared automatically; share = false in [servers."+br.name+"] opts out")
@@ -262,7 +263,7 @@ func (d *Daemon) learnFrom(br *brokerRef, st broker.Stats) {
 		d.event("idle.stop", sess, br.id, fmt.Sprintf("%s: stopped after %v with nothing in flight; the next request starts it again", br.name, br.idle))
 	}
 	if st.CacheGen != seen.CacheGen && st.CacheGen > 0 && br.serverKey != "" {
-		if cr, err := askCache(br.socket); err == nil {
+		if cr, err := sharing.AskCache(br.socket); err == nil {
 			d.facts.learnCache(br.serverKey, br.name, br.fp, cr.Cache)
 		}
 	}

@@ -59,15 +59,11 @@ func (d *Daemon) runLogRotation(ctx context.Context) error {
 // sharedLogPaths lists the logs of the shared servers in service that
 // write them themselves.
 func (d *Daemon) sharedLogPaths() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	var out []string
-	for _, slot := range d.ports {
-		slot.mu.Lock()
-		if s := slot.srv; s != nil && s.logPath != "" && s.directLog.Load() {
+	for _, s := range d.shared.All() {
+		if s.logPath != "" && s.directLog.Load() {
 			out = append(out, s.logPath)
 		}
-		slot.mu.Unlock()
 	}
 	return out
 }

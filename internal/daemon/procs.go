@@ -787,7 +787,7 @@ func (d *Daemon) monitor(l *live, exit <-chan spawn.Status) {
 	}
 	execErr := l.afterExit()
 	l.status = st
-	restarting := l.shared != nil && l.shared.usable()
+	restarting := l.shared != nil && l.shared.life.Usable()
 	kind, detail := exitDetail(st, execErr)
 	rec, _ := d.reg.Process(l.id)
 	if hits := d.noteLimitHits(rec); slices.Contains(hits, cgroup.HitMemory) && st.Signal == syscall.SIGKILL {

@@ -36,7 +36,7 @@ func (d *Daemon) serveRestart(conn *api.Conn, m api.Msg) error {
 	order := restartOrder{grace: g, done: make(chan error, 1)}
 	select {
 	case s.restartNow <- order:
-	case <-s.stoppedCh():
+	case <-s.life.StoppedCh():
 		return conn.SendError(1, "restart %s: it was stopped for good meanwhile", req.Target)
 	default:
 		return conn.SendError(1, "restart %s: a restart is under way already", req.Target)

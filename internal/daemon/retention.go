@@ -2,8 +2,9 @@ package daemon
 
 import (
 	"context"
-	"github.com/seed-86a41135/supervisor/internal/settings"
 	"time"
+
+	"github.com/seed-86a41135/supervisor/internal/settings"
 )
 
 // runRetention compacts the registry (design §7): once at start, then every

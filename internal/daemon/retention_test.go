@@ -1,10 +1,11 @@
 package daemon
 
 import (
-	"github.com/seed-86a41135/supervisor/internal/settings"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seed-86a41135/supervisor/internal/settings"
 )
 
 func TestRetentionInterval(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/internal/lockfile"
+	"github.com/seed-86a41135/supervisor/internal/daemon/sharing"
 	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/registry"
@@ -43,15 +43,12 @@ type shared struct {
 	directLog atomic.Bool
 	adopted   bool // a foreign listener taken over with --adopt-foreign
 
-	mu        sync.Mutex
-	sessions  map[string]bool
-	cur       *live
-	linger_   *time.Timer
-	lingerGen int           // bumped when a session takes a reference: stale timers do nothing
-	stopping  bool          // no new references: a stop for good is decided
-	finishing bool          // finishShared is under way
-	quit      chan struct{} // closed to end its supervision goroutine
-	stopped   chan struct{} // closed once a stop for good has finished
+	// life is its sessions' references, its linger and its stop for
+	// good (internal/daemon/sharing).
+	life *sharing.Refs
+
+	mu  sync.Mutex // guards cur
+	cur *live
 	// restartNow takes `supervisor restart`'s orders to its supervision
 	// goroutine (nil for an adopted server: no environment to start it in).
 	restartNow chan restartOrder
@@ -64,29 +61,14 @@ type restartOrder struct {
 	done  chan error
 }
 
-// portSlot serializes ensure calls for one port: the first starts the
-// server, the others join its flight and share its readiness result.
-type portSlot struct {
-	mu     sync.Mutex
-	srv    *shared
-	flight *flight
-}
+// Life is s's references, linger and stop for good: what a port's slot
+// (sharing.Slots) waits on.
+func (s *shared) Life() *sharing.Refs { return s.life }
 
-type flight struct {
-	done chan struct{}
-	srv  *shared
-	err  error
-}
-
-func (d *Daemon) slot(port int) *portSlot {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s, ok := d.ports[port]
-	if !ok {
-		s = &portSlot{}
-		d.ports[port] = s
-	}
-	return s
+// newLife gives s its references; a linger that passes unclaimed stops it
+// for good.
+func (d *Daemon) newLife(s *shared) {
+	s.life = sharing.NewRefs(s.linger, func() { d.finishShared(s, "no session left after the linger") })
 }
 
 // ensure returns the healthy shared server on req.Port, starting it when
@@ -104,68 +86,27 @@ func (d *Daemon) ensure(ctx context.Context, req api.EnsureRequest) (api.Ensured
 	if err := d.openSession(&req.RunRequest); err != nil {
 		return api.Ensured{}, err
 	}
-	slot := d.slot(req.Port)
 	for {
-		slot.mu.Lock()
-		if srv := slot.srv; srv != nil {
-			slot.mu.Unlock()
-			if done := srv.stoppedCh(); done != nil {
-				// Being stopped (linger over): let it finish, then start
-				// afresh rather than take a reference to a dying server or
-				// report our own dying listener as foreign.
-				select {
-				case <-done:
-				case <-ctx.Done():
-					return api.Ensured{}, ctx.Err()
-				}
-				continue
-			}
-			if !d.takeRef(srv, req.Session) {
-				continue // it began stopping meanwhile
-			}
+		srv, started, err := d.shared.Get(ctx, req.Port, func() (*shared, error) { return d.startShared(ctx, req) })
+		if err != nil {
+			return api.Ensured{}, err
+		}
+		if started && d.isStopping() {
+			// The daemon began stopping while this one started: stopShared
+			// may have missed it, so it is stopped here.
+			d.finishShared(srv, "daemon stopped")
+			return api.Ensured{}, errors.New("the daemon is stopping")
+		}
+		if !d.takeRef(srv, req.Session) {
+			continue // it began stopping meanwhile
+		}
+		if !started {
 			// A server between restarts is not handed out as healthy.
 			if err := d.waitHealthy(ctx, srv, req); err != nil {
 				return api.Ensured{}, err
 			}
-			return d.ensured(srv, false), nil
 		}
-		if f := slot.flight; f != nil {
-			slot.mu.Unlock()
-			select {
-			case <-f.done:
-			case <-ctx.Done():
-				return api.Ensured{}, ctx.Err()
-			}
-			if f.err != nil {
-				return api.Ensured{}, f.err
-			}
-			continue // it is in the slot now: take a reference
-		}
-		f := &flight{done: make(chan struct{})}
-		slot.flight = f
-		slot.mu.Unlock()
-
-		f.srv, f.err = d.startShared(ctx, req)
-		slot.mu.Lock()
-		slot.flight = nil
-		if f.err == nil {
-			slot.srv = f.srv
-		}
-		slot.mu.Unlock()
-		close(f.done)
-		if f.err != nil {
-			return api.Ensured{}, f.err
-		}
-		if d.isStopping() {
-			// The daemon began stopping while this one started: stopShared
-			// may have missed it, so it is stopped here.
-			d.finishShared(f.srv, "daemon stopped")
-			return api.Ensured{}, errors.New("the daemon is stopping")
-		}
-		if !d.takeRef(f.srv, req.Session) {
-			continue
-		}
-		return d.ensured(f.srv, true), nil
+		return d.ensured(srv, started), nil
 	}
 }
 
@@ -174,23 +115,11 @@ func (d *Daemon) ensure(ctx context.Context, req api.EnsureRequest) (api.Ensured
 // none: the server then lingers like any other without sessions.
 func (d *Daemon) takeRef(s *shared, session string) bool {
 	sess, err := d.reg.Session(session)
-	active := err == nil && sess.State == registry.SessionActive
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopping {
-		return false
+	ok, lingering := s.life.Take(session, err == nil && sess.State == registry.SessionActive)
+	if lingering {
+		d.log.Info("shared server has no session left: lingering", "id", s.id, "linger", s.linger)
 	}
-	if active {
-		s.sessions[session] = true
-		s.lingerGen++ // any pending linger timer is stale now
-		if s.linger_ != nil {
-			s.linger_.Stop()
-			s.linger_ = nil
-		}
-	} else if len(s.sessions) == 0 {
-		d.startLinger(s)
-	}
-	return true
+	return ok
 }
 
 // waitHealthy waits for a server that is restarting or unhealthy to be
@@ -203,7 +132,7 @@ func (d *Daemon) waitHealthy(ctx context.Context, s *shared, req api.EnsureReque
 		if err == nil && p.Health == "healthy" {
 			return nil
 		}
-		if !s.usable() {
+		if !s.life.Usable() {
 			return fmt.Errorf("%s on port %d stopped while waiting for it to be healthy", s.name, s.port)
 		}
 		if time.Now().After(deadline) {
@@ -222,26 +151,10 @@ func (d *Daemon) ensured(s *shared, started bool) api.Ensured {
 	return api.Ensured{ID: s.id, PID: p.PID, Port: s.port, Name: s.name, Started: started, Health: p.Health}
 }
 
-func (s *shared) usable() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return !s.stopping
-}
-
-// stoppedCh is nil while s is in service, else closed once its stop is done.
-func (s *shared) stoppedCh() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.stopping {
-		return nil
-	}
-	return s.stopped
-}
-
 // startShared takes the per-port lock file, refuses a foreign listener
 // (or adopts it), checks the breaker, spawns and waits for readiness.
 func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*shared, error) {
-	unlock, err := lockPort(d.cfg.Paths, req.Port)
+	unlock, err := sharing.LockPort(d.cfg.Paths, req.Port)
 	if err != nil {
 		return nil, err
 	}
@@ -259,16 +172,16 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 	}
 	s := &shared{
 		port: req.Port, name: name, argv: req.Argv, env: req.Env, cwd: string(req.Cwd), health: probe, limits: storedLimits(settings.EffectiveLimits(req.Limits, st.Limits)),
-		linger:   orDefault(time.Duration(req.LingerMS)*time.Millisecond, st.Linger),
-		interval: orDefault(time.Duration(req.IntervalMS)*time.Millisecond, st.Interval),
-		sessions: map[string]bool{}, quit: make(chan struct{}), stopped: make(chan struct{}),
+		linger:     orDefault(time.Duration(req.LingerMS)*time.Millisecond, st.Linger),
+		interval:   orDefault(time.Duration(req.IntervalMS)*time.Millisecond, st.Interval),
 		restartNow: make(chan restartOrder, 1),
 	}
+	d.newLife(s)
 	if ls := proc.PortListeners(req.Port); len(ls) > 0 {
 		if req.AdoptForeign {
 			return d.adoptForeign(ctx, s, ls[0])
 		}
-		return nil, foreignError(req.Port, ls[0])
+		return nil, sharing.ForeignError(req.Port, ls[0])
 	}
 	s.bkey, err = d.breakers.allow(req.Argv, s.cwd, name)
 	if err != nil {
@@ -281,7 +194,7 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 	s.logPath = logPath
 	s.id = newID()
 	if _, err := d.reg.AddProcess(registry.Process{
-		ID: s.id, Session: sharedSession(req.Port), Name: name, Argv: req.Argv, Cwd: s.cwd,
+		ID: s.id, Session: sharing.Session(req.Port), Name: name, Argv: req.Argv, Cwd: s.cwd,
 		Port: req.Port, Shared: true, Health: "starting", GraceMS: req.GraceMS, HealthCheck: probe.String(),
 	}); err != nil {
 		d.breakers.release(s.bkey)
@@ -313,7 +226,7 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 	// Fresh per incarnation: a killed cgroup kills what is cloned in. The
 	// record exists (ensure committed it): there is no intent to commit.
 	cgName := fmt.Sprintf("%s-%d", s.id, time.Now().UnixNano())
-	srv, err := d.prepareServer(sharedSession(s.port), s.id, cgName, s.limits, nil)
+	srv, err := d.prepareServer(sharing.Session(s.port), s.id, cgName, s.limits, nil)
 	if err != nil {
 		null.Close()
 		logf.Close()
@@ -325,7 +238,7 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 		Stdio: [3]*os.File{null, logf, errf},
 	})
 	if err != nil {
-		d.event("process.failed", sharedSession(s.port), s.id, err.Error())
+		d.event("process.failed", sharing.Session(s.port), s.id, err.Error())
 		return err
 	}
 	cg, limited := srv.cg, srv.limited
@@ -342,7 +255,7 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 		if cur, perr := d.reg.Process(s.id); perr == nil {
 			rec = cur
 		} else { // compacted away meanwhile: what the stop needs
-			rec = registry.Process{ID: s.id, Session: sharedSession(s.port), Name: s.name, Argv: s.argv, Port: s.port, Shared: true}
+			rec = registry.Process{ID: s.id, Session: sharing.Session(s.port), Name: s.name, Argv: s.argv, Port: s.port, Shared: true}
 		}
 		rec.PID, rec.PGID, rec.Token, rec.Cgroup = started.PID, started.PGID, started.Token, cg.Path
 	}
@@ -353,8 +266,10 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 	d.mu.Unlock()
 	s.mu.Lock()
 	s.cur = l
-	stopping := s.stopping
 	s.mu.Unlock()
+	// Asked after l is live: a stop for good decided before this finds
+	// it here; one decided after finds l to stop.
+	stopping := !s.life.Usable()
 	d.tasks.Go("monitor", func() { d.monitor(l, started.Exit) })
 	if stopping {
 		// Stopped for good while this incarnation was forked: that stop
@@ -362,7 +277,7 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 		d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{})
 		return errStoppedForGood
 	}
-	d.event("process.start", sharedSession(s.port), s.id, fmt.Sprintf("pid %d %q port %d", started.PID, s.argv, s.port))
+	d.event("process.start", sharing.Session(s.port), s.id, fmt.Sprintf("pid %d %q port %d", started.PID, s.argv, s.port))
 	d.log.Info("shared server started", "id", s.id, "port", s.port, "pid", started.PID)
 
 	err = s.health.WaitReady(ctx, s.port, timeout, func() error {
@@ -376,33 +291,18 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 	if err == nil {
 		// A health check passes for whoever listens: make sure it is ours
 		// and not a stranger that took the port meanwhile.
-		if l, foreign := portHolderNotOurs(s.port, s.id); foreign {
-			err = foreignError(s.port, l)
+		if l, foreign := sharing.Stranger(s.port, s.id); foreign {
+			err = sharing.ForeignError(s.port, l)
 		}
 	}
 	if err != nil {
-		d.event("shared.unhealthy", sharedSession(s.port), s.id, "not ready: "+err.Error())
+		d.event("shared.unhealthy", sharing.Session(s.port), s.id, "not ready: "+err.Error())
 		d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{})
 		return err
 	}
 	d.setHealth(s.id, "healthy")
-	d.event("shared.ready", sharedSession(s.port), s.id, fmt.Sprintf("healthy on port %d (%s)", s.port, s.health))
+	d.event("shared.ready", sharing.Session(s.port), s.id, fmt.Sprintf("healthy on port %d (%s)", s.port, s.health))
 	return nil
-}
-
-// portHolderNotOurs reports a listener on port that does not carry the
-// marker of process id (a stranger), if there is one.
-func portHolderNotOurs(port int, id string) (proc.Listener, bool) {
-	for _, l := range proc.PortListeners(port) {
-		if l.PID == 0 {
-			return l, true
-		}
-		env, err := proc.Environ(l.PID)
-		if v, _ := proc.EnvValue(env, spawn.EnvProcID); err != nil || v != id {
-			return l, true
-		}
-	}
-	return proc.Listener{}, false
 }
 
 // checkShared runs one health check of s and records its result. It says
@@ -415,7 +315,7 @@ func (d *Daemon) checkShared(s *shared, st *settings.Daemon, fails *int) (restar
 	d.metrics.HealthCheck(err)
 	if err == nil {
 		if *fails > 0 {
-			d.event("shared.healthy", sharedSession(s.port), s.id,
+			d.event("shared.healthy", sharing.Session(s.port), s.id,
 				fmt.Sprintf("health check passes again after %d failure(s)", *fails))
 		}
 		*fails = 0
@@ -424,7 +324,7 @@ func (d *Daemon) checkShared(s *shared, st *settings.Daemon, fails *int) (restar
 	}
 	*fails++
 	d.setHealth(s.id, fmt.Sprintf("unhealthy (%d/%d)", *fails, st.FailureThreshold))
-	d.event("shared.unhealthy", sharedSession(s.port), s.id,
+	d.event("shared.unhealthy", sharing.Session(s.port), s.id,
 		fmt.Sprintf("health check failed (%d/%d): %v", *fails, st.FailureThreshold, err))
 	if *fails < st.FailureThreshold {
 		return "", false
@@ -449,7 +349,7 @@ func (d *Daemon) superviseShared(s *shared) {
 		restart := ""
 		var order *restartOrder
 		select {
-		case <-s.quit:
+		case <-s.life.Quit():
 			return
 		case <-d.life.Done():
 			return
@@ -466,7 +366,7 @@ func (d *Daemon) superviseShared(s *shared) {
 				continue
 			}
 		}
-		if !s.usable() {
+		if !s.life.Usable() {
 			order.answer(errStoppedForGood)
 			return // stopped for good meanwhile: its exit is no crash
 		}
@@ -479,11 +379,11 @@ func (d *Daemon) superviseShared(s *shared) {
 			wait = 0 // asked for: no crash to back off from
 		}
 		d.log.Warn("restarting shared server", "id", s.id, "port", s.port, "why", restart, "in", wait)
-		d.event("shared.restart", sharedSession(s.port), s.id, restart)
+		d.event("shared.restart", sharing.Session(s.port), s.id, restart)
 		d.setHealth(s.id, "restarting")
 		d.stopIDs(context.Background(), []string{s.id}, shutdown.Options{Grace: orderGrace(order)})
 		select {
-		case <-s.quit:
+		case <-s.life.Quit():
 			order.answer(errStoppedForGood)
 			return
 		case <-time.After(wait):
@@ -493,9 +393,9 @@ func (d *Daemon) superviseShared(s *shared) {
 		}
 		fails = 0
 		d.update(s.id, "restart counted", func(p *registry.Process) error { p.Restarts++; return nil })
-		if l, foreign := portHolderNotOurs(s.port, s.id); foreign {
+		if l, foreign := sharing.Stranger(s.port, s.id); foreign {
 			// Someone else took the port while ours was down: never fight.
-			why := foreignError(s.port, l).Error()
+			why := sharing.ForeignError(s.port, l).Error()
 			d.breakers.result(s.bkey, s.argv, s.cwd, s.name, why)
 			order.answer(errors.New(why))
 			d.finishShared(s, why)
@@ -540,53 +440,11 @@ func orderGrace(o *restartOrder) time.Duration {
 // releaseSession drops a session's reference from every shared server; a
 // server left with none is stopped after its linger.
 func (d *Daemon) releaseSession(id string) {
-	d.mu.Lock()
-	slots := make([]*portSlot, 0, len(d.ports))
-	for _, s := range d.ports {
-		slots = append(slots, s)
-	}
-	d.mu.Unlock()
-	for _, slot := range slots {
-		slot.mu.Lock()
-		s := slot.srv
-		slot.mu.Unlock()
-		if s == nil {
-			continue
+	for _, s := range d.shared.All() {
+		if s.life.Release(id) {
+			d.log.Info("shared server has no session left: lingering", "id", s.id, "linger", s.linger)
 		}
-		s.mu.Lock()
-		if s.sessions[id] {
-			delete(s.sessions, id)
-			if len(s.sessions) == 0 && !s.stopping {
-				d.startLinger(s)
-			}
-		}
-		s.mu.Unlock()
 	}
-}
-
-// startLinger arms s's linger timer; s.mu is held.
-func (d *Daemon) startLinger(s *shared) {
-	d.log.Info("shared server has no session left: lingering", "id", s.id, "linger", s.linger)
-	if s.linger_ != nil {
-		s.linger_.Stop()
-	}
-	gen := s.lingerGen
-	s.linger_ = time.AfterFunc(s.linger, func() { d.lingerOver(s, gen) })
-}
-
-// lingerOver stops s if it is still idle and no session took a reference
-// since the timer was armed; the check and the decision to stop are one
-// critical section, so a concurrent ensure either gets in first or sees it
-// stopping.
-func (d *Daemon) lingerOver(s *shared, gen int) {
-	s.mu.Lock()
-	if len(s.sessions) != 0 || s.lingerGen != gen || s.stopping {
-		s.mu.Unlock()
-		return
-	}
-	s.stopping = true
-	s.mu.Unlock()
-	d.finishShared(s, "no session left after the linger")
 }
 
 // finishShared stops s for good through the cascade and frees its port.
@@ -599,31 +457,23 @@ func (d *Daemon) finishShared(s *shared, why string) {
 // waited for, shortened to opt's grace) instead of left alone: a user's
 // stop must report how the server ended.
 func (d *Daemon) finishSharedWith(ctx context.Context, s *shared, why string, opt shutdown.Options, join bool) shutdown.Outcome {
-	s.mu.Lock()
-	if s.finishing {
-		s.mu.Unlock()
+	first, done := s.life.Finish()
+	if !first {
 		if !join {
 			return shutdown.Outcome{ID: s.id, Result: shutdown.AlreadyGone}
 		}
 		out := d.stopIDs(ctx, []string{s.id}, opt)[0]
 		select {
-		case <-s.stopped:
+		case <-s.life.Stopped():
 		case <-ctx.Done():
 		}
 		return out
 	}
 	// Decided before the stop: the exit it causes is final (monitor), and
 	// the supervision loop, in backoff or mid-restart, starts nothing more.
-	s.finishing, s.stopping = true, true
-	close(s.quit)
-	if s.linger_ != nil {
-		s.linger_.Stop()
-		s.linger_ = nil
-	}
-	s.mu.Unlock()
-	defer close(s.stopped)
+	defer done()
 	d.log.Info("stopping shared server", "id", s.id, "port", s.port, "why", why)
-	d.event("shared.stop", sharedSession(s.port), s.id, why)
+	d.event("shared.stop", sharing.Session(s.port), s.id, why)
 	out := d.stopIDs(ctx, []string{s.id}, opt)[0]
 	// One commit after the stop: the final state if the exit's own commit
 	// has not made it final, and why it stopped.
@@ -637,12 +487,7 @@ func (d *Daemon) finishSharedWith(ctx context.Context, s *shared, why string, op
 		p.Error = why
 		return nil
 	})
-	slot := d.slot(s.port)
-	slot.mu.Lock()
-	if slot.srv == s {
-		slot.srv = nil
-	}
-	slot.mu.Unlock()
+	d.shared.Forget(s.port, s)
 	return out
 }
 
@@ -650,7 +495,7 @@ func (d *Daemon) finishSharedWith(ctx context.Context, s *shared, why string, op
 // found by its slot, so one between a crash and its restart (no live
 // process) is found too.
 func (d *Daemon) sharedByID(id string) *shared {
-	for _, s := range d.sharedServers() {
+	for _, s := range d.shared.All() {
 		if s.id == id {
 			return s
 		}
@@ -658,38 +503,13 @@ func (d *Daemon) sharedByID(id string) *shared {
 	return nil
 }
 
-// sharedServers are the shared servers of every port.
-func (d *Daemon) sharedServers() []*shared {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var all []*shared
-	for _, slot := range d.ports {
-		slot.mu.Lock()
-		if slot.srv != nil {
-			all = append(all, slot.srv)
-		}
-		slot.mu.Unlock()
-	}
-	return all
-}
-
 // detachShared ends the supervision of every shared server without
 // stopping any (daemon stop --keep-processes): no linger timer, health
 // check or restart of this daemon may cascade a server the next daemon
 // re-adopts.
 func (d *Daemon) detachShared() {
-	for _, s := range d.sharedServers() {
-		s.mu.Lock()
-		if !s.finishing {
-			s.finishing, s.stopping = true, true
-			close(s.quit)
-			close(s.stopped) // no stop of ours will come: nothing to wait for
-		}
-		if s.linger_ != nil {
-			s.linger_.Stop()
-			s.linger_ = nil
-		}
-		s.mu.Unlock()
+	for _, s := range d.shared.All() {
+		s.life.Detach()
 	}
 }
 
@@ -698,7 +518,7 @@ func (d *Daemon) detachShared() {
 // shortened to grace, so the daemon does not exit halfway through it.
 func (d *Daemon) stopShared(grace time.Duration) {
 	var wg sync.WaitGroup
-	for _, s := range d.sharedServers() {
+	for _, s := range d.shared.All() {
 		wg.Add(1)
 		go func(s *shared) {
 			defer wg.Done()
@@ -711,7 +531,7 @@ func (d *Daemon) stopShared(grace time.Duration) {
 // adoptForeign takes over a foreign listener whose health check passes.
 func (d *Daemon) adoptForeign(ctx context.Context, s *shared, l proc.Listener) (*shared, error) {
 	if l.PID == 0 {
-		return nil, foreignError(s.port, l)
+		return nil, sharing.ForeignError(s.port, l)
 	}
 	if s.health.Kind == "none" {
 		return nil, fmt.Errorf("port %d is held by pid %d (%s): --adopt-foreign needs a real health check (--health tcp or http://...) to tell it works; not adopted",
@@ -738,7 +558,7 @@ func (d *Daemon) adoptForeign(ctx context.Context, s *shared, l proc.Listener) (
 	const pgid = 0
 	s.id, s.adopted = newID(), true
 	rec, err := d.reg.AddProcess(registry.Process{
-		ID: s.id, Session: sharedSession(s.port), Name: s.name, Argv: l.Argv, Port: s.port, Shared: true,
+		ID: s.id, Session: sharing.Session(s.port), Name: s.name, Argv: l.Argv, Port: s.port, Shared: true,
 		PID: l.PID, PGID: pgid, Token: tok, Health: "healthy",
 	})
 	if err != nil {
@@ -762,17 +582,9 @@ func (d *Daemon) adoptForeign(ctx context.Context, s *shared, l proc.Listener) (
 	s.cur = lv
 	d.tasks.Go("monitor", func() { d.monitor(lv, r) })
 	d.tasks.Go("supervise shared", func() { d.superviseShared(s) })
-	d.event("shared.adopt", sharedSession(s.port), s.id, fmt.Sprintf("pid %d %q port %d", l.PID, l.Argv, s.port))
+	d.event("shared.adopt", sharing.Session(s.port), s.id, fmt.Sprintf("pid %d %q port %d", l.PID, l.Argv, s.port))
 	d.log.Info("adopted a foreign listener", "id", s.id, "port", s.port, "pid", l.PID)
 	return s, nil
-}
-
-func foreignError(port int, l proc.Listener) error {
-	if l.PID == 0 {
-		return fmt.Errorf("port %d is already bound by a process supervisor cannot see (another user's?); not starting another", port)
-	}
-	return fmt.Errorf("port %d is held by pid %d (%s), which supervisor does not own; not starting another: stop it, or pass --adopt-foreign to use it if its health check passes",
-		port, l.PID, strings.Join(l.Argv, " "))
 }
 
 func (d *Daemon) setHealth(id, h string) {
@@ -789,8 +601,6 @@ var errUnchanged = errors.New("unchanged")
 
 // errStoppedForGood: a restart found its server stopped for good meanwhile.
 var errStoppedForGood = errors.New("stopped for good during its restart")
-
-func sharedSession(port int) string { return fmt.Sprintf("shared-%d", port) }
 
 func orDefault(d, def time.Duration) time.Duration {
 	if d > 0 {
@@ -873,17 +683,6 @@ func safeName(name string) string {
 	return b.String()
 }
 
-// lockPort takes <state>/ports/<port>.lock, the cross-process half of the
-// per-port mutex: the kernel releases it when its holder dies, so there is
-// no stale lock to time out.
-func lockPort(p api.Paths, port int) (func(), error) {
-	dir := filepath.Join(p.StateDir, "ports")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create %s: %w", dir, err)
-	}
-	return lockfile.Hold(filepath.Join(dir, fmt.Sprintf("%d.lock", port)))
-}
-
 // readoptShared puts a shared server found alive after a daemon restart
 // back in its port's slot. Its command's environment was never recorded
 // (it holds secrets), so it is not restarted when it dies; it has no
@@ -897,8 +696,7 @@ func (d *Daemon) readoptShared(p registry.Process, l *live) {
 	s := &shared{
 		port: p.Port, id: p.ID, name: p.Name, argv: p.Argv, cwd: p.Cwd, health: probe, limits: p.Limits,
 		linger: d.settings().Linger, interval: d.settings().Interval, adopted: true,
-		sessions: map[string]bool{}, quit: make(chan struct{}), stopped: make(chan struct{}), cur: l,
-		logPath: LogPath(d.cfg.Paths, p.Name, p.Port),
+		cur: l, logPath: LogPath(d.cfg.Paths, p.Name, p.Port),
 	}
 	l.shared = s
 	// One that writes its log file itself (no log writer) kept writing
@@ -911,13 +709,10 @@ func (d *Daemon) readoptShared(p registry.Process, l *live) {
 			d.log.Warn("cannot rotate a shared server's log", "path", s.logPath, "err", err)
 		}
 	}
-	slot := d.slot(p.Port)
-	slot.mu.Lock()
-	slot.srv = s
-	slot.mu.Unlock()
-	s.mu.Lock()
-	d.startLinger(s)
-	s.mu.Unlock()
+	d.newLife(s)
+	d.shared.Put(p.Port, s)
+	s.life.Linger()
+	d.log.Info("shared server has no session left: lingering", "id", s.id, "linger", s.linger)
 	d.tasks.Go("supervise shared", func() { d.superviseShared(s) })
 	d.log.Info("re-adopted a shared server", "id", p.ID, "port", p.Port, "pid", p.PID)
 }

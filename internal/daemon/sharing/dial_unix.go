@@ -1,6 +1,6 @@
 //go:build unix
 
-package daemon
+package sharing
 
 import (
 	"fmt"
@@ -10,8 +10,8 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 )
 
-// dialBroker connects to a broker's socket; the peer must be this uid.
-func dialBroker(socket string) (*api.Conn, error) {
+// DialBroker connects to a broker's socket; the peer must be this uid.
+func DialBroker(socket string) (*api.Conn, error) {
 	nc, err := net.DialTimeout("unix", socket, 5*time.Second)
 	if err != nil {
 		return nil, err

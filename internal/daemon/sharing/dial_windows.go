@@ -1,4 +1,4 @@
-package daemon
+package sharing
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 )
 
-// dialBroker: no broker runs on Windows yet (see broker.Serve).
-func dialBroker(socket string) (*api.Conn, error) {
+// DialBroker: no broker runs on Windows yet (see broker.Serve).
+func DialBroker(socket string) (*api.Conn, error) {
 	return nil, errors.New("shared servers are not supported on Windows yet")
 }
