@@ -1,0 +1,43 @@
+package sandbox
+
+import "fmt"
+
+// Capabilities is what a machine can enforce of a sandbox.
+type Capabilities struct {
+	Mechanism  string `json:"mechanism"` // "landlock", or "" where none is built
+	ABI        int    `json:"abi,omitempty"`
+	Filesystem bool   `json:"filesystem"` // allow_read, allow_write, the deny list
+	Network    bool   `json:"network"`    // network none
+	Scoping    bool   `json:"scoping"`    // no signals or abstract sockets outside the sandbox
+	Why        string `json:"why,omitempty"`
+}
+
+// Enforceable says why spec cannot be enforced with c, or nil: a server is
+// refused rather than run with less than its policy asks.
+func (c Capabilities) Enforceable(spec Spec) error {
+	if !spec.Enabled {
+		return nil
+	}
+	if !c.Filesystem {
+		return fmt.Errorf("the sandbox cannot be enforced here: %s; run it without --sandbox, or on a kernel with Landlock", c.Why)
+	}
+	if spec.Network == NetworkNone && !c.Network {
+		return fmt.Errorf("--network none cannot be enforced here: %s; use --network all", c.Why)
+	}
+	return nil
+}
+
+// String is the one line `supervisor status` shows.
+func (c Capabilities) String() string {
+	if !c.Filesystem {
+		return "not available: " + c.Why
+	}
+	s := fmt.Sprintf("%s ABI %d: files", c.Mechanism, c.ABI)
+	if c.Network {
+		s += ", network none"
+	}
+	if c.Scoping {
+		s += ", signals and abstract sockets"
+	}
+	return s + "; network lists: not yet (no egress proxy)"
+}

@@ -1,0 +1,206 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Landlock ABI versions and what each adds (landlock(7)).
+const (
+	abiRefer    = 2 // LANDLOCK_ACCESS_FS_REFER
+	abiTruncate = 3 // LANDLOCK_ACCESS_FS_TRUNCATE
+	abiNet      = 4 // TCP bind and connect rules
+	abiIoctlDev = 5 // LANDLOCK_ACCESS_FS_IOCTL_DEV
+	abiScope    = 6 // scoping of abstract unix sockets and signals
+)
+
+// ABI is the Landlock ABI version this kernel offers, 0 where it has none
+// (not built in, or not among the LSMs booted).
+func ABI() int {
+	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+	if errno != 0 {
+		return 0
+	}
+	return int(v)
+}
+
+// Support says what this kernel can enforce of a sandbox.
+func Support() Capabilities {
+	abi := ABI()
+	c := Capabilities{Mechanism: "landlock", ABI: abi, Filesystem: abi >= 1, Network: abi >= abiNet, Scoping: abi >= abiScope}
+	switch {
+	case abi == 0:
+		c.Why = "this kernel has no Landlock (it needs Linux 5.13 with landlock among the LSMs: lsm=...,landlock)"
+	case !c.Network:
+		c.Why = fmt.Sprintf("Landlock ABI %d cannot deny TCP (ABI 4, Linux 6.7, can): --network none is refused here", abi)
+	}
+	return c
+}
+
+// fsRights are the filesystem accesses an ABI handles: all of them are
+// denied but where a rule allows.
+func fsRights(abi int) uint64 {
+	r := uint64(unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_READ_FILE |
+		unix.LANDLOCK_ACCESS_FS_READ_DIR | unix.LANDLOCK_ACCESS_FS_REMOVE_DIR | unix.LANDLOCK_ACCESS_FS_REMOVE_FILE |
+		unix.LANDLOCK_ACCESS_FS_MAKE_CHAR | unix.LANDLOCK_ACCESS_FS_MAKE_DIR | unix.LANDLOCK_ACCESS_FS_MAKE_REG |
+		unix.LANDLOCK_ACCESS_FS_MAKE_SOCK | unix.LANDLOCK_ACCESS_FS_MAKE_FIFO | unix.LANDLOCK_ACCESS_FS_MAKE_BLOCK |
+		unix.LANDLOCK_ACCESS_FS_MAKE_SYM)
+	if abi >= abiRefer {
+		r |= unix.LANDLOCK_ACCESS_FS_REFER
+	}
+	if abi >= abiTruncate {
+		r |= unix.LANDLOCK_ACCESS_FS_TRUNCATE
+	}
+	if abi >= abiIoctlDev {
+		r |= unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
+	}
+	return r
+}
+
+const (
+	readRights = unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR
+	// fileRights are those a rule on a file (not a directory) may carry.
+	fileRights = unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_READ_FILE |
+		unix.LANDLOCK_ACCESS_FS_TRUNCATE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
+)
+
+// rulesetAttr is struct landlock_ruleset_attr as far as ABI 6: the kernel
+// takes the size it is given, so a shorter struct is read as such.
+type rulesetAttr struct {
+	handledFS  uint64
+	handledNet uint64
+	scoped     uint64
+}
+
+// pathBeneath is struct landlock_path_beneath_attr, which the kernel packs:
+// 12 bytes, read from the start of this one.
+type pathBeneath struct {
+	allowed  uint64
+	parentFd int32
+	_        int32
+}
+
+// Confine restricts the calling thread to r, for good, and everything it
+// starts from now: the caller holds its OS thread (runtime.LockOSThread)
+// and execs or forks from it, and never hands it back (Landlock confines
+// a thread, which the Go runtime would otherwise give other goroutines).
+// It fails, confining nothing, where the kernel cannot enforce r.
+func Confine(r Rules) error {
+	abi := ABI()
+	if abi < 1 {
+		return fmt.Errorf("cannot sandbox: %s", Support().Why)
+	}
+	if r.NoNetwork && abi < abiNet {
+		return fmt.Errorf("cannot sandbox: %s", Support().Why)
+	}
+	attr := rulesetAttr{handledFS: fsRights(abi)}
+	size := unsafe.Sizeof(uint64(0)) // handled_access_fs alone: ABI 1-3
+	if abi >= abiNet {
+		size = 2 * unsafe.Sizeof(uint64(0))
+		if r.NoNetwork {
+			attr.handledNet = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+		}
+	}
+	if abi >= abiScope {
+		// Neither signals to nor abstract sockets of processes outside
+		// the sandbox: a server cannot kill its host or the daemon.
+		size = unsafe.Sizeof(attr)
+		attr.scoped = unix.LANDLOCK_SCOPE_SIGNAL | unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
+	}
+	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
+	runtime.KeepAlive(&attr)
+	if errno != 0 {
+		return fmt.Errorf("cannot sandbox: landlock_create_ruleset: %w", errno)
+	}
+	defer unix.Close(int(fd))
+	for _, p := range r.Read {
+		if err := addPath(int(fd), p, readRights); err != nil {
+			return err
+		}
+	}
+	for _, p := range r.Write {
+		if err := addPath(int(fd), p, attr.handledFS); err != nil {
+			return err
+		}
+	}
+	if err := dropCapabilities(); err != nil {
+		return err
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("cannot sandbox: no_new_privs: %w", err)
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); errno != 0 {
+		return fmt.Errorf("cannot sandbox: landlock_restrict_self: %w", errno)
+	}
+	return nil
+}
+
+// addPath allows rights beneath p (a file gets those a file can have).
+// A path gone since the plan is skipped: there is nothing to allow.
+func addPath(ruleset int, p string, rights uint64) error {
+	pfd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cannot sandbox: open %s for a rule: %w", p, err)
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return fmt.Errorf("cannot sandbox: stat %s: %w", p, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		rights &= fileRights
+	}
+	attr := pathBeneath{allowed: rights, parentFd: int32(pfd)}
+	_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(ruleset), unix.LANDLOCK_RULE_PATH_BENEATH,
+		uintptr(unsafe.Pointer(&attr)), 0, 0, 0)
+	runtime.KeepAlive(&attr)
+	if errno != 0 {
+		return fmt.Errorf("cannot sandbox: a rule for %s: %w", p, os.NewSyscallError("landlock_add_rule", errno))
+	}
+	return nil
+}
+
+// dropCapabilities empties this thread's capability sets, bounding set
+// included, so that what it execs has none even as root: Landlock yields
+// to CAP_SYS_PTRACE (a root server read its host's /proc/PID/environ
+// through it), and a sandboxed server needs none. A thread without
+// capabilities has nothing to drop.
+func dropCapabilities() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("cannot sandbox: capget: %w", err)
+	}
+	if data[0].Permitted == 0 && data[1].Permitted == 0 && os.Getuid() != 0 {
+		return nil
+	}
+	last := 63 // past the last, PR_CAPBSET_DROP says EINVAL
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			last = n
+		}
+	}
+	for c := 0; c <= last; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("cannot sandbox: drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("cannot sandbox: clear ambient capabilities: %w", err)
+	}
+	data = [2]unix.CapUserData{}
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("cannot sandbox: capset: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,18 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"errors"
+	"runtime"
+)
+
+// Support says what this system can enforce: nothing yet outside Linux.
+func Support() Capabilities {
+	return Capabilities{Why: "sandboxing is built on Landlock, which " + runtime.GOOS + " does not have (macOS Seatbelt profiles are not built yet)"}
+}
+
+// Confine fails: there is nothing to confine with here.
+func Confine(Rules) error {
+	return errors.New("cannot sandbox: " + Support().Why)
+}
