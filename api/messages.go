@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/internal/proc"
+	"github.com/seed-86a41135/supervisor/internal/sandbox"
 	"github.com/seed-86a41135/supervisor/shutdown/outcome"
 )
 
@@ -176,6 +177,16 @@ type RunRequest struct {
 	// --pids-max), enforced in its cgroup; a run whose limits cannot be
 	// enforced is refused.
 	Limits *Limits `json:"limits,omitempty"`
+	// Sandbox confines the server (run --sandbox, --allow-read,
+	// --allow-write, --allow-env, --network): a run whose sandbox cannot
+	// be enforced here is refused. NoSandbox (--sandbox=false) runs it
+	// unconfined where the config would sandbox it.
+	Sandbox   *sandbox.Spec `json:"sandbox,omitempty"`
+	NoSandbox bool          `json:"no_sandbox,omitempty"`
+	// Confines, from a shim offering InPlace, says it applies an exec
+	// order's Sandbox before its exec: a daemon execs a sandboxed server
+	// in place only in a shim that says so, and never runs it unconfined.
+	Confines bool `json:"confines,omitempty"`
 }
 
 // Front carries a server's lazy-start cache (broker.Cache, verified by
@@ -197,6 +208,9 @@ type Exec struct {
 	Instance  string     `json:"instance,omitempty"`
 	Host      string     `json:"host,omitempty"`
 	LogStderr bool       `json:"log_stderr,omitempty"` // an fd follows: stderr goes to it
+	// Sandbox is what the shim confines itself to before the exec
+	// (RunRequest.Confines), nil for none.
+	Sandbox *sandbox.Rules `json:"sandbox,omitempty"`
 }
 
 // ExecFailed is why a shim could not exec its server.

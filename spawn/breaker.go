@@ -4,9 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"github.com/seed-86a41135/supervisor/registry"
 	"strings"
 	"time"
+
+	"github.com/seed-86a41135/supervisor/registry"
 )
 
 // BreakerConfig holds the circuit breaker's parameters (design §5).

@@ -1,6 +1,8 @@
 package spawn
 
 import (
+	"github.com/seed-86a41135/supervisor/internal/sandbox"
+
 	"os"
 	"strings"
 	"syscall"
@@ -47,6 +49,12 @@ type Request struct {
 	// instruction, and goes back to ThreadHome (the daemon's own) after.
 	// Linux only.
 	ThreadCgroups, ThreadHome []string
+	// Sandbox, when set, confines the child from its first instruction
+	// (internal/sandbox): the forking thread confines itself, forks, and
+	// is never used again; an in-place Exec confines the process before
+	// its exec. A start that cannot confine fails: it never runs the
+	// server unconfined.
+	Sandbox *sandbox.Rules
 }
 
 // Started is a process that was started.

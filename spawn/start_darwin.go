@@ -17,10 +17,17 @@ func platformAttr(sys *syscall.SysProcAttr, req Request) error {
 	return nil
 }
 
-// forkIn refuses cgroup directories: there are none on macOS.
-func forkIn(dirs, home []string, fork func() (int, error)) (int, error) {
+// forkIn refuses cgroup directories (there are none on macOS) and a
+// sandbox (not built here yet: never run unconfined instead).
+func forkIn(dirs, home []string, confine func() error, fork func() (int, error)) (int, error) {
 	if len(dirs) > 0 {
 		return 0, fmt.Errorf("start inside cgroups: %w", errors.ErrUnsupported)
+	}
+	if confine != nil {
+		if err := confine(); err != nil {
+			return 0, &StartError{Code: 125, Err: err}
+		}
+		return 0, &StartError{Code: 125, Err: fmt.Errorf("start in a sandbox: %w", errors.ErrUnsupported)}
 	}
 	return fork()
 }

@@ -24,12 +24,14 @@ func platformAttr(sys *syscall.SysProcAttr, req Request) error {
 
 // forkIn runs fork on a thread moved into the cgroup v1 directories dirs
 // (their tasks files take one thread), so the child it forks starts in
-// them, and moves the thread back to home after. The thread is a fresh
-// goroutine's, locked to it: one that cannot go back stays locked, and Go
-// ends it with the goroutine at once, so no daemon thread lives on inside
-// a server's cgroups.
-func forkIn(dirs, home []string, fork func() (int, error)) (int, error) {
-	if len(dirs) == 0 {
+// them, and moves the thread back to home after. With confine, the thread
+// confines itself first (a sandbox), so the child is confined from its
+// first instruction. The thread is a fresh goroutine's, locked to it: one
+// that cannot go back (or is confined) stays locked, and Go ends it with
+// the goroutine at once, so no daemon thread lives on inside a server's
+// cgroups or sandbox.
+func forkIn(dirs, home []string, confine func() error, fork func() (int, error)) (int, error) {
+	if len(dirs) == 0 && confine == nil {
 		return fork()
 	}
 	type result struct {
@@ -51,10 +53,15 @@ func forkIn(dirs, home []string, fork func() (int, error)) (int, error) {
 		var r result
 		if err := moveAll(dirs); err != nil {
 			r.err = &StartError{Code: 125, Err: fmt.Errorf("start inside the limits' cgroups: %w", err)}
-		} else {
+		} else if confine != nil {
+			if err := confine(); err != nil {
+				r.err = &StartError{Code: 125, Err: err}
+			}
+		}
+		if r.err == nil {
 			r.pid, r.err = fork()
 		}
-		if moveAll(home) == nil {
+		if confine == nil && moveAll(home) == nil {
 			runtime.UnlockOSThread()
 		}
 		done <- r

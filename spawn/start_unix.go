@@ -5,11 +5,13 @@ package spawn
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/seed-86a41135/supervisor/internal/proc"
+	"github.com/seed-86a41135/supervisor/internal/sandbox"
 )
 
 // Start resolves and starts req in its own process group, with the marker
@@ -61,7 +63,7 @@ func Start(r *Reaper, req Request) (Started, error) {
 	var tok proc.Token
 	var tokErr error
 	pid, exit, err := r.Fork(func() (int, error) {
-		return forkIn(req.ThreadCgroups, req.ThreadHome, func() (int, error) { return syscall.ForkExec(path, req.Argv, attr) })
+		return forkIn(req.ThreadCgroups, req.ThreadHome, confiner(req), func() (int, error) { return syscall.ForkExec(path, req.Argv, attr) })
 	}, func(pid int) {
 		tok, tokErr = proc.TokenOf(pid)
 		if tokErr != nil {
@@ -109,6 +111,15 @@ func execError(name, dir string, err error) error {
 	return &StartError{Name: name, Code: 125, Err: err}
 }
 
+// confiner is what confines req's process to its sandbox, nil for none.
+func confiner(req Request) func() error {
+	if req.Sandbox == nil {
+		return nil
+	}
+	rules := *req.Sandbox
+	return func() error { return sandbox.Confine(rules) }
+}
+
 const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 
 // PathOf is the search path a command in env is looked up in: its PATH, or
@@ -154,6 +165,15 @@ func Exec(req Request) error {
 	}
 	if err := syscall.Chdir(req.Dir); err != nil {
 		return &StartError{Name: req.Argv[0], Code: 125, Err: fmt.Errorf("chdir %s: %w", req.Dir, err)}
+	}
+	if confine := confiner(req); confine != nil {
+		// The exec is this thread's: confined, it gives the server its
+		// sandbox. A failed exec leaves it confined, which costs nothing:
+		// the process only reports the failure and exits.
+		runtime.LockOSThread()
+		if err := confine(); err != nil {
+			return &StartError{Name: req.Argv[0], Code: 125, Err: err}
+		}
 	}
 	return execError(req.Argv[0], req.Dir, syscall.Exec(path, req.Argv, markedEnv(req)))
 }

@@ -64,6 +64,9 @@ func Start(r *Reaper, req Request) (Started, error) {
 		return Started{}, &StartError{Name: name, Code: 125,
 			Err: fmt.Errorf("foreground process group: a Windows console has none: %w", errors.ErrUnsupported)}
 	}
+	if req.Sandbox != nil {
+		return Started{}, &StartError{Name: name, Code: 125, Err: fmt.Errorf("start in a sandbox: %w", errors.ErrUnsupported)}
+	}
 	pathEnv, ok := envFold(req.Env, "PATH")
 	if !ok {
 		pathEnv = defaultPath()

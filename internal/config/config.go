@@ -37,6 +37,7 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/cgroup"
+	"github.com/seed-86a41135/supervisor/internal/sandbox"
 	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/shutdown"
 	"github.com/seed-86a41135/supervisor/spawn/health"
@@ -216,6 +217,7 @@ func (e *Effective) Entries() []Entry {
 		{"breaker.start_period", s.Breaker.StartPeriod.String()},
 	}
 	kv = append(kv, limitEntries("", s.Limits)...)
+	kv = append(kv, sandboxEntries("", s.Sandbox, false)...)
 	names := make([]string, 0, len(s.Servers))
 	for n := range s.Servers {
 		names = append(names, n)
@@ -249,6 +251,7 @@ func (e *Effective) Entries() []Entry {
 			kv = append(kv, [2]string{p + "flatten", "false"})
 		}
 		kv = append(kv, limitEntries(p, o.Limits)...)
+		kv = append(kv, sandboxEntries(p, o.Sandbox, o.NoSandbox)...)
 	}
 	out := make([]Entry, 0, len(kv))
 	for _, x := range kv {
@@ -274,6 +277,29 @@ func limitEntries(p string, l api.Limits) [][2]string {
 		kv = append(kv, [2]string{p + "pids_max", "none"})
 	case l.PidsMax > 0:
 		kv = append(kv, [2]string{p + "pids_max", strconv.FormatInt(l.PidsMax, 10)})
+	}
+	return kv
+}
+
+// sandboxEntries lists the sandbox settings sp sets, under prefix p.
+func sandboxEntries(p string, sp sandbox.Spec, off bool) [][2]string {
+	var kv [][2]string
+	switch {
+	case off:
+		kv = append(kv, [2]string{p + "sandbox", "false"})
+	case sp.Enabled:
+		kv = append(kv, [2]string{p + "sandbox", "true"})
+	}
+	for _, x := range []struct {
+		key string
+		v   []string
+	}{{"allow_read", sp.Read}, {"allow_write", sp.Write}, {"allow_env", sp.Env}} {
+		if len(x.v) > 0 {
+			kv = append(kv, [2]string{p + x.key, strings.Join(x.v, ",")})
+		}
+	}
+	if sp.Network != "" {
+		kv = append(kv, [2]string{p + "network", sp.Network})
 	}
 	return kv
 }
@@ -307,6 +333,7 @@ type file struct {
 	Breaker     breaker           `toml:"breaker"`
 	Servers     map[string]server `toml:"servers"`
 	limitKeys
+	sandboxKeys
 }
 
 type breaker struct {
@@ -333,6 +360,57 @@ type server struct {
 	Idle         *duration `toml:"idle"`
 	Flatten      *bool     `toml:"flatten"`
 	limitKeys
+	sandboxKeys
+}
+
+// sandboxKeys are sandbox, allow_read, allow_write, allow_env and network,
+// at the top (every server) or under [servers.NAME].
+type sandboxKeys struct {
+	Sandbox    *bool    `toml:"sandbox"`
+	AllowRead  []string `toml:"allow_read"`
+	AllowWrite []string `toml:"allow_write"`
+	AllowEnv   []string `toml:"allow_env"`
+	Network    *string  `toml:"network"`
+}
+
+// sandbox parses k into sp (and off, for a server's sandbox = false), each
+// key under prefix pre ("" or "servers.NAME."), reporting every bad one.
+func (e *Effective) sandbox(k sandboxKeys, pre string, sp *sandbox.Spec, off *bool, p *problems) {
+	if k.Sandbox != nil {
+		sp.Enabled = *k.Sandbox
+		if off != nil {
+			*off = !*k.Sandbox
+		}
+		e.sources[pre+"sandbox"] = p.at(pre + "sandbox")
+	}
+	for _, x := range []struct {
+		key  string
+		v    []string
+		dst  *[]string
+		spec func([]string) sandbox.Spec
+	}{
+		{"allow_read", k.AllowRead, &sp.Read, func(v []string) sandbox.Spec { return sandbox.Spec{Read: v} }},
+		{"allow_write", k.AllowWrite, &sp.Write, func(v []string) sandbox.Spec { return sandbox.Spec{Write: v} }},
+		{"allow_env", k.AllowEnv, &sp.Env, func(v []string) sandbox.Spec { return sandbox.Spec{Env: v} }},
+	} {
+		if x.v == nil {
+			continue
+		}
+		if err := x.spec(x.v).Validate(); err != nil {
+			p.add(pre+x.key, err.Error())
+			continue
+		}
+		*x.dst = append([]string(nil), x.v...)
+		e.sources[pre+x.key] = p.at(pre + x.key)
+	}
+	if k.Network != nil {
+		if err := (sandbox.Spec{Network: *k.Network}).Validate(); err != nil || *k.Network == "" {
+			p.add(pre+"network", fmt.Sprintf("%q: want none or all", *k.Network))
+		} else {
+			sp.Network = *k.Network
+			e.sources[pre+"network"] = p.at(pre + "network")
+		}
+	}
 }
 
 // limits parses k into l, each key under prefix pre ("" or
@@ -422,6 +500,7 @@ func (e *Effective) apply(path string, src []byte) error {
 	}
 	s := &e.Settings
 	e.limits(f.limitKeys, "", &s.Limits, p)
+	e.sandbox(f.sandboxKeys, "", &s.Sandbox, nil, p)
 	breakerOK := true
 	for _, d := range []struct {
 		key string
@@ -527,6 +606,7 @@ func (e *Effective) apply(path string, src []byte) error {
 			e.sources[pre+".flatten"] = p.at(pre + ".flatten")
 		}
 		e.limits(sv.limitKeys, pre+".", &o.Limits, p)
+		e.sandbox(sv.sandboxKeys, pre+".", &o.Sandbox, &o.NoSandbox, p)
 		if s.Servers == nil {
 			s.Servers = map[string]settings.Server{}
 		}

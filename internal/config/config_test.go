@@ -232,6 +232,11 @@ func TestConfigBadFile(t *testing.T) {
 		{"fractional pids_max", "[servers.a]\npids_max = 1.5\n", 2, `servers.a.pids_max: pids_max "1.5": want a whole number`},
 		{"wrong limit type", "pids_max = true\n", 1, `pids_max: true: want a string`},
 		{"none for all", "\nmemory_max = \"none\"\n", 2, `memory_max: "none" lifts a limit for one server: it goes under [servers.NAME]`},
+		{"bad network", "sandbox = true\nnetwork = \"some\"\n", 2, `network: "some": want none or all`},
+		{"network list", "[servers.a]\nnetwork = \"api.github.com:443\"\n", 2, `servers.a.network: "api.github.com:443": want none or all`},
+		{"bad allow_env", "[servers.a]\nallow_env = [\"A=B\"]\n", 2, `servers.a.allow_env: allow_env "A=B": want a variable name`},
+		{"empty allow_read", "allow_read = [\"\"]\n", 1, `allow_read: an empty path`},
+		{"sandbox not a bool", "sandbox = \"yes\"\n", 1, `sandbox`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := write(t, tc.text)

@@ -38,6 +38,11 @@ var keyDocs = []keyDoc{
 	{key: "memory_max", example: `"2G"`, doc: "Memory cap of each server that sets no limits of its own (unset: none)."},
 	{key: "cpu_max", example: "1", doc: "CPU cap of each server that sets no limits of its own (unset: none)."},
 	{key: "pids_max", example: "512", doc: "Process cap of each server that sets no limits of its own (unset: none)."},
+	{key: "sandbox", example: "true", doc: "Run every server in a sandbox: it reads the system, its program and directory, writes the temp dir, never your secrets (docs/sandbox.md)."},
+	{key: "allow_read", example: `["~/notes"]`, doc: "Paths every sandboxed server may also read (~ is your home)."},
+	{key: "allow_write", example: `["~/scratch"]`, doc: "Paths every sandboxed server may also write."},
+	{key: "allow_env", example: `["GITHUB_TOKEN", "MYAPP_*"]`, doc: "Variables every sandboxed server sees beyond PATH, HOME, locale and the like."},
+	{key: "network", example: `"none"`, doc: "A sandboxed server's network: all or none (unset: all)."},
 
 	{key: "breaker.threshold", doc: "Consecutive failed starts that open a server's circuit breaker."},
 	{key: "breaker.cooldown", doc: "First open period; it doubles on each reopening up to max_cooldown."},
@@ -54,6 +59,11 @@ var keyDocs = []keyDoc{
 	{key: "servers.NAME.memory_max", example: `"1G"`, doc: `This server's memory cap (run --memory-max); "none" lifts memory_max.`},
 	{key: "servers.NAME.cpu_max", example: "0.5", doc: `This server's CPU cap (run --cpu-max); "none" lifts cpu_max.`},
 	{key: "servers.NAME.pids_max", example: "100", doc: `This server's process cap (run --pids-max); "none" lifts pids_max.`},
+	{key: "servers.NAME.sandbox", example: "true", doc: "true: run it in a sandbox (run --sandbox); false: unconfined even if sandbox above is true."},
+	{key: "servers.NAME.allow_read", example: `["~/docs"]`, doc: "Paths it may also read (run --allow-read), beside allow_read above."},
+	{key: "servers.NAME.allow_write", example: `["~/projects/app"]`, doc: "Paths it may also write (run --allow-write)."},
+	{key: "servers.NAME.allow_env", example: `["GITHUB_TOKEN"]`, doc: "Variables it also sees (run --allow-env)."},
+	{key: "servers.NAME.network", example: `"all"`, doc: "all or none (run --network), over network above."},
 }
 
 const starterHeader = `# supervisor config file, written by ` + "`supervisor config init`" + `.

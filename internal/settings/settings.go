@@ -12,6 +12,7 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/cgroup"
+	"github.com/seed-86a41135/supervisor/internal/sandbox"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
@@ -49,6 +50,9 @@ type Daemon struct {
 	// Limits are memory_max, cpu_max and pids_max for every server that
 	// sets none of its own (a shared one's broker and upstream together).
 	Limits api.Limits
+	// Sandbox is every server's policy (sandbox, allow_read, allow_write,
+	// allow_env, network at the top of the config).
+	Sandbox sandbox.Spec
 }
 
 // Server is what a run or ensure of one --name gets where its
@@ -71,6 +75,10 @@ type Server struct {
 	NoFlatten bool
 	// Limits (memory_max, cpu_max, pids_max) bound the server's tree.
 	Limits api.Limits
+	// Sandbox adds to the top-level policy for this server; NoSandbox
+	// (sandbox = false) runs it unconfined where the top level would not.
+	Sandbox   sandbox.Spec
+	NoSandbox bool
 }
 
 // ApplyRun fills what a run request of server name left unset from the
@@ -90,6 +98,7 @@ func (s *Daemon) ApplyRun(name string, req *api.RunRequest) {
 		req.NoFlatten = true
 	}
 	req.Limits = MergeLimits(req.Limits, o.Limits)
+	req.Sandbox = MergeSandbox(req.Sandbox, req.NoSandbox, o, s.Sandbox)
 	if req.IdleMS <= 0 && o.Idle > 0 {
 		req.IdleMS = api.Millis(o.Idle)
 	}
@@ -116,6 +125,7 @@ func (s *Daemon) ApplyEnsure(name string, req *api.EnsureRequest) {
 		}
 	}
 	req.Limits = MergeLimits(req.Limits, o.Limits)
+	req.Sandbox = MergeSandbox(req.Sandbox, req.NoSandbox, o, s.Sandbox)
 }
 
 // Defaults returns the defaults of design §5.
@@ -199,6 +209,36 @@ func (s *Daemon) ApplyEnv(getenv func(string) string) error {
 		s.IdleTimeout = d
 	}
 	return nil
+}
+
+// MergeSandbox is the policy a server runs under, nil for none: the
+// top-level default, its [servers.NAME] and its request's flags, each
+// adding paths and names to the one before and naming the network where
+// it does. The request's --sandbox turns it on whatever the config says;
+// its --sandbox=false, or the server's sandbox = false, turns off a
+// default.
+func MergeSandbox(req *sandbox.Spec, off bool, o Server, def sandbox.Spec) *sandbox.Spec {
+	asked := req != nil && req.Enabled
+	if off || o.NoSandbox && !asked {
+		return nil
+	}
+	var out sandbox.Spec
+	for _, sp := range []*sandbox.Spec{&def, &o.Sandbox, req} {
+		if sp == nil {
+			continue
+		}
+		out.Enabled = out.Enabled || sp.Enabled
+		out.Read = append(out.Read, sp.Read...)
+		out.Write = append(out.Write, sp.Write...)
+		out.Env = append(out.Env, sp.Env...)
+		if sp.Network != "" {
+			out.Network = sp.Network
+		}
+	}
+	if !out.Enabled {
+		return nil
+	}
+	return &out
 }
 
 // MergeLimits fills the limits l leaves unset from def; nil when neither
