@@ -36,6 +36,7 @@ import (
 	"github.com/seed-86a41135/supervisor/internal/daemon/sharing"
 	"github.com/seed-86a41135/supervisor/internal/keeper"
 	"github.com/seed-86a41135/supervisor/internal/proc"
+	"github.com/seed-86a41135/supervisor/internal/sandbox"
 	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/session"
@@ -110,6 +111,7 @@ type Daemon struct {
 	started       time.Time
 	feat          map[string]bool
 	limits        []string               // why a facility is off, for status
+	sandboxCaps   sandbox.Capabilities   // what this kernel can enforce of a sandbox (sandbox.go)
 	metrics       *metrics.Set           // Prometheus metrics (internal/daemon/metrics; the gauges in metrics.go)
 	shared        sharing.Slots[*shared] // shared servers by port (ensure)
 
@@ -586,6 +588,11 @@ func (d *Daemon) setUpFeatures(cfg Config) (cleanup func()) {
 		}
 	}
 
+	d.sandboxCaps = sandbox.Support()
+	d.feat["sandbox"] = d.sandboxCaps.Filesystem
+	if !d.sandboxCaps.Filesystem {
+		d.limits = append(d.limits, "no sandbox ("+d.sandboxCaps.Why+"): sandboxed servers are refused")
+	}
 	if cfg.InPlace {
 		if why := inPlaceUnsupported(); why != "" {
 			d.log.Info("servers are spawned by the daemon, not exec'd in their shim's place", "why", why)

@@ -182,7 +182,7 @@ func (d *Daemon) sendExecAndRecord(conn *api.Conn, r inPlaceRun, setRunning func
 	send := func() {
 		sent = true
 		ex := api.Exec{ID: r.id, Argv: r.launch.argv, Cwd: r.req.Cwd, Env: r.launch.env, Session: r.req.Session,
-			Instance: d.instance, Host: r.host, LogStderr: r.stderr != nil}
+			Instance: d.instance, Host: r.host, LogStderr: r.stderr != nil, Sandbox: r.launch.sandbox}
 		var fds []int
 		if r.stderr != nil {
 			fds = append(fds, int(r.stderr.Fd()))

@@ -20,6 +20,7 @@ import (
 	"github.com/seed-86a41135/supervisor/internal/cgroup"
 	"github.com/seed-86a41135/supervisor/internal/launcher"
 	"github.com/seed-86a41135/supervisor/internal/proc"
+	"github.com/seed-86a41135/supervisor/internal/sandbox"
 	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/session"
@@ -112,6 +113,17 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	st := d.settings()          // one snapshot: a reload meanwhile mixes no two configs
 	st.ApplyRun(r.name, &r.req) // the config file's [servers.NAME]
 	r.req.Limits = settings.EffectiveLimits(r.req.Limits, st.Limits)
+	if r.req.Sandbox != nil {
+		if why := d.sandboxRefusal(r); why != "" {
+			r.closeFiles()
+			if r.req.InPlaceOnly && r.shim != nil && !r.req.Confines {
+				d.declineInPlace(conn, why)
+				return
+			}
+			d.send(conn, api.TypeError, &api.Error{Code: 125, Message: "run: " + why})
+			return
+		}
+	}
 	// Decided once: a broker that becomes ready (or a reload) between two
 	// looks would hand an in-place-only run to a broker after all.
 	mode, shared, auto := d.runMode(&r.req, r.name)
@@ -318,7 +330,7 @@ func (d *Daemon) acceptRun(conn *api.Conn, req api.RunRequest, fds []int, log hc
 func (d *Daemon) runMode(req *api.RunRequest, name string) (mode string, shared, auto bool) {
 	mode = "run --share"
 	switch {
-	case !req.Share && d.autoShare(*req, name):
+	case !req.Share && req.Sandbox == nil && d.autoShare(*req, name):
 		req.Share, auto = true, true
 		mode = "automatic sharing (run --share=false or share = false in [servers." + name + "] runs it unshared)"
 	case !req.Share && req.Lazy:
@@ -334,6 +346,16 @@ func (d *Daemon) runMode(req *api.RunRequest, name string) (mode string, shared,
 // place where the shim offered that, else forked here.
 func (d *Daemon) startDirect(r *directRun) {
 	req, id, name := r.req, r.id, r.name
+	launch := flattened(req)
+	if req.Sandbox != nil {
+		if err := d.planSandbox(&launch, req); err != nil {
+			r.closeFiles()
+			d.breakers.release(r.bkey)
+			d.event("sandbox.refused", req.Session, "", name+": "+err.Error())
+			d.sendError(r.conn, 125, "run: %v", err)
+			return
+		}
+	}
 	// Its cgroup, its limits and the intent record, committed before the
 	// fork or the exec in place (start.go, design §7).
 	srv, err := d.prepareServer(req.Session, id, id, storedLimits(req.Limits), func(cgroupPath string, v1 []string) error {
@@ -363,7 +385,6 @@ func (d *Daemon) startDirect(r *directRun) {
 	} else if !errors.Is(err, errLogWriterUnsupported) {
 		r.log.Warn("stderr not captured: the server writes to the host's stderr itself", "id", id, "err", err)
 	}
-	launch := flattened(req)
 	if r.shim != nil {
 		ip := inPlaceRun{req: req, launch: launch, id: id, name: name, bkey: r.bkey, cg: srv.cg, limited: srv.limited, host: host, shim: r.shim, tok: r.shimTok, log: r.log}
 		if logged {
@@ -434,7 +455,7 @@ func flattened(req api.RunRequest) launched {
 func (d *Daemon) startForked(r *directRun, srv *serverStart, launch launched, host string) {
 	req, id, name, log := r.req, r.id, r.name, r.log
 	started, err := d.forkServer(srv, spawn.Request{
-		Argv: launch.argv, Env: launch.env, Dir: string(req.Cwd), Stdio: r.files, Host: host,
+		Argv: launch.argv, Env: launch.env, Dir: string(req.Cwd), Stdio: r.files, Host: host, Sandbox: launch.sandbox,
 	})
 	if err != nil {
 		code := 125
@@ -512,6 +533,7 @@ func (d *Daemon) startForked(r *directRun, srv *serverStart, launch launched, ho
 type launched struct {
 	argv, env []string
 	note      string
+	sandbox   *sandbox.Rules // nil: unconfined
 }
 
 // inPlaceRun is one run being exec'd in its shim's place: what serveRun
