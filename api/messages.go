@@ -437,9 +437,12 @@ type Status struct {
 	// ResourceLimits says, for memory_max, cpu_max and pids_max, how this
 	// daemon enforces them ("cgroup v2", "cgroup v1") or why it cannot.
 	ResourceLimits map[string]string `json:"resource_limits,omitempty"`
-	Sessions       int               `json:"sessions"`
-	Processes      int               `json:"processes"`
-	Records        int               `json:"records"`
+	// Sandbox says what this machine can enforce of a server's sandbox
+	// (run --sandbox), in a line.
+	Sandbox   string `json:"sandbox,omitempty"`
+	Sessions  int    `json:"sessions"`
+	Processes int    `json:"processes"`
+	Records   int    `json:"records"`
 	// Recovery is the summary of the reconcile this daemon ran at start.
 	Recovery *Recovery `json:"recovery,omitempty"`
 	// LogHubs are the processes copying servers' output into their logs,

@@ -28,12 +28,13 @@ type runOptions struct {
 	flatten      bool
 	idle         time.Duration
 	limits       limitFlags
+	sandbox      sandboxFlags
 }
 
 func newRunCommand() *cobra.Command {
 	var o runOptions
 	cmd := &cobra.Command{
-		Use:   "run [--name N] [--cwd DIR] [--session ID] [--grace D] [--share] [--lazy] [--idle D] [--flatten=false] [--memory-max SIZE] [--cpu-max CPUS] [--pids-max N] -- CMD [ARG...]",
+		Use:   "run [--name N] [--cwd DIR] [--session ID] [--grace D] [--share] [--lazy] [--idle D] [--flatten=false] [--memory-max SIZE] [--cpu-max CPUS] [--pids-max N] [--sandbox] [--allow-read P] [--allow-write P] [--allow-env V] [--network none|all] -- CMD [ARG...]",
 		Short: "Run an MCP server under the daemon on this process's stdio (the shim)",
 		Long: `run hands this process's stdin, stdout and stderr to the per-user daemon,
 which starts CMD on them directly, tracks it in the session of the host that
@@ -78,10 +79,15 @@ executable, 125 for a supervisor error.`,
 			if err != nil {
 				return err
 			}
+			sb, noSandbox, err := o.sandbox.parse(cmd)
+			if err != nil {
+				return err
+			}
 			code, err := shim.Run(context.Background(), shim.Options{
 				Spec: leanrun.Spec{
 					Argv: args, Name: o.name, Dir: o.cwd, Session: o.session, Grace: o.grace, MaxInstances: maxInst,
 					Share: o.share, NoShare: cmd.Flags().Changed("share") && !o.share, Lazy: o.lazy, Idle: o.idle, NoFlatten: !o.flatten, Limits: limits, Env: os.Environ(),
+					Sandbox: sb, NoSandbox: noSandbox,
 				},
 				Exe: exe, Paths: p, FrontFd: o.frontFd,
 			})
@@ -103,6 +109,7 @@ executable, 125 for a supervisor error.`,
 	cmd.Flags().BoolVar(&o.flatten, "flatten", true, "run an npx or npm exec command as the program it would run, found offline in the project or npx's cache, so npm does not stay resident (--flatten=false keeps it)")
 	cmd.Flags().DurationVar(&o.idle, "idle", 0, "stop the server after this long with nothing in flight, and start it again on the next request (0: never)")
 	o.limits.add(cmd)
+	o.sandbox.add(cmd)
 	cmd.Flags().IntVar(&o.maxInstances, "max-instances", 1, "live instances of --name per session; the newest wins, older ones are stopped (0: no cap)")
 	// The lean entry's hand-over after a lazy run's front: a flag, not an
 	// environment variable, so a binary of another version that cannot

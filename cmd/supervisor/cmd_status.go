@@ -66,6 +66,9 @@ func newStatusCommand() *cobra.Command {
 					fmt.Fprintf(w, "%-10s %s\n", k+":", clean(v))
 				}
 			}
+			if st.Sandbox != "" {
+				fmt.Fprintf(w, "sandbox:   %s\n", clean(st.Sandbox))
+			}
 			if st.Restarter != "" {
 				fmt.Fprintf(w, "restarter: %s\n", clean(st.Restarter))
 			}

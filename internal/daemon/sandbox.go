@@ -50,7 +50,11 @@ func (d *Daemon) planSandbox(launch *launched, req api.RunRequest) error {
 	if path, err := spawn.Resolve(argv[0], pathEnv, string(req.Cwd)); err == nil {
 		argv[0] = path
 	}
-	rules, err := sandbox.Plan(spec, sandbox.Context{Home: home, Cwd: string(req.Cwd), Argv: argv, StateDir: d.cfg.Paths.StateDir})
+	// Its temporary files go where its own environment says, not the
+	// daemon's.
+	tmp, _ := proc.EnvValue(env, "TMPDIR")
+	rules, err := sandbox.Plan(spec, sandbox.Context{Home: home, Cwd: string(req.Cwd), Argv: argv,
+		StateDir: d.cfg.Paths.StateDir, TempDir: tmp})
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}

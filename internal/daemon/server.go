@@ -296,6 +296,7 @@ func (d *Daemon) status() *api.Status {
 		Recovery:       d.recovery,
 		LogHubs:        d.hubs.Status(),
 		ResourceLimits: d.resourceLimits(),
+		Sandbox:        d.sandboxCaps.String(),
 		Restarter:      d.restarter(),
 	}
 }

@@ -78,7 +78,7 @@ func Exec(c *api.Client, ex *ExecOrder) (int, error) {
 			}
 		}
 		return spawn.Exec(spawn.Request{Argv: ex.Argv, Env: ex.Env, Dir: string(ex.Cwd),
-			SessionID: ex.Session, ProcID: ex.ID, Instance: ex.Instance, Host: ex.Host})
+			SessionID: ex.Session, ProcID: ex.ID, Instance: ex.Instance, Host: ex.Host, Sandbox: ex.Sandbox})
 	}()
 	code := CodeSupervisorError
 	var se *spawn.StartError

@@ -107,6 +107,7 @@ func fastPath(args, env []string) (why string, code int, err error) {
 		return "the request: " + err.Error(), 0, nil
 	}
 	req.InPlace, req.InPlaceOnly = true, true
+	req.Confines = true // Exec confines to the order's sandbox
 	if v, _ := proc.EnvValue(env, envLazyFront); v != "off" {
 		req.Front = true // the config file may make a server lazy
 	}

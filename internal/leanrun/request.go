@@ -17,6 +17,7 @@ import (
 
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/proc"
+	"github.com/seed-86a41135/supervisor/internal/sandbox"
 	"github.com/seed-86a41135/supervisor/session"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
@@ -47,7 +48,11 @@ type Spec struct {
 	NoFlatten bool
 	// Limits: RunRequest.Limits (nil: none asked).
 	Limits *api.Limits
-	Env    []string
+	// Sandbox and NoSandbox: RunRequest's (run --sandbox, --allow-*,
+	// --network; --sandbox=false).
+	Sandbox   *sandbox.Spec
+	NoSandbox bool
+	Env       []string
 }
 
 // NewRequest describes s for the daemon: the command, this process's
@@ -76,7 +81,7 @@ func NewRequest(s Spec) (api.RunRequest, error) {
 		HostPID: ident.HostPID, HostToken: ident.HostToken, HostCommand: ident.HostCommand,
 		GraceMS: api.Millis(s.Grace), ShimPID: os.Getpid(), ShimToken: selfTok,
 		MaxInstances: s.MaxInstances, Share: s.Share, NoShare: s.NoShare, Lazy: s.Lazy, IdleMS: api.Millis(s.Idle),
-		NoFlatten: s.NoFlatten, Limits: s.Limits,
+		NoFlatten: s.NoFlatten, Limits: s.Limits, Sandbox: s.Sandbox, NoSandbox: s.NoSandbox,
 	}, nil
 }
 

@@ -73,7 +73,7 @@ type Context struct {
 	Cwd      string   // the server's working directory
 	Argv     []string // the server's command, its program resolved (Argv[0] absolute)
 	StateDir string   // the supervisor's state: never the server's
-	TempDir  string   // where temporary files go ("" for os.TempDir())
+	TempDir  string   // where the server's temporary files go ("" for /tmp)
 }
 
 // Rules is a policy made concrete for one start: what Confine applies.
@@ -148,7 +148,7 @@ func Plan(spec Spec, ctx Context) (Rules, error) {
 	}
 	tmp := ctx.TempDir
 	if tmp == "" {
-		tmp = os.TempDir()
+		tmp = "/tmp"
 	}
 	abs := func(p string) string {
 		switch {

@@ -24,6 +24,7 @@ import (
 	"github.com/seed-86a41135/supervisor/internal/lazycache"
 	"github.com/seed-86a41135/supervisor/internal/leanrun"
 	"github.com/seed-86a41135/supervisor/internal/proc"
+	"github.com/seed-86a41135/supervisor/internal/sandbox"
 	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/shutdown"
 )
@@ -170,11 +171,15 @@ func Run(ctx context.Context, o Options) (int, error) {
 		// Only the daemon's cgroups enforce limits: a server that has any,
 		// on the command line or in the config file, is never run here
 		// without them.
-		if l, unread := effectiveLimits(o); l != nil || unread != "" {
+		if l, sb, unread := daemonOnly(o); l != nil || sb != nil || unread != "" {
 			if unread != "" {
-				return 125, fmt.Errorf("the config file may set this server's limits, which need the daemon, and it cannot be used (%s); %s: not running it without them", local.why, unread)
+				return 125, fmt.Errorf("the config file may set this server's limits or sandbox, which need the daemon, and it cannot be used (%s); %s: not running it without them", local.why, unread)
 			}
-			return 125, fmt.Errorf("the server's limits need the daemon, and it cannot be used (%s): not running it without them", local.why)
+			what := "limits"
+			if sb != nil {
+				what = "sandbox"
+			}
+			return 125, fmt.Errorf("the server's %s need the daemon, and it cannot be used (%s): not running it without them", what, local.why)
 		}
 		return runLocal(ctx, o, req, local.why, sigs)
 	}
@@ -301,6 +306,7 @@ func startServer(ctx context.Context, o Options, req *api.RunRequest, selfFd int
 		// Offered only to a daemon that takes it: an older one expects
 		// three fds.
 		req.InPlace = selfFd >= 0 && c.Daemon.InPlace
+		req.Confines = req.InPlace // leanrun.Exec confines to the order's sandbox
 		fds := stdioFds()
 		if req.InPlace {
 			fds = append(fds, selfFd)
@@ -547,14 +553,17 @@ func lostDaemon(stderr io.Writer, s api.Started, cause error, sigs <-chan os.Sig
 	}
 }
 
-// effectiveLimits are the limits the daemon would give this run's
-// server: its flags, over the config file's [servers.NAME], over the
-// config's for all servers (a none lifting those below); nil when none.
-// unread says why the config could not be read when its text names a
-// limit anyway: a broken config is what keeps a daemon from starting, and
-// its limits must not be lost with it.
-func effectiveLimits(o Options) (l *api.Limits, unread string) {
+// daemonOnly are the limits and the sandbox the daemon would give this
+// run's server, which only it enforces: its flags, over the config file's
+// [servers.NAME], over the config's for all servers (a none lifting those
+// below); nil when none. unread says why the config could not be read
+// when its text names a limit or a sandbox anyway: a broken config is
+// what keeps a daemon from starting, and its limits must not be lost with
+// it.
+func daemonOnly(o Options) (l *api.Limits, sb *sandbox.Spec, unread string) {
 	var own, all api.Limits
+	var server settings.Server
+	var def sandbox.Spec
 	getenv := func(k string) string {
 		v, _ := proc.EnvValue(o.Env, k)
 		return v
@@ -569,13 +578,15 @@ func effectiveLimits(o Options) (l *api.Limits, unread string) {
 		if name == "" {
 			name = filepath.Base(o.Argv[0])
 		}
-		own, all = e.Settings.Servers[name].Limits, e.Settings.Limits
+		server = e.Settings.Servers[name]
+		own, all, def = server.Limits, e.Settings.Limits, e.Settings.Sandbox
 	case err != nil:
 		if path, perr := config.Path(getenv); perr == nil && namesLimit(path) {
-			return nil, fmt.Sprintf("it cannot be read (%v)", err)
+			return nil, nil, fmt.Sprintf("it cannot be read (%v)", err)
 		}
 	}
-	return settings.EffectiveLimits(settings.MergeLimits(o.Limits, own), all), ""
+	return settings.EffectiveLimits(settings.MergeLimits(o.Limits, own), all),
+		settings.MergeSandbox(o.Sandbox, o.NoSandbox, server, def), ""
 }
 
 // namesLimit says whether the file at path sets memory_max, cpu_max or
@@ -588,11 +599,11 @@ func namesLimit(path string) bool {
 	for _, line := range strings.Split(string(b), "\n") {
 		key, _, ok := strings.Cut(line, "=")
 		key = strings.TrimSpace(key)
-		if ok && (key == "memory_max" || key == "cpu_max" || key == "pids_max") {
+		if ok && (key == "memory_max" || key == "cpu_max" || key == "pids_max" || key == "sandbox") {
 			return true
 		}
 		// An inline table: capped = { memory_max = "1G" }.
-		if ok && strings.Contains(line, "{") && (strings.Contains(line, "memory_max") || strings.Contains(line, "cpu_max") || strings.Contains(line, "pids_max")) {
+		if ok && strings.Contains(line, "{") && (strings.Contains(line, "memory_max") || strings.Contains(line, "cpu_max") || strings.Contains(line, "pids_max") || strings.Contains(line, "sandbox")) {
 			return true
 		}
 	}

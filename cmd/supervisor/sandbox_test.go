@@ -1,0 +1,169 @@
+//go:build linux
+
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// sandboxOrSkip starts the instance's daemon and skips a test that needs
+// Landlock, naming why the daemon cannot (status says).
+func sandboxOrSkip(t *testing.T, in *instance) {
+	t.Helper()
+	in.mustRun("daemon")
+	for _, line := range strings.Split(in.mustRun("status"), "\n") {
+		if v, ok := strings.CutPrefix(line, "sandbox:"); ok && strings.Contains(v, "not available") {
+			t.Skipf("no sandbox on this kernel:%s", v)
+		}
+	}
+}
+
+// sandboxHome is a user's home with secrets in it, the project a server
+// may write, and a temporary directory of its own (the default /tmp holds
+// everything else the tests make, writable by default).
+func sandboxHome(t *testing.T) (home, work, tmp string) {
+	t.Helper()
+	home = t.TempDir()
+	for path, content := range map[string]string{
+		".ssh/id_ed25519":  "PRIVATE KEY",
+		".aws/credentials": "[default]\naws_secret_access_key=x",
+		"project/README":   "fine",
+		"tmp/.keep":        "",
+	} {
+		p := filepath.Join(home, path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return home, filepath.Join(home, "project"), filepath.Join(home, "tmp")
+}
+
+// A hostile server under `run --sandbox` tries to read planted keys, write
+// outside its allowlist, read its host's environment through /proc, see a
+// secret in its own, reach a listener on 127.0.0.1, and have a setsid
+// grandchild read a key: every forbidden act fails and every allowed one
+// works, exec'd in its shim's place and spawned by the daemon alike, with
+// its policy given by flags or by the config file (which the lean entry
+// takes without handing the run over).
+func TestSandboxConfinesAHostileServer(t *testing.T) {
+	t.Parallel()
+	for _, inPlace := range []string{"auto", "off"} {
+		for _, from := range []string{"flags", "config"} {
+			t.Run("in place "+inPlace+" by "+from, func(t *testing.T) {
+				t.Parallel()
+				testSandboxConfines(t, inPlace, from == "config")
+			})
+		}
+	}
+}
+
+func testSandboxConfines(t *testing.T, inPlace string, byConfig bool) {
+	in := newInstance(t)
+	home, work, tmp := sandboxHome(t)
+	outside := t.TempDir()
+	in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp, "SUPERVISOR_IN_PLACE="+inPlace,
+		"SECRET_TOKEN=hunter2", "ALLOWED_VAR=yes")
+	policy := []string{"--sandbox", "--allow-write", work, "--allow-env", "ALLOWED_VAR", "--network", "none"}
+	if byConfig {
+		policy = nil
+		conf := "[servers.hostile]\nsandbox = true\nallow_write = [\"" + work + "\"]\nallow_env = [\"ALLOWED_VAR\"]\nnetwork = \"none\"\n"
+		if err := os.WriteFile(filepath.Join(in.state, "config.toml"), []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sandboxOrSkip(t, in)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	script := `try() { if sh -c "$2" >/dev/null 2>&1; then echo "$1 ok"; else echo "$1 denied"; fi; }
+try read-key "cat $HOME/.ssh/id_ed25519"
+try read-aws "cat $HOME/.aws/credentials"
+try read-project "cat ` + work + `/README"
+try write-project "echo x > ` + work + `/out"
+try write-tmp "echo x > $TMPDIR/scratch"
+try write-outside "echo x > ` + outside + `/planted"
+try write-home "echo x > $HOME/planted"
+try host-environ "cat /proc/$PPID/environ"
+try connect "perl -MIO::Socket::INET -e 'IO::Socket::INET->new(PeerAddr => q(` + ln.Addr().String() + `)) or exit 1'"
+try grandchild-key "setsid sh -c 'cat $HOME/.ssh/id_ed25519' </dev/null"
+echo "env secret=[$SECRET_TOKEN] allowed=[$ALLOWED_VAR]"
+echo done
+exec sleep 600`
+	args := append([]string{"--session", "sb", "--name", "hostile", "--cwd", work}, policy...)
+	srv := in.startShim(append(args, "--", "sh", "-c", script)...)
+	got := map[string]string{}
+	for {
+		line, err := readLine(srv.stdout, wait)
+		if err != nil {
+			t.Fatalf("reading the server's results (got %v): %v", got, err)
+		}
+		if line == "done" {
+			break
+		}
+		act, result, _ := strings.Cut(line, " ")
+		got[act] = result
+	}
+	want := map[string]string{
+		"read-key": "denied", "read-aws": "denied", "read-project": "ok", "write-project": "ok",
+		"write-tmp": "ok", "write-outside": "denied", "write-home": "denied", "host-environ": "denied",
+		"connect": "denied", "grandchild-key": "denied",
+		"env": "secret=[] allowed=[yes]",
+	}
+	for act, w := range want {
+		if got[act] != w {
+			t.Errorf("%s: %q, want %q", act, got[act], w)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(outside, "planted")); err == nil {
+		t.Error("the server planted a file outside its allowlist")
+	}
+	evs := in.mustRun("events", "--session", "sb")
+	if !strings.Contains(evs, "sandboxed:") {
+		t.Errorf("the start event does not say the server is sandboxed:\n%s", evs)
+	}
+}
+
+// A sandbox the kernel cannot enforce, or a policy the daemon cannot
+// keep, is refused with the reason, and nothing runs.
+func TestSandboxRefusals(t *testing.T) {
+	t.Parallel()
+	in := newInstance(t)
+	sandboxOrSkip(t, in)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a network list", []string{"--network", "example.com:443"}, "egress proxy"},
+		{"a bad network", []string{"--network", "some"}, "want none or all"},
+		{"sandbox off with a rule", []string{"--sandbox=false", "--allow-read", "/etc"}, "drop one or the other"},
+		{"shared", []string{"--sandbox", "--share"}, "runs unshared"},
+		{"lazy", []string{"--sandbox", "--lazy"}, "runs unshared"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"run", "--session", "sbr"}, tc.args...), "--", "sh", "-c", "echo ran")
+			out, stderr, code := in.run(args...)
+			if code == 0 || !strings.Contains(stderr, tc.want) || strings.Contains(out, "ran") {
+				t.Errorf("run %v: code %d, stdout %q, stderr %q; want refused saying %q", tc.args, code, out, stderr, tc.want)
+			}
+		})
+	}
+}
