@@ -30,12 +30,13 @@ type ensureOptions struct {
 	adoptForeign bool
 	json         bool
 	limits       limitFlags
+	sandbox      sandboxFlags
 }
 
 func newEnsureCommand() *cobra.Command {
 	var o ensureOptions
 	cmd := &cobra.Command{
-		Use:   "ensure --port P [--health none|tcp|http://...] [--name N] [--cwd DIR] [--timeout D] [--linger D] [--memory-max SIZE] [--cpu-max CPUS] [--pids-max N] -- CMD [ARG...]",
+		Use:   "ensure --port P [--health none|tcp|http://...] [--name N] [--cwd DIR] [--timeout D] [--linger D] [--memory-max SIZE] [--cpu-max CPUS] [--pids-max N] [--sandbox] [--allow-read P] [--allow-write P] [--allow-env V] [--network none|all] -- CMD [ARG...]",
 		Short: "Start a shared port-bound server unless a healthy one runs; return once it is healthy",
 		Long: `ensure returns 0 once a healthy server owns the port, starting CMD only if none
 does. Concurrent calls for one port start one server and all wait for its
@@ -85,7 +86,12 @@ reported, never fought over (unless --adopt-foreign and it is healthy).`,
 			if err != nil {
 				return err
 			}
-			rr, err := leanrun.NewRequest(leanrun.Spec{Argv: args, Name: o.name, Dir: o.cwd, Session: o.session, Grace: o.grace, Env: os.Environ(), Limits: limits})
+			sb, noSandbox, err := o.sandbox.parse(cmd)
+			if err != nil {
+				return err
+			}
+			rr, err := leanrun.NewRequest(leanrun.Spec{Argv: args, Name: o.name, Dir: o.cwd, Session: o.session, Grace: o.grace, Env: os.Environ(), Limits: limits,
+				Sandbox: sb, NoSandbox: noSandbox})
 			if err != nil {
 				return err
 			}
@@ -139,5 +145,6 @@ reported, never fought over (unless --adopt-foreign and it is healthy).`,
 	f.BoolVar(&o.adoptForeign, "adopt-foreign", false, "take over a process already listening on the port if its health check passes")
 	f.BoolVar(&o.json, "json", false, "print JSON")
 	o.limits.add(cmd)
+	o.sandbox.add(cmd)
 	return cmd
 }

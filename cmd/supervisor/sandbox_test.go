@@ -3,9 +3,11 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -165,5 +167,38 @@ func TestSandboxRefusals(t *testing.T) {
 				t.Errorf("run %v: code %d, stdout %q, stderr %q; want refused saying %q", tc.args, code, out, stderr, tc.want)
 			}
 		})
+	}
+}
+
+// A shared port-bound server under `ensure --sandbox --network none` still
+// listens on its port (the one bind it is allowed), and runs confined: no
+// new privileges, no capabilities, and none of the host's secrets in its
+// environment.
+func TestEnsureSandboxed(t *testing.T) {
+	t.Parallel()
+	in := newInstance(t)
+	home, _, tmp := sandboxHome(t)
+	in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp, "SECRET_TOKEN=hunter2")
+	sandboxOrSkip(t, in)
+	ps := strconv.Itoa(freePort(t))
+	res, errOut, code := in.ensure(t, "--session", "sbe", "--port", ps, "--sandbox", "--network", "none", "--", bin, "_fixture", "listen", ps)
+	if code != 0 {
+		t.Fatalf("ensure --sandbox: exit %d: %s", code, errOut)
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", res.PID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"NoNewPrivs:\t1", "CapBnd:\t0000000000000000", "CapEff:\t0000000000000000"} {
+		if !strings.Contains(string(status), want) {
+			t.Errorf("the shared server's /proc status lacks %q:\n%s", want, status)
+		}
+	}
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", res.PID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(env), "hunter2") {
+		t.Error("the sandboxed shared server sees SECRET_TOKEN")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/daemon/sharing"
 	"github.com/seed-86a41135/supervisor/internal/proc"
+	"github.com/seed-86a41135/supervisor/internal/sandbox"
 	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/shutdown"
@@ -41,7 +42,8 @@ type shared struct {
 	// directLog says the server writes logPath itself (no log writer
 	// could be started): the daemon rotates it by copy and truncate.
 	directLog atomic.Bool
-	adopted   bool // a foreign listener taken over with --adopt-foreign
+	adopted   bool           // a foreign listener taken over with --adopt-foreign
+	sandbox   *sandbox.Rules // what each incarnation is confined to; nil: unconfined
 
 	// life is its sessions' references, its linger and its stop for
 	// good (internal/daemon/sharing).
@@ -170,8 +172,21 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 	if err != nil {
 		return nil, err
 	}
+	launch := launched{argv: req.Argv, env: req.Env}
+	if req.Sandbox != nil {
+		if err := d.sandboxCaps.Enforceable(*req.Sandbox); err != nil {
+			return nil, err
+		}
+		if err := d.planSandbox(&launch, req.RunRequest); err != nil {
+			return nil, err
+		}
+		// Its port is what it is for: with no network, it may still
+		// listen on it (and nothing else).
+		launch.sandbox.BindPorts = []int{req.Port}
+		d.log.Info("shared server sandboxed", "name", name, "port", req.Port, "how", strings.TrimSpace(launch.note))
+	}
 	s := &shared{
-		port: req.Port, name: name, argv: req.Argv, env: req.Env, cwd: string(req.Cwd), health: probe, limits: storedLimits(settings.EffectiveLimits(req.Limits, st.Limits)),
+		port: req.Port, name: name, argv: req.Argv, env: launch.env, cwd: string(req.Cwd), health: probe, sandbox: launch.sandbox, limits: storedLimits(settings.EffectiveLimits(req.Limits, st.Limits)),
 		linger:     orDefault(time.Duration(req.LingerMS)*time.Millisecond, st.Linger),
 		interval:   orDefault(time.Duration(req.IntervalMS)*time.Millisecond, st.Interval),
 		restartNow: make(chan restartOrder, 1),
@@ -235,7 +250,7 @@ func (d *Daemon) spawnShared(ctx context.Context, s *shared, timeout time.Durati
 	}
 	started, err := d.forkServer(srv, spawn.Request{
 		Argv: s.argv, Env: s.env, Dir: s.cwd,
-		Stdio: [3]*os.File{null, logf, errf},
+		Stdio: [3]*os.File{null, logf, errf}, Sandbox: s.sandbox,
 	})
 	if err != nil {
 		d.event("process.failed", sharing.Session(s.port), s.id, err.Error())

@@ -83,8 +83,10 @@ type Rules struct {
 	Read []string `json:"read,omitempty"`
 	// Write are paths it may also write, create in and remove from.
 	Write []string `json:"write,omitempty"`
-	// NoNetwork denies every TCP connect and bind.
-	NoNetwork bool `json:"no_network,omitempty"`
+	// NoNetwork denies every TCP connect and bind, but binds to
+	// BindPorts (a port-bound server's own port).
+	NoNetwork bool  `json:"no_network,omitempty"`
+	BindPorts []int `json:"bind_ports,omitempty"`
 }
 
 // systemRead is what every sandboxed server reads: the system's programs,

@@ -38,6 +38,28 @@ func try(act, arg string) int {
 		if c, err = net.Dial("tcp", arg); err == nil {
 			c.Close()
 		}
+	case "listen":
+		var l net.Listener
+		if l, err = net.Listen("tcp", arg); err == nil {
+			l.Close()
+		}
+	case "mptcp", "udp": // past Landlock's TCP rules
+		proto, typ := 262, syscall.SOCK_STREAM // IPPROTO_MPTCP
+		if act == "udp" {
+			proto, typ = 0, syscall.SOCK_DGRAM
+		}
+		var fd int
+		if fd, err = syscall.Socket(syscall.AF_INET, typ, proto); err == nil {
+			addr := &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}
+			fmt.Sscan(arg, &addr.Port)
+			err = syscall.Connect(fd, addr)
+			syscall.Close(fd)
+		}
+	case "unix": // a unix socket stays
+		var c net.Conn
+		if c, err = net.Dial("unix", arg); err == nil {
+			c.Close()
+		}
 	case "environ": // another process's environment, by /proc
 		_, err = os.ReadFile(fmt.Sprintf("/proc/%s/environ", arg))
 	case "signal":
@@ -259,6 +281,90 @@ func TestConfineEnforces(t *testing.T) {
 	t.Setenv("SANDBOX_ARG", filepath.Join(h, ".ssh/id_ed25519"))
 	if confined(t, r, "setsid-read", filepath.Join(h, ".ssh/id_ed25519")) {
 		t.Error("a setsid grandchild read the private key")
+	}
+}
+
+// TestConfineNoNetworkButItsPort: with no network, a port-bound server
+// may listen on its own port and nothing else, nor connect anywhere.
+func TestConfineNoNetworkButItsPort(t *testing.T) {
+	if c := needLandlock(t); !c.Network {
+		t.Skipf("no TCP rules here: %s", c.Why)
+	}
+	free := func() int {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port
+	}
+	own, other := free(), free()
+	r := Rules{Read: []string{"/"}, NoNetwork: true, BindPorts: []int{own}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+	if confined(t, r, "mptcp", port) {
+		t.Error("an MPTCP socket reached a listener past the sandbox")
+	}
+	if confined(t, r, "udp", port) {
+		t.Error("a UDP socket was made and connected with no network")
+	}
+	sock := filepath.Join(t.TempDir(), "s")
+	ul, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ul.Close()
+	go func() {
+		for {
+			c, err := ul.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	if !confined(t, r, "unix", sock) {
+		t.Error("with no network, a unix socket could not be reached")
+	}
+	if !confined(t, r, "listen", fmt.Sprintf("127.0.0.1:%d", own)) {
+		t.Errorf("the server could not listen on its own port %d", own)
+	}
+	if confined(t, r, "listen", fmt.Sprintf("127.0.0.1:%d", other)) {
+		t.Errorf("the server listened on port %d, not its own", other)
+	}
+}
+
+// TestNoNetworkFilterJumps: every jump of the filter lands inside it,
+// and it ends with its two returns.
+func TestNoNetworkFilterJumps(t *testing.T) {
+	prog, err := noNetworkFilter()
+	if err != nil {
+		t.Skip(err)
+	}
+	for i, ins := range prog {
+		if ins.Code&0x07 == 0x05 { // BPF_JMP
+			for _, k := range []uint8{ins.Jt, ins.Jf} {
+				if to := i + 1 + int(k); to >= len(prog) {
+					t.Errorf("instruction %d jumps to %d, past the end (%d)", i, to, len(prog))
+				}
+			}
+		}
+	}
+	if n := len(prog); prog[n-2].K != retAllow || prog[n-1].K != retDenyAccess {
+		t.Errorf("the program does not end with allow, deny: %+v", prog[n-2:])
 	}
 }
 
