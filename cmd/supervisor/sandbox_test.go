@@ -3,13 +3,20 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
 // sandboxOrSkip starts the instance's daemon and skips a test that needs
@@ -201,4 +208,94 @@ func TestEnsureSandboxed(t *testing.T) {
 	if strings.Contains(string(env), "hunter2") {
 		t.Error("the sandboxed shared server sees SECRET_TOKEN")
 	}
+}
+
+// The real server-everything and server-filesystem from npm work under
+// --sandbox through the official Go SDK client, started as node and as
+// npx, with the filesystem preset giving the filesystem server its
+// directory; and server-filesystem serving the whole home still cannot
+// read the key in it: the deny list holds under the server's own rules.
+func TestMCPSandboxedNpmServers(t *testing.T) {
+	t.Parallel()
+	npm := npmDeps(t)
+	for _, c := range mcpCases() {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			in := newInstance(t)
+			sandboxOrSkip(t, in)
+			root := mcpRoot(t)
+			args := append([]string{"run", "--sandbox", "--network", "none", "--name", strings.ReplaceAll(c.name, "/", "-"), "--"}, c.argv(npm, root)...)
+			cs, tree := sandboxedSession(t, in, npm, args)
+			goSDKSession(context.Background(), cs, c.tool, c.args).check(t, c, root)
+			cs.Close()
+			in.assertNothingLeft(t, tree)
+		})
+	}
+	t.Run("filesystem serving the home", func(t *testing.T) {
+		t.Parallel()
+		in := newInstance(t)
+		sandboxOrSkip(t, in)
+		env := mcpEnv(t, in)
+		home, _ := proc.EnvValue(env, "HOME")
+		key := filepath.Join(home, ".ssh", "id_ed25519")
+		if err := os.MkdirAll(filepath.Dir(key), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(key, []byte("PRIVATE KEY"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		notes := filepath.Join(home, "notes.txt")
+		if err := os.WriteFile(notes, []byte("fine to read"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		entry := filepath.Join(npm, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
+		cs, tree := sandboxedSessionEnv(t, in, npm, env, []string{"run", "--sandbox", "--name", "fs-home", "--", "node", entry, home})
+		ctx := context.Background()
+		read := func(path string) (string, bool) {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_text_file", Arguments: map[string]any{"path": path}})
+			if err != nil {
+				t.Fatalf("read_text_file %s: %v", path, err)
+			}
+			var text []string
+			for _, c := range res.Content {
+				if tc, ok := c.(*mcp.TextContent); ok {
+					text = append(text, tc.Text)
+				}
+			}
+			return strings.Join(text, "\n"), res.IsError
+		}
+		if text, isErr := read(notes); isErr || !strings.Contains(text, "fine to read") {
+			t.Errorf("reading a file in the served home: %q (error %v)", text, isErr)
+		}
+		if text, isErr := read(key); !isErr || strings.Contains(text, "PRIVATE KEY") {
+			t.Errorf("the sandboxed filesystem server read the private key: %q (error %v)", text, isErr)
+		}
+		cs.Close()
+		in.assertNothingLeft(t, tree)
+	})
+}
+
+// sandboxedSession connects the Go SDK client to `supervisor ARGS`, run
+// in npm (the npm packages' directory) with mcpEnv.
+func sandboxedSession(t *testing.T, in *instance, npm string, args []string) (*mcp.ClientSession, *mcpTree) {
+	t.Helper()
+	return sandboxedSessionEnv(t, in, npm, mcpEnv(t, in), args)
+}
+
+func sandboxedSessionEnv(t *testing.T, in *instance, npm string, env, args []string) (*mcp.ClientSession, *mcpTree) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = npm
+	cmd.Env = env
+	cmd.Stderr = &prefixWriter{t: t, prefix: "server: "}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	transport := &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}
+	client := mcp.NewClient(&mcp.Implementation{Name: "supervisor-e2e-sandbox", Version: "0.0.0"}, nil)
+	cs, err := client.Connect(ctx, transport, nil)
+	if err != nil {
+		t.Fatalf("connect through supervisor %v: %v", args, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, in.snapshot(t)
 }

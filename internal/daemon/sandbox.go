@@ -62,6 +62,9 @@ func (d *Daemon) planSandbox(launch *launched, req api.RunRequest) error {
 	if rules.NoNetwork {
 		net = "no network"
 	}
+	if rules.Preset != "" {
+		net += ", preset " + rules.Preset
+	}
 	launch.note += fmt.Sprintf(" (sandboxed: %d read rules, %d write, %d of %d variables, %s)", len(rules.Read), len(rules.Write), len(env), len(launch.env), net)
 	launch.env, launch.sandbox = env, &rules
 	return nil

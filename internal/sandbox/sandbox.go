@@ -87,6 +87,28 @@ type Rules struct {
 	// BindPorts (a port-bound server's own port).
 	NoNetwork bool  `json:"no_network,omitempty"`
 	BindPorts []int `json:"bind_ports,omitempty"`
+	// Preset names the preset that added to the rules (Preset), if one
+	// did: what a user reads in the start event.
+	Preset string `json:"preset,omitempty"`
+}
+
+// packageOf is what a server's program or script at p needs to read: the
+// whole node_modules tree it is in (its dependencies are beside it, not
+// under it), the prefix of a bin directory (a virtualenv's or a tool's
+// lib/ beside its bin/), or the directory of any other file.
+func packageOf(p string) string {
+	if i := strings.Index(p, "/node_modules/"); i >= 0 {
+		return p[:i+len("/node_modules")]
+	}
+	st, err := os.Stat(p)
+	if err != nil || st.IsDir() {
+		return p
+	}
+	dir := filepath.Dir(p)
+	if filepath.Base(dir) == "bin" && filepath.Dir(dir) != "/" && filepath.Dir(dir) != "/usr" {
+		return filepath.Dir(dir)
+	}
+	return dir
 }
 
 // systemRead is what every sandboxed server reads: the system's programs,
@@ -180,11 +202,7 @@ func Plan(spec Spec, ctx Context) (Rules, error) {
 		if i > 0 && !strings.HasPrefix(a, "/") && !strings.HasPrefix(a, "./") && !strings.HasPrefix(a, "../") {
 			continue // a word, not a path: only explicit paths are read
 		}
-		p := abs(a)
-		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			p = filepath.Dir(p) // a script or program: its package beside it
-		}
-		read = append(read, p)
+		read = append(read, packageOf(abs(a)))
 	}
 	for _, p := range spec.Read {
 		read = append(read, abs(p))
@@ -193,11 +211,16 @@ func Plan(spec Spec, ctx Context) (Rules, error) {
 	for _, p := range spec.Write {
 		write = append(write, abs(p))
 	}
+	preset, add := Preset(ctx.Argv, ctx.Cwd)
+	for _, p := range add.Write {
+		write = append(write, abs(p))
+	}
 	denied := openSecrets(Denied(ctx), named)
 	r := Rules{
 		Read:      confine(read, denied),
 		Write:     confine(write, denied),
 		NoNetwork: spec.Network == NetworkNone,
+		Preset:    preset,
 	}
 	return r, nil
 }

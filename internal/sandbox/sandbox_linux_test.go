@@ -200,6 +200,48 @@ func TestPlanClosesSecretsUnderABroadRule(t *testing.T) {
 	}
 }
 
+func TestPresetsAndPackages(t *testing.T) {
+	root := t.TempDir()
+	for _, tc := range []struct {
+		argv   []string
+		preset string
+		write  []string
+	}{
+		{[]string{"/usr/bin/node", "/x/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js", root, "/no/such/dir"}, "filesystem", []string{root}},
+		{[]string{"/usr/bin/npx", "-y", "@modelcontextprotocol/server-filesystem", root}, "filesystem", []string{root}},
+		{[]string{"/home/u/.local/bin/uvx", "mcp-server-git", "--repository", root}, "git", []string{root}},
+		{[]string{"/home/u/.local/bin/uvx", "mcp-server-git", "--repository=" + root}, "git", []string{root}},
+		{[]string{"/usr/bin/node", "/x/node_modules/@modelcontextprotocol/server-everything/dist/index.js", root}, "", nil},
+	} {
+		name, add := Preset(tc.argv, "/")
+		if name != tc.preset || !slices.Equal(add.Write, tc.write) {
+			t.Errorf("Preset(%q) = %q %q, want %q %q", tc.argv, name, add.Write, tc.preset, tc.write)
+		}
+	}
+	for p, want := range map[string]string{
+		"/srv/app/node_modules/@scope/pkg/dist/index.js": "/srv/app/node_modules",
+		"/srv/a/node_modules/b/node_modules/c/x.js":      "/srv/a/node_modules",
+	} {
+		if got := packageOf(p); got != want {
+			t.Errorf("packageOf(%s) = %s, want %s", p, got, want)
+		}
+	}
+	venv := filepath.Join(t.TempDir(), "venv")
+	if err := os.MkdirAll(filepath.Join(venv, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	py := filepath.Join(venv, "bin", "python")
+	if err := os.WriteFile(py, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := packageOf(py); got != venv {
+		t.Errorf("packageOf(%s) = %s, want the virtualenv %s", py, got, venv)
+	}
+	if got := packageOf("/usr/bin/node"); got != "/usr/bin" {
+		t.Errorf("packageOf(/usr/bin/node) = %s, want /usr/bin", got)
+	}
+}
+
 func TestPlanRefusesWhatItCannotDo(t *testing.T) {
 	for _, tc := range []struct {
 		spec Spec
