@@ -3,10 +3,14 @@
 package spawn
 
 import (
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/seed-86a41135/supervisor/internal/sandbox"
 )
@@ -26,6 +30,10 @@ func TestStartConfinesOnlyTheChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var coreBefore unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_CORE, &coreBefore); err != nil {
+		t.Fatal(err)
+	}
 	r := newReaper(t)
 	for i := 0; i < 8; i++ {
 		files, gate, _ := stdio(t)
@@ -38,6 +46,22 @@ func TestStartConfinesOnlyTheChild(t *testing.T) {
 		if st := waitStatus(t, exit); st.Code != 9 {
 			t.Fatalf("start %d: the sandboxed server read the secret, or failed otherwise: %+v", i, st)
 		}
+	}
+	// No core dumps for a sandboxed server, and none taken from the
+	// daemon's side.
+	files, gate, out := stdio(t)
+	_, exit := start(t, r, Request{
+		Argv: []string{"/bin/sh", "-c", "read x; ulimit -c"},
+		Env:  []string{"PATH=/usr/bin:/bin"}, Dir: home, Stdio: files, SessionID: "s", ProcID: "p", Sandbox: &rules,
+	})
+	gate.Close()
+	waitStatus(t, exit)
+	if b, _ := io.ReadAll(out); strings.TrimSpace(string(b)) != "0" {
+		t.Errorf("a sandboxed server's core limit is %q, want 0", b)
+	}
+	var own unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_CORE, &own); err != nil || own.Max == 0 && own.Cur == 0 && coreBefore.Max != 0 {
+		t.Errorf("the daemon's own core limit changed: %+v (before %+v, %v)", own, coreBefore, err)
 	}
 	// Every thread of this process still reads it: none was left confined.
 	var wg sync.WaitGroup
@@ -52,8 +76,8 @@ func TestStartConfinesOnlyTheChild(t *testing.T) {
 	}
 	wg.Wait()
 	// The same server unconfined reads it: the denial was the sandbox's.
-	files, gate, _ := stdio(t)
-	_, exit := start(t, r, Request{
+	files, gate, _ = stdio(t)
+	_, exit = start(t, r, Request{
 		Argv: []string{"/bin/sh", "-c", "read x; cat " + secret + " >/dev/null && exit 0; exit 9"},
 		Env:  []string{"PATH=/usr/bin:/bin"}, Dir: home, Stdio: files, SessionID: "s", ProcID: "p",
 	})

@@ -83,6 +83,13 @@ func Start(r *Reaper, req Request) (Started, error) {
 	if tokErr != nil {
 		return Started{}, &StartError{Name: req.Argv[0], Code: 125, Err: fmt.Errorf("read creation token of %d: %w", pid, tokErr)}
 	}
+	if req.Sandbox != nil {
+		// Not its thread's but its process's: set from here, at once.
+		if err := sandbox.LimitResources(pid); err != nil {
+			syscall.Kill(-pid, syscall.SIGKILL) // never left running with less than asked
+			return Started{}, &StartError{Name: req.Argv[0], Code: 125, Err: err}
+		}
+	}
 	return Started{PID: pid, PGID: pid, Token: tok, Path: path, Exit: exit}, nil
 }
 
@@ -171,6 +178,9 @@ func Exec(req Request) error {
 		// sandbox. A failed exec leaves it confined, which costs nothing:
 		// the process only reports the failure and exits.
 		runtime.LockOSThread()
+		if err := sandbox.LimitResources(0); err != nil {
+			return &StartError{Name: req.Argv[0], Code: 125, Err: err}
+		}
 		if err := confine(); err != nil {
 			return &StartError{Name: req.Argv[0], Code: 125, Err: err}
 		}

@@ -114,6 +114,7 @@ try host-environ "cat /proc/$PPID/environ"
 try connect "perl -MIO::Socket::INET -e 'IO::Socket::INET->new(PeerAddr => q(` + ln.Addr().String() + `)) or exit 1'"
 try grandchild-key "setsid sh -c 'cat $HOME/.ssh/id_ed25519' </dev/null"
 echo "env secret=[$SECRET_TOKEN] allowed=[$ALLOWED_VAR]"
+echo "core $(ulimit -c)"
 echo done
 exec sleep 600`
 	args := append([]string{"--session", "sb", "--name", "hostile", "--cwd", work}, policy...)
@@ -134,7 +135,7 @@ exec sleep 600`
 		"read-key": "denied", "read-aws": "denied", "read-project": "ok", "write-project": "ok",
 		"write-tmp": "ok", "write-outside": "denied", "write-home": "denied", "host-environ": "denied",
 		"connect": "denied", "grandchild-key": "denied",
-		"env": "secret=[] allowed=[yes]",
+		"env": "secret=[] allowed=[yes]", "core": "0",
 	}
 	for act, w := range want {
 		if got[act] != w {

@@ -238,3 +238,16 @@ func dropCapabilities() error {
 	}
 	return nil
 }
+
+// LimitResources sets what a sandboxed server may not have whatever its
+// rules: core dumps (a crash must not write its memory, and the secrets
+// it was given, to disk). pid 0 is the calling process. Resource limits
+// are a process's, not a thread's: a forked server gets them right after
+// its start, an in-place one before its exec.
+func LimitResources(pid int) error {
+	none := unix.Rlimit{Cur: 0, Max: 0}
+	if err := unix.Prlimit(pid, unix.RLIMIT_CORE, &none, nil); err != nil {
+		return fmt.Errorf("cannot sandbox: no core dumps for %d: %w", pid, err)
+	}
+	return nil
+}

@@ -16,3 +16,8 @@ func Support() Capabilities {
 func Confine(Rules) error {
 	return errors.New("cannot sandbox: " + Support().Why)
 }
+
+// LimitResources fails: there is no sandbox here.
+func LimitResources(int) error {
+	return errors.New("cannot sandbox: " + Support().Why)
+}
