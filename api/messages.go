@@ -187,6 +187,11 @@ type RunRequest struct {
 	// order's Sandbox before its exec: a daemon execs a sandboxed server
 	// in place only in a shim that says so, and never runs it unconfined.
 	Confines bool `json:"confines,omitempty"`
+	// Given names the variables this run's parent set or changed for it:
+	// where the parent is the host, its config's env block for this
+	// server. A sandboxed server sees them (names only travel here; the
+	// values are in Env).
+	Given []string `json:"given,omitempty"`
 }
 
 // Front carries a server's lazy-start cache (broker.Cache, verified by

@@ -35,16 +35,19 @@ func TestStartConfinesOnlyTheChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := newReaper(t)
-	for i := 0; i < 8; i++ {
+	// Each start also tries its parent's (this process's) environment:
+	// a start confined on the main thread would put this process in the
+	// server's sandbox, and let it (forkIn).
+	for i := 0; i < 16; i++ {
 		files, gate, _ := stdio(t)
 		_, exit := start(t, r, Request{
-			Argv: []string{"/bin/sh", "-c", "read x; cat " + secret + " && exit 0; exit 9"},
+			Argv: []string{"/bin/sh", "-c", "read x; cat /proc/$PPID/environ >/dev/null && exit 8; cat " + secret + " && exit 0; exit 9"},
 			Env:  []string{"PATH=/usr/bin:/bin"}, Dir: home, Stdio: files, SessionID: "s", ProcID: "p",
 			Sandbox: &rules,
 		})
 		gate.Close()
 		if st := waitStatus(t, exit); st.Code != 9 {
-			t.Fatalf("start %d: the sandboxed server read the secret, or failed otherwise: %+v", i, st)
+			t.Fatalf("start %d: the sandboxed server read its parent's environment (8) or the secret (0), or failed otherwise: %+v", i, st)
 		}
 	}
 	// No core dumps for a sandboxed server, and none taken from the

@@ -30,42 +30,71 @@ func platformAttr(sys *syscall.SysProcAttr, req Request) error {
 // that cannot go back (or is confined) stays locked, and Go ends it with
 // the goroutine at once, so no daemon thread lives on inside a server's
 // cgroups or sandbox.
+//
+// Never the main thread: Go cannot end it, and it is the process as
+// /proc and the kernel's checks see it. Confined, it would be in the
+// server's own sandbox, which lets the server read the daemon's
+// environment and memory and signal it (seen in CI: a sandboxed server
+// read its daemon's /proc/PID/environ).
 func forkIn(dirs, home []string, confine func() error, fork func() (int, error)) (int, error) {
 	if len(dirs) == 0 && confine == nil {
 		return fork()
 	}
-	type result struct {
-		pid int
-		err error
-	}
-	done := make(chan result, 1)
+	done := make(chan forkResult, 1)
 	go func() {
 		runtime.LockOSThread()
-		tid := []byte(strconv.Itoa(unix.Gettid()))
-		moveAll := func(to []string) error {
-			for _, d := range to {
-				if err := os.WriteFile(filepath.Join(d, "tasks"), tid, 0); err != nil {
-					return fmt.Errorf("move the forking thread into cgroup %s: %w", d, err)
-				}
-			}
-			return nil
-		}
-		var r result
-		if err := moveAll(dirs); err != nil {
-			r.err = &StartError{Code: 125, Err: fmt.Errorf("start inside the limits' cgroups: %w", err)}
-		} else if confine != nil {
-			if err := confine(); err != nil {
-				r.err = &StartError{Code: 125, Err: err}
-			}
-		}
-		if r.err == nil {
-			r.pid, r.err = fork()
-		}
-		if confine == nil && moveAll(home) == nil {
+		if unix.Gettid() == unix.Getpid() {
+			// Held here, the main thread runs nothing else: the work goes
+			// to another thread, and this one is handed back after.
+			inner := make(chan forkResult, 1)
+			go forkOnThread(dirs, home, confine, fork, inner)
+			r := <-inner
 			runtime.UnlockOSThread()
+			done <- r
+			return
 		}
-		done <- r
+		forkOnThread(dirs, home, confine, fork, done)
 	}()
 	r := <-done
 	return r.pid, r.err
+}
+
+type forkResult struct {
+	pid int
+	err error
+}
+
+// forkOnThread is forkIn's work on a thread of its own, never the main
+// one (forkIn holds that one while this runs).
+func forkOnThread(dirs, home []string, confine func() error, fork func() (int, error), done chan<- forkResult) {
+	runtime.LockOSThread()
+	tid := unix.Gettid()
+	if tid == unix.Getpid() {
+		done <- forkResult{err: &StartError{Code: 125, Err: fmt.Errorf("the start landed on the main thread, which it must not confine")}}
+		runtime.UnlockOSThread()
+		return
+	}
+	moveAll := func(to []string) error {
+		for _, d := range to {
+			if err := os.WriteFile(filepath.Join(d, "tasks"), []byte(strconv.Itoa(tid)), 0); err != nil {
+				return fmt.Errorf("move the forking thread into cgroup %s: %w", d, err)
+			}
+		}
+		return nil
+	}
+	var r forkResult
+	if err := moveAll(dirs); err != nil {
+		r.err = &StartError{Code: 125, Err: fmt.Errorf("start inside the limits' cgroups: %w", err)}
+	} else if confine != nil {
+		if err := confine(); err != nil {
+			r.err = &StartError{Code: 125, Err: err}
+		}
+	}
+	if r.err == nil {
+		r.pid, r.err = fork()
+	}
+	if confine == nil && moveAll(home) == nil {
+		runtime.UnlockOSThread()
+	}
+	done <- r
 }

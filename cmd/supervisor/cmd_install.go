@@ -17,7 +17,7 @@ import (
 type installOptions struct {
 	all, dryRun, hooks, asJSON, force bool
 	project                           string
-	share, lazy                       []string
+	share, lazy, sandbox              []string
 }
 
 func (o *installOptions) addFlags(cmd *cobra.Command, verb string) {
@@ -45,7 +45,7 @@ func (o *installOptions) resolve(cmd *cobra.Command, args []string) ([]hosts.Hos
 			return nil, hosts.Options{}, &hintError{err: err, hint: "`supervisor hosts` shows what is on this machine"}
 		}
 	}
-	opts := hosts.Options{DryRun: o.dryRun, Hooks: o.hooks, Force: o.force, Share: o.share, Lazy: o.lazy, Out: cmd.OutOrStdout(), Warn: cmd.ErrOrStderr()}
+	opts := hosts.Options{DryRun: o.dryRun, Hooks: o.hooks, Force: o.force, Share: o.share, Lazy: o.lazy, Sandbox: o.sandbox, Out: cmd.OutOrStdout(), Warn: cmd.ErrOrStderr()}
 	if o.asJSON {
 		opts.Out = cmd.ErrOrStderr() // stdout stays one JSON document
 	}
@@ -107,6 +107,7 @@ Hosts: ` + strings.Join(hosts.Names(), ", "),
 	o.addFlags(cmd, "wrap the servers of")
 	cmd.Flags().StringSliceVar(&o.share, "share", nil, "wrap these servers (by name, comma-separated or repeated) shared: one process for every session (run --share)")
 	cmd.Flags().StringSliceVar(&o.lazy, "lazy", nil, "wrap these servers (by name, comma-separated or repeated) lazy: started on the first call their cache cannot answer (run --lazy)")
+	cmd.Flags().StringSliceVar(&o.sandbox, "sandbox", nil, "wrap these servers (by name, comma-separated or repeated) sandboxed: least privilege, and what their host config's env block gives them (run --sandbox; docs/sandbox.md)")
 	cmd.Flags().BoolVar(&o.force, "force", false, "write the bare name `supervisor` even when PATH would not find this binary under it")
 	return cmd
 }

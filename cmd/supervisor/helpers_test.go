@@ -115,6 +115,10 @@ type instance struct {
 	state string
 	env   []string
 	lean  string // the lean entry its runs use under viaLean; "" is leanBin
+	// via, when set, starts its commands through this one (a shell that
+	// sets a variable for them), which gets the binary and its arguments
+	// after its own.
+	via []string
 }
 
 func newInstance(t *testing.T) *instance {
@@ -247,6 +251,9 @@ func (in *instance) command(args ...string) *exec.Cmd {
 		}
 	}
 	cmd := exec.Command(exe, args...)
+	if len(in.via) > 0 {
+		cmd = exec.Command(in.via[0], append(append(in.via[1:], exe), args...)...)
+	}
 	cmd.Env = in.env
 	return cmd
 }
@@ -329,6 +336,9 @@ func (in *instance) startShim(args ...string) *shimProc {
 	if err := cmd.Start(); err != nil {
 		in.t.Fatal(err)
 	}
+	// A shim started through in.via is the wrapper's child, and killing
+	// the wrapper leaves it holding stdout: the wait gives up on it then.
+	cmd.WaitDelay = 5 * time.Second
 	s := &shimProc{cmd: cmd, stdin: stdin, stdout: bufio.NewReader(stdout), done: make(chan struct{})}
 	go func() { s.err = cmd.Wait(); close(s.done) }()
 	in.t.Cleanup(func() {

@@ -88,6 +88,10 @@ func testSandboxConfines(t *testing.T, inPlace string, byConfig bool) {
 		}
 	}
 	sandboxOrSkip(t, in)
+	// The host (a shell here) has SECRET_TOKEN in its own environment, as
+	// a user's shell has its keys, and gives GIVEN_VAR to this server
+	// alone, as a host config's env block does.
+	in.via = []string{"sh", "-c", `GIVEN_VAR=mine "$0" "$@"; exit $?`}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -113,10 +117,10 @@ try write-home "echo x > $HOME/planted"
 try host-environ "cat /proc/$PPID/environ"
 try connect "perl -MIO::Socket::INET -e 'IO::Socket::INET->new(PeerAddr => q(` + ln.Addr().String() + `)) or exit 1'"
 try grandchild-key "setsid sh -c 'cat $HOME/.ssh/id_ed25519' </dev/null"
-echo "env secret=[$SECRET_TOKEN] allowed=[$ALLOWED_VAR]"
+echo "env secret=[$SECRET_TOKEN] allowed=[$ALLOWED_VAR] given=[$GIVEN_VAR]"
 echo "core $(ulimit -c)"
 echo done
-exec sleep 600`
+exec cat`
 	args := append([]string{"--session", "sb", "--name", "hostile", "--cwd", work}, policy...)
 	srv := in.startShim(append(args, "--", "sh", "-c", script)...)
 	got := map[string]string{}
@@ -135,7 +139,7 @@ exec sleep 600`
 		"read-key": "denied", "read-aws": "denied", "read-project": "ok", "write-project": "ok",
 		"write-tmp": "ok", "write-outside": "denied", "write-home": "denied", "host-environ": "denied",
 		"connect": "denied", "grandchild-key": "denied",
-		"env": "secret=[] allowed=[yes]", "core": "0",
+		"env": "secret=[] allowed=[yes] given=[mine]", "core": "0",
 	}
 	for act, w := range want {
 		if got[act] != w {
@@ -144,6 +148,11 @@ exec sleep 600`
 	}
 	if _, err := os.Stat(filepath.Join(outside, "planted")); err == nil {
 		t.Error("the server planted a file outside its allowlist")
+	}
+	// Its host closes: the server (cat) ends on EOF, and its shim with it.
+	srv.stdin.Close()
+	if code := srv.exitCode(t); code != 0 {
+		t.Errorf("the server's shim exited %d after stdin EOF, want 0", code)
 	}
 	evs := in.mustRun("events", "--session", "sb")
 	if !strings.Contains(evs, "sandboxed:") {
@@ -187,6 +196,9 @@ func TestEnsureSandboxed(t *testing.T) {
 	in := newInstance(t)
 	home, _, tmp := sandboxHome(t)
 	in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp, "SECRET_TOKEN=hunter2")
+	// SECRET_TOKEN is the caller's (a shell's) own, not given to this
+	// server by name.
+	in.via = []string{"sh", "-c", `"$0" "$@"; exit $?`}
 	sandboxOrSkip(t, in)
 	ps := strconv.Itoa(freePort(t))
 	res, errOut, code := in.ensure(t, "--session", "sbe", "--port", ps, "--sandbox", "--network", "none", "--", bin, "_fixture", "listen", ps)

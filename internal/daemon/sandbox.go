@@ -44,7 +44,8 @@ func (d *Daemon) planSandbox(launch *launched, req api.RunRequest) error {
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
-	env := sandbox.FilterEnv(launch.env, spec.Env)
+	// What its host's config gave this server by name is its own.
+	env := sandbox.FilterEnv(launch.env, append(spec.Env, req.Given...))
 	argv := append([]string(nil), launch.argv...)
 	pathEnv, _ := proc.EnvValue(env, "PATH")
 	if path, err := spawn.Resolve(argv[0], pathEnv, string(req.Cwd)); err == nil {

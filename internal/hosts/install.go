@@ -57,6 +57,9 @@ type Options struct {
 	// Lazy names the servers to wrap lazy (`run --lazy`: started on the
 	// first call their cache cannot answer, design §11), likewise.
 	Lazy []string
+	// Sandbox names the servers to wrap sandboxed (`run --sandbox`:
+	// least privilege, docs/sandbox.md).
+	Sandbox []string
 
 	// leanFast says whether the lean run entry can take its fast path
 	// on this machine (nil: Linux with pidfd exit status, 6.15+; tests
@@ -81,6 +84,7 @@ const (
 	Repinned   Action = "repinned"    // wrapped by a binary that moved; now this one
 	Shared     Action = "shared"      // wrapped already; now shared (--share)
 	Lazy       Action = "lazy"        // wrapped already; now lazy (--lazy)
+	Sandboxed  Action = "sandboxed"   // wrapped already; now sandboxed (--sandbox)
 	Unwrapped  Action = "unwrapped"   // Uninstall put it back
 	NotWrapped Action = "not-wrapped" // Uninstall found it unwrapped
 	Remote     Action = "remote"      // a network server, left alone
@@ -438,6 +442,8 @@ func wrapAll(f File, src []byte, cmd string, o Options) ([]byte, []Entry, error)
 					a = Shared
 				case "--lazy":
 					a = Lazy
+				case "--sandbox":
+					a = Sandboxed
 				}
 				if out, err = ed.Unwrap(out, s, srv.Name); err == nil {
 					out, err = ed.Wrap(out, s, srv.Name, entry, append(slices.Clone(pre), rewrapPrefix(srv, flags)...))
@@ -504,7 +510,8 @@ func keptWrapped(f File, backup []byte, entries []Entry) []Entry {
 	return entries
 }
 
-// runFlags are the run flags srv is wrapped with: --share and --lazy as
+// runFlags are the run flags srv is wrapped with: --share, --lazy and
+// --sandbox as
 // o asks for them or its wrapped command has them already, and the first
 // one o adds ("" if none).
 func runFlags(srv Server, o Options) (flags []string, added string) {
@@ -518,7 +525,7 @@ func runFlags(srv Server, o Options) (flags []string, added string) {
 	for _, f := range []struct {
 		flag  string
 		names []string
-	}{{"--share", o.Share}, {"--lazy", o.Lazy}} {
+	}{{"--share", o.Share}, {"--lazy", o.Lazy}, {"--sandbox", o.Sandbox}} {
 		switch {
 		case slices.Contains(have, f.flag):
 			flags = append(flags, f.flag)

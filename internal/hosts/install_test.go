@@ -409,6 +409,27 @@ func TestInstallLazy(t *testing.T) {
 	}
 }
 
+// install --sandbox wraps a server sandboxed, beside flags it had.
+func TestInstallSandbox(t *testing.T) {
+	o, path := placeFile(t, "cursor", false, []byte(cursorSrc))
+	o.Lazy = []string{"fs"}
+	mustInstall(t, cursor, o)
+	o.Lazy, o.Sandbox = nil, []string{"fs"}
+	rs := mustInstall(t, cursor, o)
+	got := string(mustRead(t, path))
+	if !strings.Contains(got, `"run", "--sandbox", "--lazy", "--name", "fs", "--"`) {
+		t.Errorf("fs not wrapped sandboxed, and lazy as before:\n%s", got)
+	}
+	if n := rs[0].Count(Sandboxed); n != 1 {
+		t.Errorf("reported %d sandboxed, want 1: %+v", n, rs[0].Entries)
+	}
+	o.Sandbox = nil
+	rs = mustInstall(t, cursor, o)
+	if n := rs[0].Count(Already); n < 1 || string(mustRead(t, path)) != got {
+		t.Errorf("a plain install changed the flags or reported %+v", rs[0].Entries)
+	}
+}
+
 // Where the lean run entry is installed beside this binary, servers are
 // wrapped in it (its arguments are run's, without "run"), but for shared
 // ones that are not lazy, which keep `supervisor run`; uninstall restores

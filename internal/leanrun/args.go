@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/internal/sandbox"
 )
 
 // parseArgs reads the flags of `supervisor run` the fast path handles
-// (--name, --cwd, --session, --grace, --max-instances, and --lazy and
-// --share without a value) up to the "--"
+// (--name, --cwd, --session, --grace, --max-instances, and --lazy,
+// --share and --sandbox without a value) up to the "--"
 // before the command. Anything else, or anything it cannot read, is why
 // the run goes to `supervisor run`, which has every flag and the errors
 // that explain them.
@@ -34,6 +35,11 @@ func parseArgs(args []string) (Spec, string) {
 			continue
 		case "--share":
 			s.Share = true
+			continue
+		case "--sandbox":
+			// The daemon plans it and this process confines itself
+			// before its exec (RunRequest.Confines).
+			s.Sandbox = &sandbox.Spec{Enabled: true}
 			continue
 		}
 		name, val, hasVal := strings.Cut(a, "=")

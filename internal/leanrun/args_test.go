@@ -1,10 +1,13 @@
 package leanrun
 
 import (
+	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seed-86a41135/supervisor/internal/sandbox"
 )
 
 // parseArgs reads what `supervisor run` would read, the way cobra's pflag
@@ -23,6 +26,8 @@ func TestParseArgs(t *testing.T) {
 			want: Spec{Grace: 1500 * time.Millisecond, MaxInstances: &eight, Argv: []string{"srv"}}},
 		{args: []string{"--name", "-x", "--", "srv"}, want: Spec{Name: "-x", Argv: []string{"srv"}}},
 		{args: []string{"--share", "--lazy", "--", "srv"}, want: Spec{Share: true, Lazy: true, Argv: []string{"srv"}}},
+		{args: []string{"--sandbox", "--", "srv"}, want: Spec{Sandbox: &sandbox.Spec{Enabled: true}, Argv: []string{"srv"}}},
+		{args: []string{"--sandbox", "--allow-env", "X", "--", "srv"}, why: "--allow-env is for supervisor run"},
 		{args: []string{"--share=false", "--", "srv"}, why: "--share=false is for supervisor run"},
 		{args: []string{"--lazy=true", "--", "srv"}, why: "--lazy=true is for supervisor run"},
 		{args: []string{"--idle", "1m", "--", "srv"}, why: "--idle is for supervisor run"},
@@ -46,5 +51,23 @@ func TestParseArgs(t *testing.T) {
 		if why != "" || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%q: %+v (hand-over %q), want %+v", tc.args, got, why, tc.want)
 		}
+	}
+}
+
+// given names what the parent does not have, or has otherwise: the
+// parent here is a real process with an environment of its own.
+func TestGivenNamesWhatTheParentAdded(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	cmd.Env = []string{"KEEP=1", "CHANGED=old", "_=/usr/bin/x"}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	got := given([]string{"KEEP=1", "CHANGED=new", "ADDED=2", "_=/usr/bin/y"}, cmd.Process.Pid)
+	if want := []string{"CHANGED", "ADDED"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("given = %q, want %q", got, want)
+	}
+	if got := given([]string{"A=1"}, 1<<30); got != nil {
+		t.Errorf("given with no parent to read = %q, want none", got)
 	}
 }

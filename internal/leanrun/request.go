@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
@@ -82,7 +83,31 @@ func NewRequest(s Spec) (api.RunRequest, error) {
 		GraceMS: api.Millis(s.Grace), ShimPID: os.Getpid(), ShimToken: selfTok,
 		MaxInstances: s.MaxInstances, Share: s.Share, NoShare: s.NoShare, Lazy: s.Lazy, IdleMS: api.Millis(s.Idle),
 		NoFlatten: s.NoFlatten, Limits: s.Limits, Sandbox: s.Sandbox, NoSandbox: s.NoSandbox,
+		Given: given(s.Env, os.Getppid()),
 	}, nil
+}
+
+// given names the variables of env that process parent does not have, or
+// has with another value: what a host's config set for this server (its
+// env block). None where the parent's environment cannot be read.
+func given(env []string, parent int) []string {
+	theirs, err := proc.Environ(parent)
+	if err != nil {
+		return nil
+	}
+	had := make(map[string]string, len(theirs))
+	for _, kv := range theirs {
+		k, v, _ := strings.Cut(kv, "=")
+		had[k] = v
+	}
+	var out []string
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if was, ok := had[k]; (!ok || was != v) && k != "_" {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // workDir is the server's working directory as an absolute path (the
