@@ -581,6 +581,20 @@ func (b *bench) spawn(ctx context.Context, res *Results) error {
 	} else {
 		b.progress("  no supervisor-run beside %s: the lean entry is not measured", b.bin)
 	}
+	// A sandboxed run (issue 31) beside the plain one, in the same trial:
+	// what planning the rules, filtering the environment and confining
+	// the forking or exec'ing thread add.
+	var boxed, boxedAdded, leanBoxed, leanBoxedAdded *Figure
+	if err := b.cmd(ctx, "run", "--sandbox", "--", trueBin).Run(); err != nil {
+		b.progress("  supervisor run --sandbox fails here (%v): the sandbox is not measured", err)
+	} else {
+		boxed = res.figure("spawn-overhead", "`supervisor run --sandbox -- /bin/true`, warm daemon", "ms")
+		boxedAdded = res.figure("spawn-overhead", "**added by --sandbox** to `supervisor run` (goal ≤ 1 ms)", "ms")
+		if lean != nil {
+			leanBoxed = res.figure("spawn-overhead", "`supervisor-run --sandbox -- /bin/true`, warm daemon", "ms")
+			leanBoxedAdded = res.figure("spawn-overhead", "**added by --sandbox** to the lean entry (goal ≤ 1 ms)", "ms")
+		}
+	}
 	ratio := res.figure("spawn-overhead", "ratio supervised / direct", "x")
 	version := res.figure("spawn-overhead", "  `supervisor version` (the binary's own start, no daemon)", "ms")
 	empty := res.figure("spawn-overhead", "  an empty Go program (the floor of any Go shim)", "ms")
@@ -615,6 +629,28 @@ func (b *bench) spawn(ctx context.Context, res *Results) error {
 			}
 			lean.add(ms(l))
 			leanAdded.add(ms(l - d))
+			if leanBoxed != nil {
+				cmd := b.cmd(ctx, "--sandbox", "--", trueBin)
+				cmd.Path, cmd.Args[0] = b.lean, b.lean
+				lb, err := timeRun(cmd)
+				if err != nil {
+					b.progress("  trial %d: supervisor-run --sandbox: %v", i+1, err)
+					res.Failures++
+					continue
+				}
+				leanBoxed.add(ms(lb))
+				leanBoxedAdded.add(ms(lb - l))
+			}
+		}
+		if boxed != nil {
+			sb, err := timeRun(b.cmd(ctx, "run", "--sandbox", "--", trueBin))
+			if err != nil {
+				b.progress("  trial %d: supervisor run --sandbox: %v", i+1, err)
+				res.Failures++
+				continue
+			}
+			boxed.add(ms(sb))
+			boxedAdded.add(ms(sb - s))
 		}
 		v, errV := timeRun(b.cmd(ctx, "version"))
 		e, errE := timeRun(exec.Command(emptyGo))

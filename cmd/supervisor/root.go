@@ -188,6 +188,7 @@ func newRootCommand(inherited []int) *cobra.Command {
 		newInstallCommand(),
 		newUninstallCommand(),
 		newConfigCommand(),
+		newSandboxCommand(),
 		newMetricsCommand(),
 	)
 	withCompletion(root)

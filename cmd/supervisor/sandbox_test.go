@@ -312,3 +312,49 @@ func sandboxedSessionEnv(t *testing.T, in *instance, npm string, env, args []str
 	t.Cleanup(func() { cs.Close() })
 	return cs, in.snapshot(t)
 }
+
+// `sandbox check` dry-runs a policy: the secrets it closes, the preset it
+// finds, what it keeps of the environment, and whether a run would be
+// refused; it runs nothing.
+func TestSandboxCheck(t *testing.T) {
+	t.Parallel()
+	in := newInstance(t)
+	home, work, _ := sandboxHome(t)
+	in.env = append(in.env, "HOME="+home, "SECRET_TOKEN=hunter2", "KEEP_ME=1")
+	out, errOut, code := in.run("sandbox", "check", "--cwd", work, "--allow-read", "~", "--allow-env", "KEEP_ME", "--network", "none",
+		"--", "node", "/srv/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js", work)
+	if strings.Contains(out, "not available") {
+		t.Skipf("no sandbox here: %s", out)
+	}
+	if code != 0 {
+		t.Fatalf("sandbox check: exit %d: %s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"closed:  " + filepath.Join(home, ".ssh"), "closed:  " + filepath.Join(home, ".aws"),
+		"preset:  filesystem", "write:   " + work, "network: none", " KEEP_ME", "SECRET_TOKEN",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("sandbox check output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "env:     ") && strings.Contains(strings.SplitN(strings.SplitN(out, "env:     ", 2)[1], "\n", 2)[0], "SECRET_TOKEN") {
+		t.Errorf("SECRET_TOKEN is among the variables kept:\n%s", out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "read:") && (strings.HasSuffix(line, home) || strings.Contains(line, ".ssh")) {
+			t.Errorf("a read rule opens the home or the key: %s", line)
+		}
+	}
+	if _, _, code := in.run("sandbox", "check", "--", "true"); code != 1 {
+		t.Errorf("sandbox check with no sandbox asked or configured: exit %d, want 1", code)
+	}
+	if _, stderr, code := in.run("sandbox", "check", "--network", "example.com:443", "--", "true"); code == 0 || !strings.Contains(stderr, "egress proxy") {
+		t.Errorf("sandbox check of a network list: exit %d, %q; want refused", code, stderr)
+	}
+	if err := os.WriteFile(filepath.Join(in.state, "config.toml"), []byte("[servers.true]\nsandbox = true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code := in.run("sandbox", "check", "--", "true"); code != 0 || !strings.Contains(out, "true: sandboxed:") {
+		t.Errorf("sandbox check of a server the config sandboxes: exit %d:\n%s", code, out)
+	}
+}

@@ -44,29 +44,19 @@ func (d *Daemon) planSandbox(launch *launched, req api.RunRequest) error {
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
-	// What its host's config gave this server by name is its own.
-	env := sandbox.FilterEnv(launch.env, append(spec.Env, req.Given...))
 	argv := append([]string(nil), launch.argv...)
-	pathEnv, _ := proc.EnvValue(env, "PATH")
+	pathEnv, _ := proc.EnvValue(launch.env, "PATH")
 	if path, err := spawn.Resolve(argv[0], pathEnv, string(req.Cwd)); err == nil {
 		argv[0] = path
 	}
-	// Its temporary files go where its own environment says, not the
-	// daemon's.
-	tmp, _ := proc.EnvValue(env, "TMPDIR")
-	rules, err := sandbox.Plan(spec, sandbox.Context{Home: home, Cwd: string(req.Cwd), Argv: argv,
-		StateDir: d.cfg.Paths.StateDir, TempDir: tmp})
+	// What its host's config gave this server by name is its own; its
+	// temporary files go where its own environment says, not the daemon's.
+	rules, env, err := sandbox.Prepare(spec, sandbox.Context{Home: home, Cwd: string(req.Cwd), Argv: argv,
+		StateDir: d.cfg.Paths.StateDir}, launch.env, req.Given)
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
-	net := "network all"
-	if rules.NoNetwork {
-		net = "no network"
-	}
-	if rules.Preset != "" {
-		net += ", preset " + rules.Preset
-	}
-	launch.note += fmt.Sprintf(" (sandboxed: %d read rules, %d write, %d of %d variables, %s)", len(rules.Read), len(rules.Write), len(env), len(launch.env), net)
+	launch.note += " (" + rules.Summary(len(env), len(launch.env)) + ")"
 	launch.env, launch.sandbox = env, &rules
 	return nil
 }

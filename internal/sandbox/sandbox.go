@@ -342,3 +342,34 @@ func FilterEnv(env, allow []string) []string {
 	}
 	return out
 }
+
+// Prepare makes spec concrete for one start of a command (ctx.Argv, its
+// program resolved) whose environment is env, of which given names what
+// its host set for it by name (a host config's env block): the rules, and
+// the environment it keeps. Its temporary directory is the TMPDIR it
+// keeps, where ctx names none.
+func Prepare(spec Spec, ctx Context, env, given []string) (Rules, []string, error) {
+	kept := FilterEnv(env, append(slices.Clone(spec.Env), given...))
+	if ctx.TempDir == "" {
+		for _, kv := range kept {
+			if v, ok := strings.CutPrefix(kv, "TMPDIR="); ok {
+				ctx.TempDir = v
+			}
+		}
+	}
+	r, err := Plan(spec, ctx)
+	return r, kept, err
+}
+
+// Summary is r in a few words, for a start event: its rules' counts, how
+// many of total variables it keeps, its network and its preset.
+func (r Rules) Summary(kept, total int) string {
+	net := "network all"
+	if r.NoNetwork {
+		net = "no network"
+	}
+	if r.Preset != "" {
+		net += ", preset " + r.Preset
+	}
+	return fmt.Sprintf("sandboxed: %d read rules, %d write, %d of %d variables, %s", len(r.Read), len(r.Write), kept, total, net)
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed-86a41135/supervisor/internal/config"
+	"github.com/seed-86a41135/supervisor/internal/launcher"
+	"github.com/seed-86a41135/supervisor/internal/proc"
+	"github.com/seed-86a41135/supervisor/internal/sandbox"
+	"github.com/seed-86a41135/supervisor/internal/settings"
+	"github.com/seed-86a41135/supervisor/spawn"
+)
+
+func newSandboxCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sandbox",
+		Short: "What a server's sandbox would allow, before running it",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(newSandboxCheckCommand())
+	return cmd
+}
+
+func newSandboxCheckCommand() *cobra.Command {
+	var (
+		name, cwd string
+		flags     sandboxFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "check [--name N] [--cwd DIR] [--sandbox] [--allow-read P] [--allow-write P] [--allow-env V] [--network none|all] -- CMD [ARG...]",
+		Short: "Dry-run a server's sandbox: the rules, environment and network it would get, and whether this machine enforces them",
+		Long: `check plans the sandbox ` + "`supervisor run`" + ` would give CMD, from these flags over the
+config file's [servers.NAME] over its top level, as the daemon would: the paths
+it may read and write, the secrets closed to it, the variables of this
+environment it would keep, its network, and what this kernel can enforce. It
+runs nothing. It exits 0 when the sandbox can be had here, 125 when a run
+would be refused (and says why), and 1 when the config sandboxes nothing for
+this server.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := commandAfterDash(cmd, args, "sandbox check: the server command", "supervisor sandbox check [--name N] -- CMD [ARG...]"); err != nil {
+				return err
+			}
+			spec, off, err := flags.parse(cmd)
+			if err != nil {
+				return err
+			}
+			if spec == nil && !off {
+				spec = &sandbox.Spec{} // the config decides
+			}
+			if name == "" {
+				name = filepath.Base(args[0])
+			}
+			e, err := config.Load(os.Getenv)
+			if err != nil {
+				return err
+			}
+			e.WriteWarnings(cmd.ErrOrStderr())
+			merged := settings.MergeSandbox(spec, off, e.Settings.Servers[name], e.Settings.Sandbox)
+			w := cmd.OutOrStdout()
+			caps := sandbox.Support()
+			fmt.Fprintf(w, "enforced here: %s\n", caps)
+			if merged == nil {
+				fmt.Fprintf(w, "%s: no sandbox (pass --sandbox, or set sandbox = true in the config)\n", name)
+				return &exitError{code: 1}
+			}
+			if err := caps.Enforceable(*merged); err != nil {
+				return &exitError{code: 125, err: err}
+			}
+			return printPlan(w, *merged, name, cwd, args)
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "server name: its [servers.NAME] in the config (default: the command's base name)")
+	cmd.Flags().StringVar(&cwd, "cwd", "", "the server's working directory (default: the current one)")
+	flags.add(cmd)
+	return cmd
+}
+
+// printPlan plans spec for argv as the daemon would (flattened, its
+// program resolved, in this environment) and prints the plan.
+func printPlan(w interface{ Write([]byte) (int, error) }, spec sandbox.Spec, name, cwd string, argv []string) error {
+	var err error
+	if cwd == "" {
+		if cwd, err = os.Getwd(); err != nil {
+			return err
+		}
+	}
+	if cwd, err = filepath.Abs(cwd); err != nil {
+		return err
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return err
+	}
+	p, err := paths()
+	if err != nil {
+		return err
+	}
+	env := os.Environ()
+	if fl, ok, _ := launcher.Flatten(argv, cwd, env); ok {
+		argv, env = fl.Argv, fl.Env
+	}
+	argv = append([]string(nil), argv...)
+	pathEnv, _ := proc.EnvValue(env, "PATH")
+	if path, err := spawn.Resolve(argv[0], pathEnv, cwd); err == nil {
+		argv[0] = path
+	}
+	ctx := sandbox.Context{Home: home, Cwd: cwd, Argv: argv, StateDir: p.StateDir}
+	rules, kept, err := sandbox.Prepare(spec, ctx, env, nil)
+	if err != nil {
+		return &exitError{code: 125, err: err}
+	}
+	fmt.Fprintf(w, "%s: %s\n", name, rules.Summary(len(kept), len(env)))
+	fmt.Fprintf(w, "command: %s\n", strings.Join(argv, " "))
+	if rules.Preset != "" {
+		fmt.Fprintf(w, "preset:  %s\n", rules.Preset)
+	}
+	for _, x := range []struct {
+		what  string
+		paths []string
+	}{{"read", rules.Read}, {"write", rules.Write}} {
+		for _, path := range x.paths {
+			fmt.Fprintf(w, "%-7s  %s\n", x.what+":", path)
+		}
+	}
+	for _, d := range sandbox.Denied(ctx) {
+		if _, err := os.Lstat(d); err == nil && !allows(rules, d) {
+			fmt.Fprintf(w, "closed:  %s\n", d)
+		}
+	}
+	var names, dropped []string
+	for _, kv := range kept {
+		k, _, _ := strings.Cut(kv, "=")
+		names = append(names, k)
+	}
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(k, "SUPERVISOR_") && !slices.Contains(names, k) {
+			dropped = append(dropped, k)
+		}
+	}
+	fmt.Fprintf(w, "env:     %s\n", strings.Join(names, " "))
+	fmt.Fprintf(w, "hidden:  %s (and whatever its host gives it by name is kept)\n", strings.Join(dropped, " "))
+	net := "all"
+	if rules.NoNetwork {
+		net = "none"
+	}
+	fmt.Fprintf(w, "network: %s\n", net)
+	return nil
+}
+
+// allows says a rule of r covers path.
+func allows(r sandbox.Rules, path string) bool {
+	for _, p := range append(append([]string(nil), r.Read...), r.Write...) {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
+}
