@@ -9,6 +9,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/seed-86a41135/supervisor/internal/sandbox"
 )
 
 // platformAttr sets what only Linux has: the parent-death signal and the
@@ -97,4 +99,14 @@ func forkOnThread(dirs, home []string, confine func() error, fork func() (int, e
 		runtime.UnlockOSThread()
 	}
 	done <- r
+}
+
+// confiner is what confines req's process to its sandbox, nil for none:
+// the thread that forks or execs it confines itself (Landlock).
+func confiner(req Request) func() error {
+	if req.Sandbox == nil {
+		return nil
+	}
+	rules := *req.Sandbox
+	return func() error { return sandbox.Confine(rules) }
 }

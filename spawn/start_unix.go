@@ -60,10 +60,16 @@ func Start(r *Reaper, req Request) (Started, error) {
 	if err := platformAttr(attr.Sys, req); err != nil {
 		return Started{}, &StartError{Name: req.Argv[0], Code: 125, Err: err}
 	}
+	execPath, argv := path, req.Argv
+	if req.Sandbox != nil {
+		// On macOS its sandbox wraps the command; on Linux this changes
+		// nothing, and the forking thread confines itself (confiner).
+		execPath, argv = sandbox.Wrap(path, req.Argv, *req.Sandbox)
+	}
 	var tok proc.Token
 	var tokErr error
 	pid, exit, err := r.Fork(func() (int, error) {
-		return forkIn(req.ThreadCgroups, req.ThreadHome, confiner(req), func() (int, error) { return syscall.ForkExec(path, req.Argv, attr) })
+		return forkIn(req.ThreadCgroups, req.ThreadHome, confiner(req), func() (int, error) { return syscall.ForkExec(execPath, argv, attr) })
 	}, func(pid int) {
 		tok, tokErr = proc.TokenOf(pid)
 		if tokErr != nil {
@@ -118,15 +124,6 @@ func execError(name, dir string, err error) error {
 	return &StartError{Name: name, Code: 125, Err: err}
 }
 
-// confiner is what confines req's process to its sandbox, nil for none.
-func confiner(req Request) func() error {
-	if req.Sandbox == nil {
-		return nil
-	}
-	rules := *req.Sandbox
-	return func() error { return sandbox.Confine(rules) }
-}
-
 const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 
 // PathOf is the search path a command in env is looked up in: its PATH, or
@@ -173,17 +170,23 @@ func Exec(req Request) error {
 	if err := syscall.Chdir(req.Dir); err != nil {
 		return &StartError{Name: req.Argv[0], Code: 125, Err: fmt.Errorf("chdir %s: %w", req.Dir, err)}
 	}
+	if req.Sandbox != nil {
+		if err := sandbox.LimitResources(0); err != nil {
+			return &StartError{Name: req.Argv[0], Code: 125, Err: err}
+		}
+	}
 	if confine := confiner(req); confine != nil {
 		// The exec is this thread's: confined, it gives the server its
 		// sandbox. A failed exec leaves it confined, which costs nothing:
 		// the process only reports the failure and exits.
 		runtime.LockOSThread()
-		if err := sandbox.LimitResources(0); err != nil {
-			return &StartError{Name: req.Argv[0], Code: 125, Err: err}
-		}
 		if err := confine(); err != nil {
 			return &StartError{Name: req.Argv[0], Code: 125, Err: err}
 		}
 	}
-	return execError(req.Argv[0], req.Dir, syscall.Exec(path, req.Argv, markedEnv(req)))
+	execPath, argv := path, req.Argv
+	if req.Sandbox != nil {
+		execPath, argv = sandbox.Wrap(path, req.Argv, *req.Sandbox)
+	}
+	return execError(req.Argv[0], req.Dir, syscall.Exec(execPath, argv, markedEnv(req)))
 }

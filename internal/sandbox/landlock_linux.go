@@ -251,3 +251,7 @@ func LimitResources(pid int) error {
 	}
 	return nil
 }
+
+// Wrap leaves a command as it is on Linux: its process confines itself
+// (Confine).
+func Wrap(path string, argv []string, _ Rules) (string, []string) { return path, argv }

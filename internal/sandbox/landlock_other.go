@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux && !darwin
 
 package sandbox
 
@@ -21,3 +21,6 @@ func Confine(Rules) error {
 func LimitResources(int) error {
 	return errors.New("cannot sandbox: " + Support().Why)
 }
+
+// Wrap leaves a command as it is: there is no sandbox to wrap it in.
+func Wrap(path string, argv []string, _ Rules) (string, []string) { return path, argv }

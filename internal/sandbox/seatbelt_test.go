@@ -1,0 +1,36 @@
+package sandbox
+
+import (
+	"strings"
+	"testing"
+)
+
+// The Seatbelt profile says what the rules say, and nothing more: built
+// and checked here, run on macOS.
+func TestSeatbeltProfile(t *testing.T) {
+	r := Rules{Read: []string{"/Users/me/project"}, Write: []string{"/private/tmp/x", `/Users/me/we"ird\dir`}}
+	p := Profile(r)
+	for _, want := range []string{
+		"(version 1)\n(deny default)\n",
+		`(subpath "/Users/me/project")`,
+		`(allow file-write* (subpath "/private/tmp/x") (subpath "/Users/me/we\"ird\\dir"))`,
+		"(allow network*)",
+		"(allow signal (target same-sandbox))",
+	} {
+		if !strings.Contains(p, want) {
+			t.Errorf("profile lacks %q:\n%s", want, p)
+		}
+	}
+	if strings.Contains(p, `"/Users/me"`) || strings.Contains(p, ".ssh") {
+		t.Errorf("profile opens more than the rules:\n%s", p)
+	}
+	r.NoNetwork, r.BindPorts = true, []int{8080}
+	p = Profile(r)
+	if strings.Contains(p, "(allow network*)\n") || !strings.Contains(p, `(local tcp "*:8080")`) {
+		t.Errorf("no-network profile:\n%s", p)
+	}
+	// Parentheses balance: sandbox-exec refuses a profile that does not.
+	if strings.Count(p, "(") != strings.Count(p, ")") {
+		t.Errorf("unbalanced profile:\n%s", p)
+	}
+}
