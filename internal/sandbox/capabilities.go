@@ -32,7 +32,10 @@ func (c Capabilities) String() string {
 	if !c.Filesystem {
 		return "not available: " + c.Why
 	}
-	s := fmt.Sprintf("%s ABI %d: files", c.Mechanism, c.ABI)
+	s := c.Mechanism + ": files"
+	if c.ABI > 0 {
+		s = fmt.Sprintf("%s ABI %d: files", c.Mechanism, c.ABI)
+	}
 	if c.Network {
 		s += ", network none"
 	}
