@@ -156,6 +156,10 @@ type Process struct {
 	// LimitHit lists the limits the kernel enforced on it: memory_max
 	// (the OOM killer killed a process of it), pids_max (a fork failed).
 	LimitHit []string `json:"limit_hit,omitempty"`
+	// Sandboxed says the server runs confined (run --sandbox): the daemon
+	// refuses every request from its processes (a sandboxed server that
+	// could ask the daemon to run a command would run it unconfined).
+	Sandboxed bool `json:"sandboxed,omitempty"`
 }
 
 // Limits are a server's resource limits; zero leaves one unbounded.

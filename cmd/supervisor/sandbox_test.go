@@ -31,6 +31,27 @@ func sandboxOrSkip(t *testing.T, in *instance) {
 	}
 }
 
+// acceptAndClose is a TCP listener on addr that accepts and closes every
+// connection, closed with the test.
+func acceptAndClose(t *testing.T, addr string) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln
+}
+
 // sandboxHome is a user's home with secrets in it, the project a server
 // may write, and a temporary directory of its own (the default /tmp holds
 // everything else the tests make, writable by default).
@@ -79,10 +100,11 @@ func testSandboxConfines(t *testing.T, inPlace string, byConfig bool) {
 	outside := t.TempDir()
 	in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp, "SUPERVISOR_IN_PLACE="+inPlace,
 		"SECRET_TOKEN=hunter2", "ALLOWED_VAR=yes")
-	policy := []string{"--sandbox", "--allow-write", work, "--allow-env", "ALLOWED_VAR", "--network", "none"}
+	// The supervisor binary is readable, so the server can try to use it.
+	policy := []string{"--sandbox", "--allow-write", work, "--allow-env", "ALLOWED_VAR", "--network", "none", "--allow-read", filepath.Dir(bin)}
 	if byConfig {
 		policy = nil
-		conf := "[servers.hostile]\nsandbox = true\nallow_write = [\"" + work + "\"]\nallow_env = [\"ALLOWED_VAR\"]\nnetwork = \"none\"\n"
+		conf := "[servers.hostile]\nsandbox = true\nallow_write = [\"" + work + "\"]\nallow_env = [\"ALLOWED_VAR\"]\nnetwork = \"none\"\nallow_read = [\"" + filepath.Dir(bin) + "\"]\n"
 		if err := os.WriteFile(filepath.Join(in.state, "config.toml"), []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -92,20 +114,7 @@ func testSandboxConfines(t *testing.T, inPlace string, byConfig bool) {
 	// a user's shell has its keys, and gives GIVEN_VAR to this server
 	// alone, as a host config's env block does.
 	in.via = []string{"sh", "-c", `GIVEN_VAR=mine "$0" "$@"; exit $?`}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	ln := acceptAndClose(t, "127.0.0.1:0")
 	script := `try() { if sh -c "$2" >/dev/null 2>&1; then echo "$1 ok"; else echo "$1 denied"; fi; }
 try read-key "cat $HOME/.ssh/id_ed25519"
 try read-aws "cat $HOME/.aws/credentials"
@@ -117,6 +126,8 @@ try write-home "echo x > $HOME/planted"
 try host-environ "cat /proc/$PPID/environ"
 try connect "perl -MIO::Socket::INET -e 'IO::Socket::INET->new(PeerAddr => q(` + ln.Addr().String() + `)) or exit 1'"
 try grandchild-key "setsid sh -c 'cat $HOME/.ssh/id_ed25519' </dev/null"
+try daemon-ps "` + bin + ` ps"
+try daemon-run "` + bin + ` run --session escape -- cat $HOME/.ssh/id_ed25519 </dev/null"
 echo "env secret=[$SECRET_TOKEN] allowed=[$ALLOWED_VAR] given=[$GIVEN_VAR]"
 echo "core $(ulimit -c)"
 echo done
@@ -138,7 +149,7 @@ exec cat`
 	want := map[string]string{
 		"read-key": "denied", "read-aws": "denied", "read-project": "ok", "write-project": "ok",
 		"write-tmp": "ok", "write-outside": "denied", "write-home": "denied", "host-environ": "denied",
-		"connect": "denied", "grandchild-key": "denied",
+		"connect": "denied", "grandchild-key": "denied", "daemon-ps": "denied", "daemon-run": "denied",
 		"env": "secret=[] allowed=[yes] given=[mine]", "core": "0",
 	}
 	for act, w := range want {
@@ -157,6 +168,11 @@ exec cat`
 	evs := in.mustRun("events", "--session", "sb")
 	if !strings.Contains(evs, "sandboxed:") {
 		t.Errorf("the start event does not say the server is sandboxed:\n%s", evs)
+	}
+	// Its requests to the daemon were refused as its own, not lost on the
+	// way: the refusal is an event.
+	if all := in.mustRun("events"); !strings.Contains(all, "sandbox.denied") || !strings.Contains(all, "belongs to the sandboxed server hostile") {
+		t.Errorf("no sandbox.denied event for the server's requests to the daemon:\n%s", all)
 	}
 }
 

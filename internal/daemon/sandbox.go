@@ -3,8 +3,10 @@ package daemon
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/registry"
 
 	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/internal/sandbox"
@@ -21,6 +23,9 @@ func (d *Daemon) sandboxRefusal(r *directRun) string {
 	spec := *r.req.Sandbox
 	if err := d.sandboxCaps.Enforceable(spec); err != nil {
 		return err.Error()
+	}
+	if why := d.sandboxUntellable(); why != "" {
+		return why
 	}
 	if r.req.Share || r.req.Lazy || r.req.IdleMS > 0 {
 		return "a sandboxed server runs unshared: its broker does not confine it yet (run it with --share=false, without --lazy and --idle, or without --sandbox)"
@@ -56,7 +61,50 @@ func (d *Daemon) planSandbox(launch *launched, req api.RunRequest) error {
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
+	rules.Daemon = d.cfg.Paths.Socket
 	launch.note += " (" + rules.Summary(len(env), len(launch.env)) + ")"
 	launch.env, launch.sandbox = env, &rules
 	return nil
+}
+
+// sandboxUntellable says why this daemon could not tell a sandboxed
+// server's requests from a host's, or "". A sandboxed server that could
+// ask the daemon to run or ensure a command would have it run unconfined:
+// the daemon refuses every request from a sandboxed server's processes,
+// which it finds by their cgroup (sandboxedPeer). Without cgroups it could
+// not, and refuses the sandbox instead. On macOS the server's profile
+// denies it the daemon's socket.
+func (d *Daemon) sandboxUntellable() string {
+	if d.sandboxCaps.Mechanism == "landlock" && d.cgroups == nil {
+		return "a sandbox needs cgroups here (the daemon has none: " + strings.Join(d.limits, "; ") + "): without them it could not refuse a sandboxed server's own requests to it"
+	}
+	return ""
+}
+
+// sandboxedPeer says why the peer pid may not use the daemon, or "": it
+// is a process of a sandboxed server (in its cgroup, with no new
+// privileges, which only a sandboxed process of ours has for sure). A peer
+// whose process cannot be read any more is refused too: it could have
+// handed its connection on and exited.
+func (d *Daemon) sandboxedPeer(pid int) string {
+	if d.cgroups == nil || pid <= 0 {
+		return ""
+	}
+	nnp, err := proc.NoNewPrivs(pid)
+	if err != nil {
+		return fmt.Sprintf("the peer process %d cannot be read (%v)", pid, err)
+	}
+	if !nnp {
+		return "" // every sandboxed process has no_new_privs, for good
+	}
+	cg, err := d.cgroups.Of(pid)
+	if err != nil {
+		return fmt.Sprintf("the cgroup of peer process %d cannot be read (%v)", pid, err)
+	}
+	for _, p := range d.reg.Processes(registry.Filter{}) {
+		if p.Sandboxed && p.Cgroup != "" && !p.State.Final() && (cg == p.Cgroup || strings.HasPrefix(cg, p.Cgroup+"/")) {
+			return fmt.Sprintf("process %d belongs to the sandboxed server %s (%s)", pid, p.Name, p.ID)
+		}
+	}
+	return ""
 }

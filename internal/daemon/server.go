@@ -28,6 +28,14 @@ func (d *Daemon) handle(conn *api.Conn) {
 		return
 	}
 	log := d.log.With("peer", pid)
+	if why := d.sandboxedPeer(pid); why != "" {
+		// Before anything it could ask: a sandboxed server asking the
+		// daemon to start a command would have it run unconfined.
+		log.Warn("refusing a sandboxed server's connection", "why", why)
+		d.event("sandbox.denied", "", "", "the supervisor's socket: "+why)
+		d.sendError(conn, 125, "refused: %s, and a sandboxed server may not use the supervisor", why)
+		return
+	}
 
 	// A peer that connects and says nothing must not hold a connection
 	// (and an fd) forever.

@@ -211,6 +211,7 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 	if _, err := d.reg.AddProcess(registry.Process{
 		ID: s.id, Session: sharing.Session(req.Port), Name: name, Argv: req.Argv, Cwd: s.cwd,
 		Port: req.Port, Shared: true, Health: "starting", GraceMS: req.GraceMS, HealthCheck: probe.String(),
+		Sandboxed: s.sandbox != nil,
 	}); err != nil {
 		d.breakers.release(s.bkey)
 		return nil, err

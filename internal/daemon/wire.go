@@ -62,6 +62,7 @@ func wireProcess(rec registry.Process) api.Process {
 		Limits:       wireLimits(rec.Limits),
 		LimitCgroups: rec.LimitCgroups,
 		LimitHit:     rec.LimitHit,
+		Sandboxed:    rec.Sandboxed,
 	}
 }
 

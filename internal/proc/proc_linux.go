@@ -460,3 +460,18 @@ func ZombieStatus(pid int, tok Token) (syscall.WaitStatus, bool) {
 
 // SignalName is the signal's name as kill -l spells it ("SIGTERM").
 func SignalName(sig syscall.Signal) string { return unix.SignalName(sig) }
+
+// NoNewPrivs says whether process pid has no_new_privs set: a flag the
+// kernel keeps for good once set, inherited by everything it starts.
+func NoNewPrivs(pid int) (bool, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "NoNewPrivs:"); ok {
+			return strings.TrimSpace(v) == "1", nil
+		}
+	}
+	return false, fmt.Errorf("pid %d: no NoNewPrivs in its status", pid)
+}

@@ -90,6 +90,11 @@ type Rules struct {
 	// Preset names the preset that added to the rules (Preset), if one
 	// did: what a user reads in the start event.
 	Preset string `json:"preset,omitempty"`
+	// Daemon is the supervisor's socket, which the server may not use: a
+	// sandboxed server that could ask the daemon to run a command would
+	// run it unconfined. Seatbelt denies it; on Linux the daemon refuses
+	// the server's connections itself (by cgroup).
+	Daemon string `json:"daemon,omitempty"`
 }
 
 // packageOf is what a server's program or script at p needs to read: the

@@ -118,6 +118,27 @@ func confined(t *testing.T, r Rules, act, arg string) bool {
 	return res.code == 0
 }
 
+// listening is a listener on addr that accepts and closes every
+// connection, closed with the test.
+func listening(t *testing.T, network, addr string) net.Listener {
+	t.Helper()
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln
+}
+
 // home is a user's home with secrets in it, a file that is not one, and a
 // link that names a secret by another path.
 func home(t *testing.T) string {
@@ -278,20 +299,7 @@ func TestConfineEnforces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	ln := listening(t, "tcp", "127.0.0.1:0")
 	for _, tc := range []struct {
 		act, arg string
 		allowed  bool
@@ -342,20 +350,7 @@ func TestConfineNoNetworkButItsPort(t *testing.T) {
 	}
 	own, other := free(), free()
 	r := Rules{Read: []string{"/"}, NoNetwork: true, BindPorts: []int{own}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	ln := listening(t, "tcp", "127.0.0.1:0")
 	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
 	if confined(t, r, "mptcp", port) {
 		t.Error("an MPTCP socket reached a listener past the sandbox")
@@ -364,20 +359,7 @@ func TestConfineNoNetworkButItsPort(t *testing.T) {
 		t.Error("a UDP socket was made and connected with no network")
 	}
 	sock := filepath.Join(t.TempDir(), "s")
-	ul, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ul.Close()
-	go func() {
-		for {
-			c, err := ul.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	listening(t, "unix", sock)
 	if !confined(t, r, "unix", sock) {
 		t.Error("with no network, a unix socket could not be reached")
 	}

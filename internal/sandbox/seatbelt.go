@@ -41,6 +41,10 @@ func Profile(r Rules) string {
 	} else {
 		b.WriteString("(allow network*)\n(allow system-socket)\n")
 	}
+	if r.Daemon != "" {
+		// After the network's rules: the last rule that matches wins.
+		fmt.Fprintf(&b, "(deny network-outbound (remote unix-socket (path-literal %s)))\n", sbplString(r.Daemon))
+	}
 	return b.String()
 }
 

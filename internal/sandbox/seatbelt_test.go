@@ -8,7 +8,8 @@ import (
 // The Seatbelt profile says what the rules say, and nothing more: built
 // and checked here, run on macOS.
 func TestSeatbeltProfile(t *testing.T) {
-	r := Rules{Read: []string{"/Users/me/project"}, Write: []string{"/private/tmp/x", `/Users/me/we"ird\dir`}}
+	r := Rules{Read: []string{"/Users/me/project"}, Write: []string{"/private/tmp/x", `/Users/me/we"ird\dir`},
+		Daemon: "/Users/me/Library/Caches/supervisor/s.sock"}
 	p := Profile(r)
 	for _, want := range []string{
 		"(version 1)\n(deny default)\n",
@@ -16,6 +17,7 @@ func TestSeatbeltProfile(t *testing.T) {
 		`(allow file-write* (subpath "/private/tmp/x") (subpath "/Users/me/we\"ird\\dir"))`,
 		"(allow network*)",
 		"(allow signal (target same-sandbox))",
+		`(deny network-outbound (remote unix-socket (path-literal "/Users/me/Library/Caches/supervisor/s.sock")))` + "\n",
 	} {
 		if !strings.Contains(p, want) {
 			t.Errorf("profile lacks %q:\n%s", want, p)
@@ -26,7 +28,7 @@ func TestSeatbeltProfile(t *testing.T) {
 	}
 	r.NoNetwork, r.BindPorts = true, []int{8080}
 	p = Profile(r)
-	if strings.Contains(p, "(allow network*)\n") || !strings.Contains(p, `(local tcp "*:8080")`) {
+	if strings.Contains(p, "(allow network*)\n") || !strings.Contains(p, `(local tcp "*:8080")`) || !strings.HasSuffix(p, "s.sock\")))\n") {
 		t.Errorf("no-network profile:\n%s", p)
 	}
 	// Parentheses balance: sandbox-exec refuses a profile that does not.
