@@ -585,7 +585,20 @@ func (b *bench) spawn(ctx context.Context, res *Results) error {
 	// what planning the rules, filtering the environment and confining
 	// the forking or exec'ing thread add.
 	var boxed, boxedAdded, leanBoxed, leanBoxedAdded *Figure
-	if err := b.cmd(ctx, "run", "--sandbox", "--", trueBin).Run(); err != nil {
+	// Its temporary directory apart from the bench's state directory, as
+	// a user's /tmp is apart from ~/.local/state: a temp dir holding the
+	// supervisor's state would be split around it into a rule per entry
+	// (docs/sandbox.md), a cost no real layout pays.
+	serverTmp := filepath.Join(b.dir, "server-tmp")
+	if err := os.MkdirAll(serverTmp, 0o700); err != nil {
+		return err
+	}
+	boxedCmd := func(args ...string) *exec.Cmd {
+		cmd := b.cmd(ctx, args...)
+		cmd.Env = append(slices.Clone(cmd.Env), "TMPDIR="+serverTmp)
+		return cmd
+	}
+	if err := boxedCmd("run", "--sandbox", "--", trueBin).Run(); err != nil {
 		b.progress("  supervisor run --sandbox fails here (%v): the sandbox is not measured", err)
 	} else {
 		boxed = res.figure("spawn-overhead", "`supervisor run --sandbox -- /bin/true`, warm daemon", "ms")
@@ -630,7 +643,7 @@ func (b *bench) spawn(ctx context.Context, res *Results) error {
 			lean.add(ms(l))
 			leanAdded.add(ms(l - d))
 			if leanBoxed != nil {
-				cmd := b.cmd(ctx, "--sandbox", "--", trueBin)
+				cmd := boxedCmd("--sandbox", "--", trueBin)
 				cmd.Path, cmd.Args[0] = b.lean, b.lean
 				lb, err := timeRun(cmd)
 				if err != nil {
@@ -643,7 +656,7 @@ func (b *bench) spawn(ctx context.Context, res *Results) error {
 			}
 		}
 		if boxed != nil {
-			sb, err := timeRun(b.cmd(ctx, "run", "--sandbox", "--", trueBin))
+			sb, err := timeRun(boxedCmd("run", "--sandbox", "--", trueBin))
 			if err != nil {
 				b.progress("  trial %d: supervisor run --sandbox: %v", i+1, err)
 				res.Failures++
