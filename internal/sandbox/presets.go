@@ -14,10 +14,13 @@ import (
 //     directories its arguments name, read and write: they are what it
 //     serves;
 //   - git (mcp-server-git): the repository of --repository (-r), read and
-//     write.
+//     write;
+//   - memory (@modelcontextprotocol/server-memory): the directory of its
+//     knowledge graph file, MEMORY_FILE_PATH in its environment (relative
+//     to its script, as the server reads it) or beside its script.
 //
 // The secrets' deny list holds under a preset as under any rule.
-func Preset(argv []string, cwd string) (name string, add Spec) {
+func Preset(argv []string, cwd string, env []string) (name string, add Spec) {
 	abs := func(p string) string {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(cwd, p)
@@ -46,6 +49,26 @@ func Preset(argv []string, cwd string) (name string, add Spec) {
 				}
 			}
 			return "git", add
+		case strings.Contains(a, "server-memory"):
+			script := ""
+			if strings.HasSuffix(a, ".js") || strings.HasSuffix(a, ".mjs") {
+				script = abs(a)
+			}
+			file := ""
+			for _, kv := range env {
+				if v, ok := strings.CutPrefix(kv, "MEMORY_FILE_PATH="); ok && v != "" {
+					file = v
+				}
+			}
+			switch {
+			case file != "" && filepath.IsAbs(file):
+				add.Write = append(add.Write, filepath.Dir(file))
+			case file != "" && script != "":
+				add.Write = append(add.Write, filepath.Dir(filepath.Join(filepath.Dir(script), file)))
+			case script != "":
+				add.Write = append(add.Write, filepath.Dir(script))
+			}
+			return "memory", add
 		}
 	}
 	return "", Spec{}

@@ -74,6 +74,7 @@ type Context struct {
 	Argv     []string // the server's command, its program resolved (Argv[0] absolute)
 	StateDir string   // the supervisor's state: never the server's
 	TempDir  string   // where the server's temporary files go ("" for /tmp)
+	Env      []string // the environment it keeps: what presets read
 }
 
 // Rules is a policy made concrete for one start: what Confine applies.
@@ -216,7 +217,7 @@ func Plan(spec Spec, ctx Context) (Rules, error) {
 	for _, p := range spec.Write {
 		write = append(write, abs(p))
 	}
-	preset, add := Preset(ctx.Argv, ctx.Cwd)
+	preset, add := Preset(ctx.Argv, ctx.Cwd, ctx.Env)
 	for _, p := range add.Write {
 		write = append(write, abs(p))
 	}
@@ -355,6 +356,7 @@ func FilterEnv(env, allow []string) []string {
 // keeps, where ctx names none.
 func Prepare(spec Spec, ctx Context, env, given []string) (Rules, []string, error) {
 	kept := FilterEnv(env, append(slices.Clone(spec.Env), given...))
+	ctx.Env = kept
 	if ctx.TempDir == "" {
 		for _, kv := range kept {
 			if v, ok := strings.CutPrefix(kv, "TMPDIR="); ok {

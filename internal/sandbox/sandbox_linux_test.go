@@ -234,9 +234,23 @@ func TestPresetsAndPackages(t *testing.T) {
 		{[]string{"/home/u/.local/bin/uvx", "mcp-server-git", "--repository=" + root}, "git", []string{root}},
 		{[]string{"/usr/bin/node", "/x/node_modules/@modelcontextprotocol/server-everything/dist/index.js", root}, "", nil},
 	} {
-		name, add := Preset(tc.argv, "/")
+		name, add := Preset(tc.argv, "/", nil)
 		if name != tc.preset || !slices.Equal(add.Write, tc.write) {
 			t.Errorf("Preset(%q) = %q %q, want %q %q", tc.argv, name, add.Write, tc.preset, tc.write)
+		}
+	}
+	mem := "/x/node_modules/@modelcontextprotocol/server-memory/dist/index.js"
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{nil, "/x/node_modules/@modelcontextprotocol/server-memory/dist"},
+		{[]string{"MEMORY_FILE_PATH=/data/graph.jsonl"}, "/data"},
+		{[]string{"MEMORY_FILE_PATH=../state/graph.jsonl"}, "/x/node_modules/@modelcontextprotocol/server-memory/state"},
+	} {
+		name, add := Preset([]string{"/usr/bin/node", mem}, "/", tc.env)
+		if name != "memory" || !slices.Equal(add.Write, []string{tc.want}) {
+			t.Errorf("memory preset with %q = %q %q, want %s", tc.env, name, add.Write, tc.want)
 		}
 	}
 	for p, want := range map[string]string{
