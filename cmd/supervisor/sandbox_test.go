@@ -174,6 +174,10 @@ exec cat`
 	if all := in.mustRun("events"); !strings.Contains(all, "sandbox.denied") || !strings.Contains(all, "belongs to the sandboxed server hostile") {
 		t.Errorf("no sandbox.denied event for the server's requests to the daemon:\n%s", all)
 	}
+	if m := in.mustRun("metrics"); !strings.Contains(m, `supervisor_sandbox_denied_total{what="daemon"} `) ||
+		strings.Contains(m, `supervisor_sandbox_denied_total{what="daemon"} 0`) {
+		t.Errorf("the metrics do not count the refused connections:\n%s", m)
+	}
 }
 
 // A sandbox the kernel cannot enforce, or a policy the daemon cannot

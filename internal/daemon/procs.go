@@ -115,6 +115,7 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	r.req.Limits = settings.EffectiveLimits(r.req.Limits, st.Limits)
 	if r.req.Sandbox != nil {
 		if why := d.sandboxRefusal(r); why != "" {
+			d.metrics.SandboxDenied("run")
 			r.closeFiles()
 			if r.req.InPlaceOnly && r.shim != nil && !r.req.Confines {
 				d.declineInPlace(conn, why)
@@ -352,6 +353,7 @@ func (d *Daemon) startDirect(r *directRun) {
 			r.closeFiles()
 			d.breakers.release(r.bkey)
 			d.event("sandbox.refused", req.Session, "", name+": "+err.Error())
+			d.metrics.SandboxDenied("run")
 			d.sendError(r.conn, 125, "run: %v", err)
 			return
 		}

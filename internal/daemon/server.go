@@ -33,6 +33,7 @@ func (d *Daemon) handle(conn *api.Conn) {
 		// daemon to start a command would have it run unconfined.
 		log.Warn("refusing a sandboxed server's connection", "why", why)
 		d.event("sandbox.denied", "", "", "the supervisor's socket: "+why)
+		d.metrics.SandboxDenied("daemon")
 		d.sendError(conn, 125, "refused: %s, and a sandboxed server may not use the supervisor", why)
 		return
 	}

@@ -50,6 +50,7 @@ type Set struct {
 	lazy    *promtext.CounterVec
 	limits  *promtext.CounterVec
 	refuses *promtext.CounterVec
+	sandbox *promtext.CounterVec
 }
 
 // New is a Set whose counters are all zero and whose gauges come from
@@ -80,6 +81,9 @@ func New(src Source) *Set {
 		refuses: promtext.NewCounterVec("supervisor_broker_refused_total",
 			"Messages a broker refused to relay because peers could read them differently (a JSON-RPC key written twice, "+
 				"in another case or escaped; see jsonrpc's package doc).", "kind", "ambiguous"),
+		sandbox: promtext.NewCounterVec("supervisor_sandbox_denied_total",
+			"What a sandbox refused: runs whose sandbox could not be had here (run), "+
+				"and connections to the daemon from sandboxed servers' processes (daemon).", "what", "run", "daemon"),
 		limits: promtext.NewCounterVec("supervisor_limit_hits_total",
 			"Servers on which the kernel enforced a limit: memory_max (the OOM killer killed a process of it), "+
 				"pids_max (a fork failed at the cap); once per server and limit.", "limit", cgroup.HitMemory, cgroup.HitPids),
@@ -128,6 +132,15 @@ func (m *Set) LazyEvents(starts, idleStops, hits, misses uint64) {
 	}
 }
 
+// SandboxDenied counts a refusal of the sandbox's: what is "run" or
+// "daemon".
+func (m *Set) SandboxDenied(what string) {
+	if m == nil {
+		return
+	}
+	m.sandbox.Inc(what)
+}
+
 // Refused adds messages brokers refused as ambiguous.
 func (m *Set) Refused(n uint64) {
 	if m == nil {
@@ -172,7 +185,7 @@ func (m *Set) Gather() (string, error) {
 	if m == nil {
 		return "", errors.New("this daemon keeps no metrics")
 	}
-	fams := []promtext.Family{m.spawns, m.stops, m.cascade, m.health, m.lazy, m.limits, m.refuses}
+	fams := []promtext.Family{m.spawns, m.stops, m.cascade, m.health, m.lazy, m.limits, m.refuses, m.sandbox}
 	if m.src != nil {
 		fams = append(fams, m.src.Gauges()...)
 	}
