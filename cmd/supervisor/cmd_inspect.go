@@ -235,6 +235,9 @@ func printInspection(w io.Writer, in inspection) error {
 		limits += "; hit: " + strings.Join(p.LimitHit, ", ")
 	}
 	fmt.Fprintf(w, "  limits:   %s\n", limits)
+	if p.Sandboxed {
+		fmt.Fprintf(w, "  sandbox:  confined (its rules are in its process.start event; docs/sandbox.md)\n")
+	}
 	if p.Cgroup != "" {
 		fmt.Fprintf(w, "  cgroup:   %s\n", p.Cgroup)
 	}

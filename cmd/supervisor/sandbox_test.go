@@ -169,6 +169,9 @@ exec cat`
 	if !strings.Contains(evs, "sandboxed:") {
 		t.Errorf("the start event does not say the server is sandboxed:\n%s", evs)
 	}
+	if out := in.mustRun("inspect", "hostile"); !strings.Contains(out, "sandbox:  confined") {
+		t.Errorf("inspect does not say the server is sandboxed:\n%s", out)
+	}
 	// Its requests to the daemon were refused as its own, not lost on the
 	// way: the refusal is an event.
 	if all := in.mustRun("events"); !strings.Contains(all, "sandbox.denied") || !strings.Contains(all, "belongs to the sandboxed server hostile") {
