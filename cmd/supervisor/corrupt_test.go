@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
 // corruptions are the damaged registry files of issue 13 that made bbolt
@@ -113,8 +115,30 @@ func TestCorruptRegistryPanicsNoMore(t *testing.T) {
 			locked := make(chan error, 1)
 			go func() { locked <- unix.Flock(int(lock.Fd()), unix.LOCK_EX) }()
 			in.killDaemon(t)
-			if err := <-locked; err != nil {
-				t.Fatalf("lock %s: %v", lock.Name(), err)
+			// flock's waiters are not served in order: the daemon its
+			// keeper starts at once can win the lock first (seen under
+			// load in CI, where this waited for good). Such a daemon is
+			// killed too, until the test holds the lock.
+			for deadline := time.Now().Add(wait); ; {
+				var err error
+				select {
+				case err = <-locked:
+				case <-time.After(500 * time.Millisecond):
+					if time.Now().After(deadline) {
+						t.Fatalf("lock %s: still held by a daemon after %v", lock.Name(), wait)
+					}
+					if pid := in.daemonPID(); pid != 0 {
+						if tok, err := proc.TokenOf(pid); err == nil {
+							unix.Kill(pid, unix.SIGKILL)
+							waitGonePID(t, pid, tok)
+						}
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("lock %s: %v", lock.Name(), err)
+				}
+				break
 			}
 			db := filepath.Join(in.state, "registry.db")
 			c.apply(t, db)
