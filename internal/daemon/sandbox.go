@@ -6,10 +6,9 @@ import (
 	"strings"
 
 	"github.com/seed-86a41135/supervisor/api"
-	"github.com/seed-86a41135/supervisor/registry"
-
 	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/internal/sandbox"
+	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
@@ -20,11 +19,7 @@ import (
 // confine itself is not offered the exec in place: the daemon forks the
 // server confined instead.
 func (d *Daemon) sandboxRefusal(r *directRun) string {
-	spec := *r.req.Sandbox
-	if err := d.sandboxCaps.Enforceable(spec); err != nil {
-		return err.Error()
-	}
-	if why := d.sandboxUntellable(); why != "" {
+	if why := d.sandboxUnenforceable(*r.req.Sandbox); why != "" {
 		return why
 	}
 	if r.req.Share || r.req.Lazy || r.req.IdleMS > 0 {
@@ -67,14 +62,18 @@ func (d *Daemon) planSandbox(launch *launched, req api.RunRequest) error {
 	return nil
 }
 
-// sandboxUntellable says why this daemon could not tell a sandboxed
-// server's requests from a host's, or "". A sandboxed server that could
-// ask the daemon to run or ensure a command would have it run unconfined:
-// the daemon refuses every request from a sandboxed server's processes,
-// which it finds by their cgroup (sandboxedPeer). Without cgroups it could
-// not, and refuses the sandbox instead. On macOS the server's profile
-// denies it the daemon's socket.
-func (d *Daemon) sandboxUntellable() string {
+// sandboxUnenforceable says why spec cannot be had here, for a run or an
+// ensure alike, or "": the kernel cannot enforce it, or this daemon could
+// not tell a sandboxed server's requests from a host's. A sandboxed server
+// that could ask the daemon to run or ensure a command would have it run
+// unconfined: the daemon refuses every request from a sandboxed server's
+// processes, which it finds by their cgroup (sandboxedPeer). Without
+// cgroups it could not, and refuses the sandbox instead. On macOS the
+// server's profile denies it the daemon's socket.
+func (d *Daemon) sandboxUnenforceable(spec sandbox.Spec) string {
+	if err := d.sandboxCaps.Enforceable(spec); err != nil {
+		return err.Error()
+	}
 	if d.sandboxCaps.Mechanism == "landlock" && d.cgroups == nil {
 		return "a sandbox needs cgroups here (the daemon has none: " + strings.Join(d.limits, "; ") + "): without them it could not refuse a sandboxed server's own requests to it"
 	}

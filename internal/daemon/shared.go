@@ -174,8 +174,8 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 	}
 	launch := launched{argv: req.Argv, env: req.Env}
 	if req.Sandbox != nil {
-		if err := d.sandboxCaps.Enforceable(*req.Sandbox); err != nil {
-			return nil, err
+		if why := d.sandboxUnenforceable(*req.Sandbox); why != "" {
+			return nil, errors.New(why)
 		}
 		if err := d.planSandbox(&launch, req.RunRequest); err != nil {
 			return nil, err
