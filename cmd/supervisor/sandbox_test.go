@@ -381,3 +381,23 @@ func TestSandboxCheck(t *testing.T) {
 		t.Errorf("sandbox check of a server the config sandboxes: exit %d:\n%s", code, out)
 	}
 }
+
+// Without cgroups the daemon could not tell a sandboxed server's own
+// requests to it from a host's: a sandbox is refused, for a run and an
+// ensure alike, and nothing runs.
+func TestSandboxNeedsCgroups(t *testing.T) {
+	t.Parallel()
+	in := newInstance(t)
+	in.env = append(in.env, "SUPERVISOR_CGROUPS=off")
+	sandboxOrSkip(t, in)
+	ps := strconv.Itoa(freePort(t))
+	for _, args := range [][]string{
+		{"run", "--session", "nocg", "--sandbox", "--", "sh", "-c", "echo ran"},
+		{"ensure", "--session", "nocg", "--port", ps, "--sandbox", "--", bin, "_fixture", "listen", ps},
+	} {
+		out, stderr, code := in.run(args...)
+		if code == 0 || !strings.Contains(stderr, "a sandbox needs cgroups here") || strings.Contains(out, "ran") {
+			t.Errorf("%s --sandbox without cgroups: exit %d, stdout %q, stderr %q; want refused", args[0], code, out, stderr)
+		}
+	}
+}
