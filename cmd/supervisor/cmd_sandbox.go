@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -83,7 +84,7 @@ this server.`,
 
 // printPlan plans spec for argv as the daemon would (flattened, its
 // program resolved, in this environment) and prints the plan.
-func printPlan(w interface{ Write([]byte) (int, error) }, spec sandbox.Spec, name, cwd string, argv []string) error {
+func printPlan(w io.Writer, spec sandbox.Spec, name, cwd string, argv []string) error {
 	var err error
 	if cwd == "" {
 		if cwd, err = os.Getwd(); err != nil {
@@ -129,7 +130,7 @@ func printPlan(w interface{ Write([]byte) (int, error) }, spec sandbox.Spec, nam
 		}
 	}
 	for _, d := range sandbox.Denied(ctx) {
-		if _, err := os.Lstat(d); err == nil && !allows(rules, d) {
+		if _, err := os.Lstat(d); err == nil && !rules.Covers(d) {
 			fmt.Fprintf(w, "closed:  %s\n", d)
 		}
 	}
@@ -152,14 +153,4 @@ func printPlan(w interface{ Write([]byte) (int, error) }, spec sandbox.Spec, nam
 	}
 	fmt.Fprintf(w, "network: %s\n", net)
 	return nil
-}
-
-// allows says a rule of r covers path.
-func allows(r sandbox.Rules, path string) bool {
-	for _, p := range append(append([]string(nil), r.Read...), r.Write...) {
-		if path == p || strings.HasPrefix(path, p+"/") {
-			return true
-		}
-	}
-	return false
 }

@@ -98,6 +98,17 @@ type Rules struct {
 	Daemon string `json:"daemon,omitempty"`
 }
 
+// Covers says a rule of r opens path: it is one of r's paths or beneath
+// one.
+func (r Rules) Covers(path string) bool {
+	for _, p := range append(slices.Clone(r.Read), r.Write...) {
+		if within(path, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // packageOf is what a server's program or script at p needs to read: the
 // whole node_modules tree it is in (its dependencies are beside it, not
 // under it), the prefix of a bin directory (a virtualenv's or a tool's

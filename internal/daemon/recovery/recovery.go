@@ -225,11 +225,11 @@ func (r *reconciler) adoptStray(id string, holders []proc.Info) (shutdown.Target
 	}
 	host, _ := proc.EnvValue(env, spawn.EnvHost)
 	if r.hostAlive(sess, host) || strings.HasPrefix(sess, "shared-") {
-		if err := r.rebuild(id, sess, leader); err == nil {
+		err := r.rebuild(id, sess, leader)
+		if err == nil {
 			return shutdown.Target{}, true
-		} else {
-			r.log.Warn("cannot adopt an unrecorded process with our marker; stopping it", "id", id, "pid", leader.PID, "err", err)
 		}
+		r.log.Warn("cannot adopt an unrecorded process with our marker; stopping it", "id", id, "pid", leader.PID, "err", err)
 	}
 	r.log.Info("stopping unrecorded processes with our marker", "id", id, "session", sess, "pids", pidsOf(holders))
 	r.core.Event("process.stray", sess, id, fmt.Sprintf("no live record; host gone: stopping pids %v", pidsOf(holders)))
