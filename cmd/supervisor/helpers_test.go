@@ -336,15 +336,21 @@ func (in *instance) startShim(args ...string) *shimProc {
 	if err := cmd.Start(); err != nil {
 		in.t.Fatal(err)
 	}
-	// A shim started through in.via is the wrapper's child, and killing
-	// the wrapper leaves it holding stdout: the wait gives up on it then.
-	cmd.WaitDelay = 5 * time.Second
+	// A shim started through in.via is the wrapper's child: the wrapper
+	// gets a process group of its own, and the cleanup ends the group, so
+	// no shim outlives its test holding stdout.
+	if len(in.via) > 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	s := &shimProc{cmd: cmd, stdin: stdin, stdout: bufio.NewReader(stdout), done: make(chan struct{})}
 	go func() { s.err = cmd.Wait(); close(s.done) }()
 	in.t.Cleanup(func() {
 		select {
 		case <-s.done:
 		default:
+			if len(in.via) > 0 {
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // our own group: the wrapper and its shim
+			}
 			cmd.Process.Kill()
 			<-s.done
 		}
