@@ -67,14 +67,22 @@ func Start(r *Reaper, req Request) (Started, error) {
 		execPath, argv = sandbox.Wrap(path, req.Argv, *req.Sandbox)
 	}
 	var tok proc.Token
-	var tokErr error
+	var tokErr, limErr error
 	pid, exit, err := r.Fork(func() (int, error) {
 		return forkIn(req.ThreadCgroups, req.ThreadHome, confiner(req), func() (int, error) { return syscall.ForkExec(execPath, argv, attr) })
 	}, func(pid int) {
+		// Still unreaped here, so the pid is ours: what is done to it by
+		// pid (its limits, a kill) cannot reach a stranger on a recycled
+		// pid.
 		tok, tokErr = proc.TokenOf(pid)
-		if tokErr != nil {
+		if tokErr == nil && req.Sandbox != nil {
+			// A process's limits, not a thread's: set from here, at once.
+			limErr = sandbox.LimitResources(pid)
+		}
+		if tokErr != nil || limErr != nil {
 			// Refuse to track a process we could not identify rather than
-			// record a bad token. Still unreaped here, so the pid is ours.
+			// record a bad token, and never leave a sandboxed one running
+			// with less than its policy.
 			syscall.Kill(-pid, syscall.SIGKILL)
 		}
 	})
@@ -89,12 +97,8 @@ func Start(r *Reaper, req Request) (Started, error) {
 	if tokErr != nil {
 		return Started{}, &StartError{Name: req.Argv[0], Code: 125, Err: fmt.Errorf("read creation token of %d: %w", pid, tokErr)}
 	}
-	if req.Sandbox != nil {
-		// Not its thread's but its process's: set from here, at once.
-		if err := sandbox.LimitResources(pid); err != nil {
-			syscall.Kill(-pid, syscall.SIGKILL) // never left running with less than asked
-			return Started{}, &StartError{Name: req.Argv[0], Code: 125, Err: err}
-		}
+	if limErr != nil {
+		return Started{}, &StartError{Name: req.Argv[0], Code: 125, Err: limErr}
 	}
 	return Started{PID: pid, PGID: pid, Token: tok, Path: path, Exit: exit}, nil
 }
