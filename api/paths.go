@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // Environment variables that select the daemon instance (design §8).
@@ -20,6 +21,27 @@ const (
 // place (the default is auto: where the kernel allows it). Here, not with
 // the other settings, because the lean run entry reads it too.
 const EnvInPlace = "SUPERVISOR_IN_PLACE"
+
+// EnvLocalAfter is how long `supervisor run` waits for a daemon to answer
+// or start before it supervises its server itself (local mode, design §2);
+// a machine so loaded that a daemon takes longer than the default to
+// start can raise it. Here because the lean run entry checks it too.
+const EnvLocalAfter = "SUPERVISOR_LOCAL_AFTER"
+
+// LocalAfter reads EnvLocalAfter: 0 where it is unset (the shim's
+// default), an error naming the variable where it is not a positive
+// duration.
+func LocalAfter(getenv func(string) string) (time.Duration, error) {
+	v := getenv(EnvLocalAfter)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive duration such as 2s", EnvLocalAfter, v)
+	}
+	return d, nil
+}
 
 // Paths are the files of one daemon instance.
 type Paths struct {

@@ -83,13 +83,17 @@ executable, 125 for a supervisor error.`,
 			if err != nil {
 				return err
 			}
+			localAfter, err := api.LocalAfter(os.Getenv)
+			if err != nil {
+				return err
+			}
 			code, err := shim.Run(context.Background(), shim.Options{
 				Spec: leanrun.Spec{
 					Argv: args, Name: o.name, Dir: o.cwd, Session: o.session, Grace: o.grace, MaxInstances: maxInst,
 					Share: o.share, NoShare: cmd.Flags().Changed("share") && !o.share, Lazy: o.lazy, Idle: o.idle, NoFlatten: !o.flatten, Limits: limits, Env: os.Environ(),
 					Sandbox: sb, NoSandbox: noSandbox,
 				},
-				Exe: exe, Paths: p, FrontFd: o.frontFd,
+				Exe: exe, Paths: p, FrontFd: o.frontFd, LocalAfter: localAfter,
 			})
 			if err != nil {
 				return &exitError{code: code, err: err}

@@ -24,6 +24,7 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/keeper"
 	"github.com/seed-86a41135/supervisor/internal/proc"
+	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
@@ -135,6 +136,12 @@ func newInstance(t *testing.T) *instance {
 		"SUPERVISOR_SESSION=", // never inherit one from the environment
 		// Never the user's config file; a test writes one here to use one.
 		"SUPERVISOR_CONFIG="+filepath.Join(dir, "config.toml"),
+		// A daemon started by a test's first shim can take longer than
+		// the default 2 s on a loaded CI machine; that shim would then
+		// run its server in local mode, and the daemon would not know it.
+		// Tests of local mode reach it at once (no daemon can start) or
+		// set it back.
+		settings.EnvLocalAfter+"=10s",
 	)
 	t.Cleanup(func() {
 		in.cleanup()
@@ -333,14 +340,14 @@ func (in *instance) startShim(args ...string) *shimProc {
 		in.t.Fatal(err)
 	}
 	cmd.Stderr = &prefixWriter{t: in.t, prefix: "shim: "}
-	if err := cmd.Start(); err != nil {
-		in.t.Fatal(err)
-	}
 	// A shim started through in.via is the wrapper's child: the wrapper
 	// gets a process group of its own, and the cleanup ends the group, so
 	// no shim outlives its test holding stdout.
 	if len(in.via) > 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
+	if err := cmd.Start(); err != nil {
+		in.t.Fatal(err)
 	}
 	s := &shimProc{cmd: cmd, stdin: stdin, stdout: bufio.NewReader(stdout), done: make(chan struct{})}
 	go func() { s.err = cmd.Wait(); close(s.done) }()

@@ -143,6 +143,7 @@ func TestExitStatuses(t *testing.T) {
 		{"not found", []string{"--", "no-such-command-here"}, nil, 127},
 		{"not found by path", []string{"--", "./no-such-file"}, nil, 127},
 		{"supervisor error", []string{"--session", "not a valid id", "--", bin, "_fixture", "exit", "0"}, nil, 125},
+		{"bad SUPERVISOR_LOCAL_AFTER", []string{"--", bin, "_fixture", "exit", "0"}, []string{"SUPERVISOR_LOCAL_AFTER=soon"}, 125},
 		// No daemon can start here: the shim runs the server itself
 		// (local mode), and its status is still the server's.
 		{"local mode", []string{"--", bin, "_fixture", "exit", "3"},
@@ -166,6 +167,9 @@ func TestExitStatuses(t *testing.T) {
 			}
 			if tt.want >= 125 && !strings.HasPrefix(stderr.String(), "supervisor: ") {
 				t.Fatalf("stderr %q, want a \"supervisor: \" error", stderr.String())
+			}
+			if v, ok := strings.CutPrefix(tt.name, "bad "); ok && !strings.Contains(stderr.String(), v) {
+				t.Fatalf("stderr %q, want it to name %s", stderr.String(), v)
 			}
 		})
 	}

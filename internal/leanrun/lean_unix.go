@@ -92,6 +92,9 @@ func fastPath(args, env []string) (why string, code int, err error) {
 	if explicit != "" && session.ValidateID(explicit) != nil {
 		return "the session id is not valid", 0, nil
 	}
+	if _, err := api.LocalAfter(func(k string) string { v, _ := proc.EnvValue(env, k); return v }); err != nil {
+		return "the environment: " + err.Error(), 0, nil // `supervisor run` says so
+	}
 	// Host fds leaked without close-on-exec must not reach the server (or
 	// `supervisor run`, which marks them itself).
 	if err := cloexecAbove2(); err != nil {

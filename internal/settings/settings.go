@@ -177,6 +177,9 @@ const EnvPprof = "SUPERVISOR_PPROF"
 // EnvMetricsNames set to 1 is --metrics-names for an auto-started daemon.
 const EnvMetricsNames = "SUPERVISOR_METRICS_NAMES"
 
+// EnvLocalAfter is api.EnvLocalAfter.
+const EnvLocalAfter = api.EnvLocalAfter
+
 // ApplyEnv overrides settings from the environment, naming the variable of
 // a value it cannot use.
 func (s *Daemon) ApplyEnv(getenv func(string) string) error {
