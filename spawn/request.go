@@ -1,13 +1,12 @@
 package spawn
 
 import (
-	"github.com/seed-86a41135/supervisor/internal/sandbox"
-
 	"os"
 	"strings"
 	"syscall"
 
 	"github.com/seed-86a41135/supervisor/internal/proc"
+	"github.com/seed-86a41135/supervisor/internal/sandbox"
 )
 
 // Request describes one process to start.
@@ -55,6 +54,9 @@ type Request struct {
 	// its exec. A start that cannot confine fails: it never runs the
 	// server unconfined.
 	Sandbox *sandbox.Rules
+	// Netns, with Sandbox, is a network namespace the server is forked
+	// into (its egress proxy's: egress.Namespace); nil for the daemon's.
+	Netns *os.File
 }
 
 // Started is a process that was started.

@@ -102,6 +102,14 @@ func confiner(req Request) func() error {
 	if req.Sandbox == nil {
 		return nil
 	}
-	rules := *req.Sandbox
-	return func() error { return sandbox.Confine(rules) }
+	rules, ns := *req.Sandbox, req.Netns
+	return func() error {
+		// Before Confine, which drops the capability setns needs.
+		if ns != nil {
+			if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+				return fmt.Errorf("cannot sandbox: enter the server's network namespace: %w", err)
+			}
+		}
+		return sandbox.Confine(rules)
+	}
 }

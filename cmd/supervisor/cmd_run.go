@@ -34,7 +34,7 @@ type runOptions struct {
 func newRunCommand() *cobra.Command {
 	var o runOptions
 	cmd := &cobra.Command{
-		Use:   "run [--name N] [--cwd DIR] [--session ID] [--grace D] [--share] [--lazy] [--idle D] [--flatten=false] [--memory-max SIZE] [--cpu-max CPUS] [--pids-max N] [--sandbox] [--allow-read P] [--allow-write P] [--allow-env V] [--network none|all] -- CMD [ARG...]",
+		Use:   "run [--name N] [--cwd DIR] [--session ID] [--grace D] [--share] [--lazy] [--idle D] [--flatten=false] [--memory-max SIZE] [--cpu-max CPUS] [--pids-max N] [--sandbox] [--allow-read P] [--allow-write P] [--allow-env V] [--network none|all|HOST:PORT,...] -- CMD [ARG...]",
 		Short: "Run an MCP server under the daemon on this process's stdio (the shim)",
 		Long: `run hands this process's stdin, stdout and stderr to the per-user daemon,
 which starts CMD on them directly, tracks it in the session of the host that

@@ -34,7 +34,7 @@ func newSandboxCheckCommand() *cobra.Command {
 		flags     sandboxFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "check [--name N] [--cwd DIR] [--sandbox] [--allow-read P] [--allow-write P] [--allow-env V] [--network none|all] -- CMD [ARG...]",
+		Use:   "check [--name N] [--cwd DIR] [--sandbox] [--allow-read P] [--allow-write P] [--allow-env V] [--network none|all|HOST:PORT,...] -- CMD [ARG...]",
 		Short: "Dry-run a server's sandbox: the rules, environment and network it would get, and whether this machine enforces them",
 		Long: `check plans the sandbox ` + "`supervisor run`" + ` would give CMD, from these flags over the
 config file's [servers.NAME] over its top level, as the daemon would: the paths
@@ -148,7 +148,14 @@ func printPlan(w io.Writer, spec sandbox.Spec, name, cwd string, argv []string) 
 	fmt.Fprintf(w, "env:     %s\n", strings.Join(names, " "))
 	fmt.Fprintf(w, "hidden:  %s (and whatever its host gives it by name is kept)\n", strings.Join(dropped, " "))
 	net := "all"
-	if rules.NoNetwork {
+	switch {
+	case rules.Hosts != nil:
+		var hs []string
+		for _, h := range rules.Hosts {
+			hs = append(hs, h.String())
+		}
+		net = strings.Join(hs, " ") + ", through the egress proxy (HTTP_PROXY, HTTPS_PROXY and ALL_PROXY point to it); nothing else"
+	case rules.NoNetwork:
 		net = "none"
 	}
 	fmt.Fprintf(w, "network: %s\n", net)

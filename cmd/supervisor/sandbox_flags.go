@@ -21,7 +21,7 @@ func (f *sandboxFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.read, "allow-read", nil, "a path the sandboxed server may also read (~ is your home; repeatable; implies --sandbox)")
 	cmd.Flags().StringArrayVar(&f.write, "allow-write", nil, "a path the sandboxed server may also write (repeatable; implies --sandbox)")
 	cmd.Flags().StringArrayVar(&f.envs, "allow-env", nil, "an environment variable the sandboxed server also sees, or a prefix ending in * (repeatable; implies --sandbox)")
-	cmd.Flags().StringVar(&f.network, "network", "", "the sandboxed server's network: all or none (implies --sandbox)")
+	cmd.Flags().StringVar(&f.network, "network", "", "the sandboxed server's network: all, none, or HOST:PORT,... it reaches through the egress proxy (implies --sandbox; lists with run only)")
 }
 
 // parse reads the flags: the policy asked for (nil for none), and off for

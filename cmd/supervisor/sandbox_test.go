@@ -194,8 +194,9 @@ func TestSandboxRefusals(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"a network list", []string{"--network", "example.com:443"}, "egress proxy"},
-		{"a bad network", []string{"--network", "some"}, "want none or all"},
+		{"a bad network", []string{"--network", "some"}, "want none, all, or a list of host:port"},
+		{"a bad network list", []string{"--network", "example.com:443,example.org"}, `"example.org" has no port`},
+		{"a network list shared", []string{"--network", "example.com:443", "--share"}, "runs unshared"},
 		{"sandbox off with a rule", []string{"--sandbox=false", "--allow-read", "/etc"}, "drop one or the other"},
 		{"shared", []string{"--sandbox", "--share"}, "runs unshared"},
 		{"lazy", []string{"--sandbox", "--lazy"}, "runs unshared"},
@@ -371,8 +372,11 @@ func TestSandboxCheck(t *testing.T) {
 	if _, _, code := in.run("sandbox", "check", "--", "true"); code != 1 {
 		t.Errorf("sandbox check with no sandbox asked or configured: exit %d, want 1", code)
 	}
-	if _, stderr, code := in.run("sandbox", "check", "--network", "example.com:443", "--", "true"); code == 0 || !strings.Contains(stderr, "egress proxy") {
-		t.Errorf("sandbox check of a network list: exit %d, %q; want refused", code, stderr)
+	if out, _, code := in.run("sandbox", "check", "--network", "Example.com:443", "--", "true"); code != 0 || !strings.Contains(out, "network: example.com:443, through the egress proxy") {
+		t.Errorf("sandbox check of a network list: exit %d, %q; want the list shown", code, out)
+	}
+	if _, stderr, code := in.run("sandbox", "check", "--network", "example.com:https", "--", "true"); code == 0 || !strings.Contains(stderr, "not a number") {
+		t.Errorf("sandbox check of a bad network list: exit %d, %q; want refused", code, stderr)
 	}
 	if err := os.WriteFile(filepath.Join(in.state, "config.toml"), []byte("[servers.true]\nsandbox = true\n"), 0o600); err != nil {
 		t.Fatal(err)

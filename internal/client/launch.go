@@ -144,7 +144,7 @@ func EnsureRunning(ctx context.Context, exe string, paths api.Paths, env []strin
 // like a member of some session's tree.
 var daemonKeep = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "TZ",
 	api.EnvStateDir, api.EnvSocket, settings.EnvCgroups, settings.EnvInPlace, settings.EnvBreakerCooldown, settings.EnvLogMaxMB,
-	settings.EnvRetention, settings.EnvIdleTimeout, settings.EnvMetricsAddr, settings.EnvPprof, settings.EnvMetricsNames,
+	settings.EnvRetention, settings.EnvIdleTimeout, settings.EnvMetricsAddr, settings.EnvPprof, settings.EnvMetricsNames, settings.EnvSandboxNetns,
 	"SUPERVISOR_CONFIG", "XDG_CONFIG_HOME"} // the config file the daemon reads
 
 func daemonEnv(env []string) []string {

@@ -403,9 +403,23 @@ func (e *Effective) sandbox(k sandboxKeys, pre string, sp *sandbox.Spec, off *bo
 		*x.dst = append([]string(nil), x.v...)
 		e.sources[pre+x.key] = p.at(pre + x.key)
 	}
+	// A server's own rule asks for its sandbox, as its flags do (--network
+	// implies --sandbox): a rule that confined nothing would be a silent
+	// fallback. At the top, the rules are every sandboxed server's.
+	rules := k.AllowRead != nil || k.AllowWrite != nil || k.AllowEnv != nil || k.Network != nil
+	if off != nil && rules {
+		switch {
+		case k.Sandbox == nil:
+			sp.Enabled = true
+		case !*k.Sandbox:
+			p.add(pre+"sandbox", "false with allow_read, allow_write, allow_env or network in the same section: drop one or the other")
+		}
+	}
 	if k.Network != nil {
-		if err := (sandbox.Spec{Network: *k.Network}).Validate(); err != nil || *k.Network == "" {
-			p.add(pre+"network", fmt.Sprintf("%q: want none or all", *k.Network))
+		if err := (sandbox.Spec{Network: *k.Network}).Validate(); err != nil {
+			p.add(pre+"network", err.Error())
+		} else if *k.Network == "" {
+			p.add(pre+"network", `"": want none, all, or a list of host:port`)
 		} else {
 			sp.Network = *k.Network
 			e.sources[pre+"network"] = p.at(pre + "network")

@@ -34,6 +34,7 @@ import (
 	"github.com/seed-86a41135/supervisor/internal/daemon/loghub"
 	"github.com/seed-86a41135/supervisor/internal/daemon/metrics"
 	"github.com/seed-86a41135/supervisor/internal/daemon/sharing"
+	"github.com/seed-86a41135/supervisor/internal/egress"
 	"github.com/seed-86a41135/supervisor/internal/keeper"
 	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/internal/sandbox"
@@ -589,6 +590,10 @@ func (d *Daemon) setUpFeatures(cfg Config) (cleanup func()) {
 	}
 
 	d.sandboxCaps = sandbox.Support()
+	d.sandboxCaps.NoNamespace = egress.NamespaceSupport()
+	if os.Getenv(settings.EnvSandboxNetns) == "off" {
+		d.sandboxCaps.NoNamespace = "network namespaces turned off (" + settings.EnvSandboxNetns + "=off)"
+	}
 	d.feat["sandbox"] = d.sandboxCaps.Filesystem
 	if !d.sandboxCaps.Filesystem {
 		d.limits = append(d.limits, "no sandbox ("+d.sandboxCaps.Why+"): sandboxed servers are refused")

@@ -115,12 +115,12 @@ func (d *Daemon) serveRun(conn *api.Conn, req api.RunRequest, fds []int) {
 	r.req.Limits = settings.EffectiveLimits(r.req.Limits, st.Limits)
 	if r.req.Sandbox != nil {
 		if why := d.sandboxRefusal(r); why != "" {
-			d.metrics.SandboxDenied("run")
 			r.closeFiles()
-			if r.req.InPlaceOnly && r.shim != nil && !r.req.Confines {
-				d.declineInPlace(conn, why)
+			if w, ok := strings.CutPrefix(why, inPlaceDeclined); ok {
+				d.declineInPlace(conn, w)
 				return
 			}
+			d.metrics.SandboxDenied("run")
 			d.send(conn, api.TypeError, &api.Error{Code: 125, Message: "run: " + why})
 			return
 		}
@@ -357,6 +357,16 @@ func (d *Daemon) startDirect(r *directRun) {
 			d.sendError(r.conn, 125, "run: %v", err)
 			return
 		}
+		eg, err := d.openEgress(req.Session, id, &launch)
+		if err != nil {
+			r.closeFiles()
+			d.breakers.release(r.bkey)
+			d.event("sandbox.refused", req.Session, "", name+": "+err.Error())
+			d.metrics.SandboxDenied("run")
+			d.sendError(r.conn, 125, "run: %v", err)
+			return
+		}
+		launch.egress = eg
 	}
 	// Its cgroup, its limits and the intent record, committed before the
 	// fork or the exec in place (start.go, design §7).
@@ -369,6 +379,7 @@ func (d *Daemon) startDirect(r *directRun) {
 		return err
 	})
 	if err != nil {
+		launch.egress.close()
 		r.closeFiles()
 		d.breakers.release(r.bkey)
 		d.sendError(r.conn, 125, "run: %v", err)
@@ -458,8 +469,11 @@ func (d *Daemon) startForked(r *directRun, srv *serverStart, launch launched, ho
 	req, id, name, log := r.req, r.id, r.name, r.log
 	started, err := d.forkServer(srv, spawn.Request{
 		Argv: launch.argv, Env: launch.env, Dir: string(req.Cwd), Stdio: r.files, Host: host, Sandbox: launch.sandbox,
+		Netns: launch.egress.netns(),
 	})
+	launch.egress.forked()
 	if err != nil {
+		launch.egress.close()
 		code := 125
 		var se *spawn.StartError
 		if errors.As(err, &se) {
@@ -518,6 +532,7 @@ func (d *Daemon) startForked(r *directRun, srv *serverStart, launch launched, ho
 	d.mu.Unlock()
 	r.release() // it counts as live now
 	d.tasks.Go("monitor", func() { d.monitor(l, started.Exit) })
+	d.watchEgress(launch.egress, l)
 
 	d.stopIfSessionEnding(req.Session, id)
 	if err := r.conn.Send(api.TypeStarted, &api.Started{ID: id, PID: started.PID, Token: started.Token, Session: req.Session}); err != nil {
@@ -536,6 +551,7 @@ type launched struct {
 	argv, env []string
 	note      string
 	sandbox   *sandbox.Rules // nil: unconfined
+	egress    *egressRun     // its egress proxy: a network list's (egress.go)
 }
 
 // inPlaceRun is one run being exec'd in its shim's place: what serveRun

@@ -25,14 +25,24 @@ func (d *Daemon) sandboxRefusal(r *directRun) string {
 	if r.req.Share || r.req.Lazy || r.req.IdleMS > 0 {
 		return "a sandboxed server runs unshared: its broker does not confine it yet (run it with --share=false, without --lazy and --idle, or without --sandbox)"
 	}
-	if r.shim != nil && !r.req.Confines {
+	// A network list's server is forked into its namespace by the daemon:
+	// a shim's exec could not enter it.
+	hosts, _ := r.req.Sandbox.Hosts()
+	if r.shim != nil && (!r.req.Confines || hosts != nil) {
 		if r.req.InPlaceOnly {
-			return "this shim does not confine a server it execs (an older supervisor-run): handed to `supervisor run`"
+			if hosts != nil {
+				return inPlaceDeclined + "a server with a network list is started by the daemon, behind its egress proxy: handed to `supervisor run`"
+			}
+			return inPlaceDeclined + "this shim does not confine a server it execs (an older supervisor-run): handed to `supervisor run`"
 		}
 		r.dropShim()
 	}
 	return ""
 }
+
+// inPlaceDeclined starts a sandboxRefusal that only declines the exec in
+// place: the run goes on through `supervisor run`.
+const inPlaceDeclined = "not in place: "
 
 // planSandbox makes the run's policy concrete for the command it runs as
 // (launch, flattened): the rules its process confines itself to, and the

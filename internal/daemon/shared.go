@@ -177,6 +177,9 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 		if why := d.sandboxUnenforceable(*req.Sandbox); why != "" {
 			return nil, errors.New(why)
 		}
+		if hosts, _ := req.Sandbox.Hosts(); hosts != nil {
+			return nil, fmt.Errorf("--network %s: a network list is for `run` for now (an ensured server has no egress proxy yet); use --network none or all", req.Sandbox.Network)
+		}
 		if err := d.planSandbox(&launch, req.RunRequest); err != nil {
 			return nil, err
 		}

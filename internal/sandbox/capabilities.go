@@ -10,6 +10,10 @@ type Capabilities struct {
 	Network    bool   `json:"network"`    // network none
 	Scoping    bool   `json:"scoping"`    // no signals or abstract sockets outside the sandbox
 	Why        string `json:"why,omitempty"`
+	// NoNamespace says why a network list's server cannot have a network
+	// namespace of its own here ("" where it can): the daemon's to say,
+	// as it makes them.
+	NoNamespace string `json:"no_namespace,omitempty"`
 }
 
 // Enforceable says why spec cannot be enforced with c, or nil: a server is
@@ -23,6 +27,14 @@ func (c Capabilities) Enforceable(spec Spec) error {
 	}
 	if spec.Network == NetworkNone && !c.Network {
 		return fmt.Errorf("--network none cannot be enforced here: %s; use --network all", c.Why)
+	}
+	if hosts, _ := spec.Hosts(); hosts != nil {
+		switch {
+		case c.Mechanism != "landlock":
+			return fmt.Errorf("--network %s: network lists are enforced on Linux only for now (the egress proxy); use --network none or all", spec.Network)
+		case !c.Network:
+			return fmt.Errorf("--network %s cannot be enforced here: %s; use --network all", spec.Network, c.Why)
+		}
 	}
 	return nil
 }
@@ -42,5 +54,11 @@ func (c Capabilities) String() string {
 	if c.Scoping {
 		s += ", signals and abstract sockets"
 	}
-	return s + "; network lists: not yet (no egress proxy)"
+	if !c.Network {
+		return s
+	}
+	if c.NoNamespace != "" {
+		return s + "; network lists: through the egress proxy, by port only (" + c.NoNamespace + "): a direct connection to another host on the proxy's port is not denied"
+	}
+	return s + "; network lists: through the egress proxy, in a network namespace"
 }

@@ -132,7 +132,12 @@ func Confine(r Rules) error {
 	}
 	if r.NoNetwork {
 		for _, port := range r.BindPorts {
-			if err := addBindPort(int(fd), port); err != nil {
+			if err := addPort(int(fd), port, unix.LANDLOCK_ACCESS_NET_BIND_TCP); err != nil {
+				return err
+			}
+		}
+		for _, port := range r.ConnectPorts {
+			if err := addPort(int(fd), port, unix.LANDLOCK_ACCESS_NET_CONNECT_TCP); err != nil {
 				return err
 			}
 		}
@@ -190,16 +195,16 @@ type netPort struct {
 // ruleNetPort is LANDLOCK_RULE_NET_PORT (ABI 4).
 const ruleNetPort = 2
 
-// addBindPort allows binding TCP port.
-func addBindPort(ruleset, port int) error {
+// addPort allows access (binding or connecting) on TCP port.
+func addPort(ruleset, port int, access uint64) error {
 	if port < 1 || port > 65535 {
 		return fmt.Errorf("cannot sandbox: port %d: want 1 to 65535", port)
 	}
-	attr := netPort{allowed: unix.LANDLOCK_ACCESS_NET_BIND_TCP, port: uint64(port)}
+	attr := netPort{allowed: access, port: uint64(port)}
 	_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(ruleset), ruleNetPort, uintptr(unsafe.Pointer(&attr)), 0, 0, 0)
 	runtime.KeepAlive(&attr)
 	if errno != 0 {
-		return fmt.Errorf("cannot sandbox: a rule to listen on port %d: %w", port, os.NewSyscallError("landlock_add_rule", errno))
+		return fmt.Errorf("cannot sandbox: a rule for TCP port %d: %w", port, os.NewSyscallError("landlock_add_rule", errno))
 	}
 	return nil
 }

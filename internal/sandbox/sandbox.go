@@ -33,7 +33,8 @@ type Spec struct {
 	// Env names the environment variables the server sees beyond the
 	// base (BaseEnv); a name ending in * is a prefix.
 	Env []string `json:"env,omitempty"`
-	// Network is "all" or "none" ("" is all).
+	// Network is "all", "none", or a list of host:port (Hosts) the
+	// server reaches through the egress proxy ("" is all).
 	Network string `json:"network,omitempty"`
 }
 
@@ -45,13 +46,8 @@ const (
 
 // Validate says what is wrong with s, naming the setting and what to do.
 func (s Spec) Validate() error {
-	switch s.Network {
-	case "", NetworkAll, NetworkNone:
-	default:
-		if strings.Contains(s.Network, ":") {
-			return fmt.Errorf("network %q: a list of hosts needs the egress proxy, which this version does not have; use --network none or --network all", s.Network)
-		}
-		return fmt.Errorf("network %q: want none or all", s.Network)
+	if _, err := s.Hosts(); err != nil {
+		return err
 	}
 	for _, p := range append(slices.Clone(s.Read), s.Write...) {
 		if strings.TrimSpace(p) == "" {
@@ -85,9 +81,17 @@ type Rules struct {
 	// Write are paths it may also write, create in and remove from.
 	Write []string `json:"write,omitempty"`
 	// NoNetwork denies every TCP connect and bind, but binds to
-	// BindPorts (a port-bound server's own port).
-	NoNetwork bool  `json:"no_network,omitempty"`
-	BindPorts []int `json:"bind_ports,omitempty"`
+	// BindPorts (a port-bound server's own port) and connects to
+	// ConnectPorts (its egress proxy's).
+	NoNetwork    bool  `json:"no_network,omitempty"`
+	BindPorts    []int `json:"bind_ports,omitempty"`
+	ConnectPorts []int `json:"connect_ports,omitempty"`
+	// Hosts is the network list the egress proxy admits (NoNetwork is
+	// set with it: the proxy is the only way out).
+	Hosts []Host `json:"hosts,omitempty"`
+	// Egress says how the proxy is reached and what that enforces, for
+	// the start event (set by the daemon with the proxy).
+	Egress string `json:"egress,omitempty"`
 	// Preset names the preset that added to the rules (Preset), if one
 	// did: what a user reads in the start event.
 	Preset string `json:"preset,omitempty"`
@@ -233,10 +237,15 @@ func Plan(spec Spec, ctx Context) (Rules, error) {
 		write = append(write, abs(p))
 	}
 	denied := openSecrets(Denied(ctx), named)
+	hosts, err := spec.Hosts()
+	if err != nil {
+		return Rules{}, err
+	}
 	r := Rules{
 		Read:      confine(read, denied),
 		Write:     confine(write, denied),
-		NoNetwork: spec.Network == NetworkNone,
+		NoNetwork: spec.Network == NetworkNone || hosts != nil,
+		Hosts:     hosts,
 		Preset:    preset,
 	}
 	return r, nil
@@ -383,7 +392,13 @@ func Prepare(spec Spec, ctx Context, env, given []string) (Rules, []string, erro
 // many of total variables it keeps, its network and its preset.
 func (r Rules) Summary(kept, total int) string {
 	net := "network all"
-	if r.NoNetwork {
+	switch {
+	case r.Hosts != nil:
+		net = fmt.Sprintf("network %d hosts through the egress proxy", len(r.Hosts))
+		if r.Egress != "" {
+			net += " (" + r.Egress + ")"
+		}
+	case r.NoNetwork:
 		net = "no network"
 	}
 	if r.Preset != "" {

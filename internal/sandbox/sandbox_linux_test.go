@@ -282,8 +282,9 @@ func TestPlanRefusesWhatItCannotDo(t *testing.T) {
 		spec Spec
 		want string
 	}{
-		{Spec{Enabled: true, Network: "api.github.com:443"}, "egress proxy"},
-		{Spec{Enabled: true, Network: "some"}, "want none or all"},
+		{Spec{Enabled: true, Network: "api.github.com"}, "want none, all, or a list of host:port"},
+		{Spec{Enabled: true, Network: "some"}, "want none, all"},
+		{Spec{Enabled: true, Network: "a.com:443,b.com:0"}, "not a number from 1 to 65535"},
 		{Spec{Enabled: true, Read: []string{" "}}, "empty path"},
 		{Spec{Enabled: true, Env: []string{"A=B"}}, "variable name"},
 	} {

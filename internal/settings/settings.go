@@ -177,6 +177,12 @@ const EnvPprof = "SUPERVISOR_PPROF"
 // EnvMetricsNames set to 1 is --metrics-names for an auto-started daemon.
 const EnvMetricsNames = "SUPERVISOR_METRICS_NAMES"
 
+// EnvSandboxNetns set to "off" keeps a daemon that could make network
+// namespaces from making them: a server with a network list then reaches
+// its egress proxy on the daemon's loopback, enforced by port only, as
+// where the daemon is not root (for comparison, and tests of that path).
+const EnvSandboxNetns = "SUPERVISOR_SANDBOX_NETNS"
+
 // EnvLocalAfter is api.EnvLocalAfter.
 const EnvLocalAfter = api.EnvLocalAfter
 

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSandboxNetworkList: a server whose policy lists hosts reaches them
+// through the egress proxy (HTTP, CONNECT and SOCKS5, names resolved by
+// the proxy), and nothing else: not an unlisted port through the proxy,
+// not a listed one directly, not UDP; a setsid grandchild no more. Each
+// refusal of the proxy is a sandbox.denied event naming the target.
+func TestSandboxNetworkList(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl, a real proxy client: " + err.Error())
+	}
+	// Both ways to the proxy: a namespace of the server's own (a root
+	// daemon), and the daemon's loopback, by port (any other).
+	for _, netns := range []string{"auto", "off"} {
+		t.Run("netns "+netns, func(t *testing.T) {
+			t.Parallel()
+			testNetworkList(t, netns)
+		})
+	}
+}
+
+func testNetworkList(t *testing.T, netns string) {
+	in := newInstance(t)
+	home, work, tmp := sandboxHome(t)
+	in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp, "NO_PROXY=localhost,127.0.0.1", "HTTPS_PROXY=http://127.0.0.1:1",
+		"SUPERVISOR_SANDBOX_NETNS="+netns)
+	served := func() string {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "reached") }))
+		t.Cleanup(s.Close)
+		_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.URL, "http://"))
+		return port
+	}
+	allowed, other := served(), served()
+	list := "127.0.0.1:" + allowed + ",localhost:" + allowed
+	if netns == "off" {
+		// A server's network key asks for its sandbox, as --network does.
+		conf := "[servers.netlist]\nnetwork = \"" + list + "\"\n"
+		if err := os.WriteFile(filepath.Join(in.state, "config.toml"), []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sandboxOrSkip(t, in)
+	status := in.mustRun("status")
+	wantHow := "in a network namespace"
+	if netns == "off" || !strings.Contains(status, wantHow) {
+		wantHow = "by port only"
+	}
+	if netns == "auto" && os.Getuid() == 0 && !strings.Contains(status, "in a network namespace") {
+		t.Errorf("a root daemon makes no network namespaces:\n%s", status)
+	}
+	get := `curl -sf --max-time 20 -o /dev/null`
+	script := `try() { if sh -c "$2" >/dev/null 2>&1; then echo "$1 ok"; else echo "$1 denied"; fi; }
+try proxy-http "` + get + ` http://127.0.0.1:` + allowed + `/"
+try proxy-name "` + get + ` http://LocalHost:` + allowed + `/"
+try proxy-connect "` + get + ` -p http://127.0.0.1:` + allowed + `/"
+try proxy-socks "` + get + ` -x \"$ALL_PROXY\" http://localhost:` + allowed + `/"
+try proxy-other "` + get + ` http://127.0.0.1:` + other + `/"
+try socks-other "` + get + ` -x \"$ALL_PROXY\" http://127.0.0.1:` + other + `/"
+try direct "` + get + ` --noproxy '*' http://127.0.0.1:` + allowed + `/"
+try udp "perl -MIO::Socket::INET -e 'IO::Socket::INET->new(PeerAddr => q(127.0.0.1:53), Proto => q(udp)) or exit 1'"
+try grandchild "setsid ` + get + ` --noproxy '*' http://127.0.0.1:` + allowed + `/ </dev/null"
+try grandchild-proxy "setsid ` + get + ` http://127.0.0.1:` + allowed + `/ </dev/null"
+echo "no_proxy=[$NO_PROXY$no_proxy]"
+echo done
+exec cat`
+	args := []string{"--session", "sbn", "--name", "netlist", "--cwd", work, "--network", list}
+	if netns == "off" { // and the list from the config file (read as the daemon starts)
+		args = args[:len(args)-2]
+	}
+	srv := in.startShim(append(args, "--", "sh", "-c", script)...)
+	got := map[string]string{}
+	for {
+		line, err := readLine(srv.stdout, wait)
+		if err != nil {
+			t.Fatalf("reading the server's results (got %v): %v", got, err)
+		}
+		if line == "done" {
+			break
+		}
+		act, result, _ := strings.Cut(line, " ")
+		got[act] = result
+	}
+	want := map[string]string{
+		"proxy-http": "ok", "proxy-name": "ok", "proxy-connect": "ok", "proxy-socks": "ok",
+		"proxy-other": "denied", "socks-other": "denied", "direct": "denied", "udp": "denied",
+		"grandchild": "denied", "grandchild-proxy": "ok", "no_proxy=[]": "",
+	}
+	for act, w := range want {
+		if r, ok := got[act]; !ok || r != w {
+			t.Errorf("%s: %q, want %q (all: %v)", act, r, w, got)
+		}
+	}
+	srv.stdin.Close()
+	if code := srv.exitCode(t); code != 0 {
+		t.Errorf("the server's shim exited %d after stdin EOF, want 0", code)
+	}
+	evs := in.mustRun("events", "--session", "sbn")
+	if n := strings.Count(evs, "sandbox.denied"); n != 2 || !strings.Contains(evs, "127.0.0.1:"+other) {
+		t.Errorf("want two sandbox.denied events naming 127.0.0.1:%s (the proxy's refusals), got %d:\n%s", other, n, evs)
+	}
+	if !strings.Contains(evs, "2 hosts through the egress proxy") {
+		t.Errorf("the start event does not name the egress proxy:\n%s", evs)
+	}
+	if !strings.Contains(status, "network lists: through the egress proxy, "+wantHow) {
+		t.Errorf("status does not say how network lists are enforced (%s):\n%s", wantHow, status)
+	}
+	if !strings.Contains(evs, "("+wantHow) {
+		t.Errorf("the start event does not say how the proxy is reached (%s):\n%s", wantHow, evs)
+	}
+}

@@ -1,0 +1,107 @@
+package egress
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// Port is where a server finds its proxy on its own loopback, inside a
+// namespace of its own (any port would do: nothing else is there).
+const Port = 3128
+
+// Namespace is a network namespace with nothing in it but a loopback and
+// the proxy's listener on it: a server forked into it (Fd, setns) reaches
+// nothing else, by any protocol, names included (there is no resolver).
+type Namespace struct {
+	// Fd is the namespace (/proc/thread-self/ns/net as it was made).
+	Fd *os.File
+	// Listener is the proxy's, on 127.0.0.1:Port inside the namespace;
+	// its socket stays there whichever thread accepts on it.
+	Listener net.Listener
+}
+
+// NewNamespace makes a Namespace, on a thread of its own that enters it
+// and is never handed back to Go (it ends with its goroutine): no other
+// goroutine ever runs in the namespace. It needs CAP_SYS_ADMIN (a root
+// daemon); NamespaceSupport says whether this process has it.
+func NewNamespace() (*Namespace, error) {
+	type result struct {
+		ns  *Namespace
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		ns, err := enterNew()
+		done <- result{ns, err}
+	}()
+	r := <-done
+	return r.ns, r.err
+}
+
+func enterNew() (*Namespace, error) {
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		return nil, fmt.Errorf("a network namespace for the server: unshare: %w", err)
+	}
+	if err := loopbackUp(); err != nil {
+		return nil, err
+	}
+	fd, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		return nil, fmt.Errorf("a network namespace for the server: %w", err)
+	}
+	ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", Port))
+	if err != nil {
+		fd.Close()
+		return nil, fmt.Errorf("the egress proxy's listener in the server's namespace: %w", err)
+	}
+	return &Namespace{Fd: fd, Listener: ln}, nil
+}
+
+// loopbackUp brings up lo, which a new namespace has down.
+func loopbackUp() error {
+	s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("bring up the namespace's loopback: socket: %w", err)
+	}
+	defer unix.Close(s)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("bring up the namespace's loopback: %w", err)
+	}
+	if err := unix.IoctlIfreq(s, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring up the namespace's loopback: SIOCGIFFLAGS: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(s, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring up the namespace's loopback: SIOCSIFFLAGS: %w", err)
+	}
+	return nil
+}
+
+// Close closes the namespace's fd and the listener; the namespace goes
+// with the last process in it.
+func (n *Namespace) Close() error {
+	return errors.Join(n.Listener.Close(), n.Fd.Close())
+}
+
+// NamespaceSupport says why NewNamespace cannot work for this process, or
+// "": it needs CAP_SYS_ADMIN, which a daemon not run as root lacks (an
+// unprivileged user namespace would give it, but a daemon's threads
+// cannot enter one: the kernel refuses a multithreaded process).
+func NamespaceSupport() string {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return "its capabilities cannot be read: " + err.Error()
+	}
+	if data[0].Effective&(1<<unix.CAP_SYS_ADMIN) == 0 {
+		return "the daemon lacks CAP_SYS_ADMIN (it does not run as root), so it cannot make a network namespace"
+	}
+	return ""
+}
