@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // The test binary is its own hostile server: run with SANDBOX_TRY set, it
@@ -53,6 +55,15 @@ func try(act, arg string) int {
 			addr := &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}
 			fmt.Sscan(arg, &addr.Port)
 			err = syscall.Connect(fd, addr)
+			syscall.Close(fd)
+		}
+	case "vsock", "netlink": // a family beside the internet's
+		fam, typ := unix.AF_VSOCK, syscall.SOCK_STREAM
+		if act == "netlink" {
+			fam, typ = unix.AF_NETLINK, syscall.SOCK_DGRAM
+		}
+		var fd int
+		if fd, err = syscall.Socket(fam, typ, 0); err == nil {
 			syscall.Close(fd)
 		}
 	case "unix": // a unix socket stays
@@ -372,6 +383,19 @@ func TestConfineNoNetworkButItsPort(t *testing.T) {
 	}
 	if confined(t, r, "udp", port) {
 		t.Error("a UDP socket was made and connected with no network")
+	}
+	// vsock leaves a virtual machine for its host: refused where this
+	// kernel has it at all. Netlink stays on the machine, and stays.
+	if fd, err := syscall.Socket(unix.AF_VSOCK, syscall.SOCK_STREAM, 0); err == nil {
+		syscall.Close(fd)
+		if confined(t, r, "vsock", "") {
+			t.Error("a vsock socket was made with no network")
+		}
+	} else {
+		t.Logf("no vsock here (%v): its refusal is not tested", err)
+	}
+	if !confined(t, r, "netlink", "") {
+		t.Error("with no network, a netlink socket could not be made")
 	}
 	sock := filepath.Join(t.TempDir(), "s")
 	listening(t, "unix", sock)

@@ -13,10 +13,11 @@ import (
 // sockets, so an MPTCP socket (which Go itself uses for listeners since
 // 1.24), UDP and raw sockets reach the network past it, and io_uring can
 // make sockets without the socket(2) call a filter sees. The filter
-// refuses, with EACCES, an internet socket that is not plain TCP, every
-// io_uring, and any system call made through another ABI (x32, or i386
-// on a 64-bit kernel), whose numbers it cannot read. Unix sockets and
-// netlink stay: they do not leave the machine.
+// refuses, with EACCES, an internet socket that is not plain TCP, a
+// socket of any family but unix and netlink (which do not leave the
+// machine; vsock does, to a virtual machine's host), every io_uring, and
+// any system call made through another ABI (x32, or i386 on a 64-bit
+// kernel), whose numbers it cannot read.
 
 // seccompData offsets (struct seccomp_data): the call's number, its ABI,
 // and its arguments, whose low 32 bits come first on these little-endian
@@ -67,26 +68,28 @@ func noNetworkFilter() ([]unix.SockFilter, error) {
 		ret = unix.BPF_RET | unix.BPF_K
 	)
 	// A jump skips that many instructions: from index i, jt or jf k goes
-	// to i+1+k. The two returns end it: allow at 15, deny at 16
+	// to i+1+k. The two returns end it: allow at 17, deny at 18
 	// (TestNoNetworkFilterJumps checks every jump lands in the program).
 	prog := []unix.SockFilter{
 		/* 0 */ stmt(ld, offArch),
-		/* 1 */ jump(jeq, arch, 0, 14), // another ABI: deny
+		/* 1 */ jump(jeq, arch, 0, 16), // another ABI: deny
 		/* 2 */ stmt(ld, offNr),
-		/* 3 */ jump(jge, x32Bit, 12, 0), // x32: deny
-		/* 4 */ jump(jeq, unix.SYS_IO_URING_SETUP, 11, 0),
-		/* 5 */ jump(jeq, unix.SYS_SOCKET, 0, 9), // not socket(2): allow
+		/* 3 */ jump(jge, x32Bit, 14, 0), // x32: deny
+		/* 4 */ jump(jeq, unix.SYS_IO_URING_SETUP, 13, 0),
+		/* 5 */ jump(jeq, unix.SYS_SOCKET, 0, 11), // not socket(2): allow
 		/* 6 */ stmt(ld, offArg0),
-		/* 7 */ jump(jeq, unix.AF_INET, 1, 0),
-		/* 8 */ jump(jeq, unix.AF_INET6, 0, 6), // not the internet: allow
-		/* 9 */ stmt(ld, offArg1),
-		/* 10 */ stmt(and, sockTypeMask),
-		/* 11 */ jump(jeq, unix.SOCK_STREAM, 0, 4), // UDP, raw: deny
-		/* 12 */ stmt(ld, offArg2),
-		/* 13 */ jump(jeq, 0, 1, 0), // the default protocol: TCP
-		/* 14 */ jump(jeq, ipprotoTCP, 0, 1), // MPTCP, SCTP: deny
-		/* 15 */ stmt(ret, retAllow),
-		/* 16 */ stmt(ret, retDenyAccess),
+		/* 7 */ jump(jeq, unix.AF_UNIX, 9, 0), // allow
+		/* 8 */ jump(jeq, unix.AF_NETLINK, 8, 0), // allow
+		/* 9 */ jump(jeq, unix.AF_INET, 1, 0),
+		/* 10 */ jump(jeq, unix.AF_INET6, 0, 7), // any other family (vsock, packet, ...): deny
+		/* 11 */ stmt(ld, offArg1),
+		/* 12 */ stmt(and, sockTypeMask),
+		/* 13 */ jump(jeq, unix.SOCK_STREAM, 0, 4), // UDP, raw: deny
+		/* 14 */ stmt(ld, offArg2),
+		/* 15 */ jump(jeq, 0, 1, 0), // the default protocol: TCP
+		/* 16 */ jump(jeq, ipprotoTCP, 0, 1), // MPTCP, SCTP: deny
+		/* 17 */ stmt(ret, retAllow),
+		/* 18 */ stmt(ret, retDenyAccess),
 	}
 	return prog, nil
 }
