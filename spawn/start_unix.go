@@ -77,7 +77,7 @@ func Start(r *Reaper, req Request) (Started, error) {
 		tok, tokErr = proc.TokenOf(pid)
 		if tokErr == nil && req.Sandbox != nil {
 			// A process's limits, not a thread's: set from here, at once.
-			limErr = sandbox.LimitResources(pid)
+			limErr = sandbox.LimitResources(pid, *req.Sandbox)
 		}
 		if tokErr != nil || limErr != nil {
 			// Refuse to track a process we could not identify rather than
@@ -175,7 +175,7 @@ func Exec(req Request) error {
 		return &StartError{Name: req.Argv[0], Code: 125, Err: fmt.Errorf("chdir %s: %w", req.Dir, err)}
 	}
 	if req.Sandbox != nil {
-		if err := sandbox.LimitResources(0); err != nil {
+		if err := sandbox.LimitResources(0, *req.Sandbox); err != nil {
 			return &StartError{Name: req.Argv[0], Code: 125, Err: err}
 		}
 	}

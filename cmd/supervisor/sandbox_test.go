@@ -101,10 +101,10 @@ func testSandboxConfines(t *testing.T, inPlace string, byConfig bool) {
 	in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp, "SUPERVISOR_IN_PLACE="+inPlace,
 		"SECRET_TOKEN=hunter2", "ALLOWED_VAR=yes")
 	// The supervisor binary is readable, so the server can try to use it.
-	policy := []string{"--sandbox", "--allow-write", work, "--allow-env", "ALLOWED_VAR", "--network", "none", "--allow-read", filepath.Dir(bin)}
+	policy := []string{"--sandbox", "--allow-write", work, "--allow-env", "ALLOWED_VAR", "--network", "none", "--allow-read", filepath.Dir(bin), "--open-files", "512"}
 	if byConfig {
 		policy = nil
-		conf := "[servers.hostile]\nsandbox = true\nallow_write = [\"" + work + "\"]\nallow_env = [\"ALLOWED_VAR\"]\nnetwork = \"none\"\nallow_read = [\"" + filepath.Dir(bin) + "\"]\n"
+		conf := "[servers.hostile]\nsandbox = true\nallow_write = [\"" + work + "\"]\nallow_env = [\"ALLOWED_VAR\"]\nnetwork = \"none\"\nallow_read = [\"" + filepath.Dir(bin) + "\"]\nopen_files = 512\n"
 		if err := os.WriteFile(filepath.Join(in.state, "config.toml"), []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -130,6 +130,7 @@ try daemon-ps "` + bin + ` ps"
 try daemon-run "` + bin + ` run --session escape -- cat $HOME/.ssh/id_ed25519 </dev/null"
 echo "env secret=[$SECRET_TOKEN] allowed=[$ALLOWED_VAR] given=[$GIVEN_VAR]"
 echo "core $(ulimit -c)"
+echo "nofile $(ulimit -Hn)"
 echo done
 exec cat`
 	args := append([]string{"--session", "sb", "--name", "hostile", "--cwd", work}, policy...)
@@ -150,7 +151,7 @@ exec cat`
 		"read-key": "denied", "read-aws": "denied", "read-project": "ok", "write-project": "ok",
 		"write-tmp": "ok", "write-outside": "denied", "write-home": "denied", "host-environ": "denied",
 		"connect": "denied", "grandchild-key": "denied", "daemon-ps": "denied", "daemon-run": "denied",
-		"env": "secret=[] allowed=[yes] given=[mine]", "core": "0",
+		"env": "secret=[] allowed=[yes] given=[mine]", "core": "0", "nofile": "512",
 	}
 	for act, w := range want {
 		if got[act] != w {

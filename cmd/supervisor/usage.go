@@ -14,7 +14,7 @@ import (
 // walks the whole tree).
 var examples = map[string]string{
 	"supervisor":                          "  supervisor install --all          # wrap every agent host's stdio MCP servers\n  supervisor ps                     # what runs now\n  supervisor doctor                 # look for leaked servers and stale files",
-	"supervisor run":                      "  supervisor run --name fs -- npx -y @modelcontextprotocol/server-filesystem ~/src\n  supervisor run --session $SUPERVISOR_SESSION --grace 10s -- ./server --stdio\n  supervisor run --name big --memory-max 2G --pids-max 200 -- ./server",
+	"supervisor run":                      "  supervisor run --name fs -- npx -y @modelcontextprotocol/server-filesystem ~/src\n  supervisor run --session $SUPERVISOR_SESSION --grace 10s -- ./server --stdio\n  supervisor run --name big --memory-max 2G --pids-max 200 -- ./server\n  supervisor run --name gh --allow-env GITHUB_TOKEN --network api.github.com:443 -- npx -y @modelcontextprotocol/server-github",
 	"supervisor ps":                       "  supervisor ps\n  supervisor ps --all --wide\n  supervisor ps --session 1a2b3c4d --json",
 	"supervisor sessions":                 "  supervisor sessions\n  supervisor sessions --all --no-trunc",
 	"supervisor top":                      "  supervisor top                     # interactive: m, c, ... sort; q quits\n  supervisor top --sort cpu --plain --count 1",

@@ -301,6 +301,9 @@ func sandboxEntries(p string, sp sandbox.Spec, off bool) [][2]string {
 	if sp.Network != "" {
 		kv = append(kv, [2]string{p + "network", sp.Network})
 	}
+	if sp.OpenFiles != 0 {
+		kv = append(kv, [2]string{p + "open_files", strconv.Itoa(sp.OpenFiles)})
+	}
 	return kv
 }
 
@@ -371,6 +374,7 @@ type sandboxKeys struct {
 	AllowWrite []string `toml:"allow_write"`
 	AllowEnv   []string `toml:"allow_env"`
 	Network    *string  `toml:"network"`
+	OpenFiles  *int     `toml:"open_files"`
 }
 
 // sandbox parses k into sp (and off, for a server's sandbox = false), each
@@ -406,13 +410,21 @@ func (e *Effective) sandbox(k sandboxKeys, pre string, sp *sandbox.Spec, off *bo
 	// A server's own rule asks for its sandbox, as its flags do (--network
 	// implies --sandbox): a rule that confined nothing would be a silent
 	// fallback. At the top, the rules are every sandboxed server's.
-	rules := k.AllowRead != nil || k.AllowWrite != nil || k.AllowEnv != nil || k.Network != nil
+	rules := k.AllowRead != nil || k.AllowWrite != nil || k.AllowEnv != nil || k.Network != nil || k.OpenFiles != nil
 	if off != nil && rules {
 		switch {
 		case k.Sandbox == nil:
 			sp.Enabled = true
 		case !*k.Sandbox:
-			p.add(pre+"sandbox", "false with allow_read, allow_write, allow_env or network in the same section: drop one or the other")
+			p.add(pre+"sandbox", "false with allow_read, allow_write, allow_env, network or open_files in the same section: drop one or the other")
+		}
+	}
+	if k.OpenFiles != nil {
+		if err := (sandbox.Spec{OpenFiles: *k.OpenFiles}).Validate(); err != nil {
+			p.add(pre+"open_files", err.Error())
+		} else {
+			sp.OpenFiles = *k.OpenFiles
+			e.sources[pre+"open_files"] = p.at(pre + "open_files")
 		}
 	}
 	if k.Network != nil {

@@ -235,6 +235,7 @@ func TestConfigBadFile(t *testing.T) {
 		{"bad network", "sandbox = true\nnetwork = \"some\"\n", 2, `network: network "some": want none, all, or a list of host:port`},
 		{"network list without a port", "[servers.a]\nnetwork = \"api.github.com:443,example.com\"\n", 2, `servers.a.network: network "api.github.com:443,example.com": "example.com" has no port`},
 		{"sandbox off with a rule", "[servers.a]\nsandbox = false\nnetwork = \"none\"\n", 2, `servers.a.sandbox: false with allow_read`},
+		{"bad open_files", "[servers.a]\nopen_files = 3\n", 2, `servers.a.open_files: open_files 3: want 16 to`},
 		{"empty network", "network = \"\"\n", 1, `network: "": want none, all`},
 		{"bad allow_env", "[servers.a]\nallow_env = [\"A=B\"]\n", 2, `servers.a.allow_env: allow_env "A=B": want a variable name`},
 		{"empty allow_read", "allow_read = [\"\"]\n", 1, `allow_read: an empty path`},

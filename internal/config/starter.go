@@ -42,7 +42,8 @@ var keyDocs = []keyDoc{
 	{key: "allow_read", example: `["~/notes"]`, doc: "Paths every sandboxed server may also read (~ is your home)."},
 	{key: "allow_write", example: `["~/scratch"]`, doc: "Paths every sandboxed server may also write."},
 	{key: "allow_env", example: `["GITHUB_TOKEN", "MYAPP_*"]`, doc: "Variables every sandboxed server sees beyond PATH, HOME, locale and the like."},
-	{key: "network", example: `"none"`, doc: "A sandboxed server's network: all or none (unset: all)."},
+	{key: "network", example: `"none"`, doc: "A sandboxed server's network: all, none, or \"host:port,...\" it reaches through the egress proxy (unset: all)."},
+	{key: "open_files", example: `1024`, doc: "The most files a sandboxed server may hold open (unset: 4096)."},
 
 	{key: "breaker.threshold", doc: "Consecutive failed starts that open a server's circuit breaker."},
 	{key: "breaker.cooldown", doc: "First open period; it doubles on each reopening up to max_cooldown."},
@@ -63,7 +64,8 @@ var keyDocs = []keyDoc{
 	{key: "servers.NAME.allow_read", example: `["~/docs"]`, doc: "Paths it may also read (run --allow-read), beside allow_read above."},
 	{key: "servers.NAME.allow_write", example: `["~/projects/app"]`, doc: "Paths it may also write (run --allow-write)."},
 	{key: "servers.NAME.allow_env", example: `["GITHUB_TOKEN"]`, doc: "Variables it also sees (run --allow-env)."},
-	{key: "servers.NAME.network", example: `"all"`, doc: "all or none (run --network), over network above."},
+	{key: "servers.NAME.network", example: `"api.github.com:443"`, doc: "all, none or host:port,... (run --network), over network above; asks for the sandbox."},
+	{key: "servers.NAME.open_files", example: `8192`, doc: "run --open-files, over open_files above; asks for the sandbox."},
 }
 
 const starterHeader = `# supervisor config file, written by ` + "`supervisor config init`" + `.

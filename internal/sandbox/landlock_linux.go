@@ -246,13 +246,26 @@ func dropCapabilities() error {
 
 // LimitResources sets what a sandboxed server may not have whatever its
 // rules: core dumps (a crash must not write its memory, and the secrets
-// it was given, to disk). pid 0 is the calling process. Resource limits
-// are a process's, not a thread's: a forked server gets them right after
-// its start, an in-place one before its exec.
-func LimitResources(pid int) error {
+// it was given, to disk), and more than r.OpenFiles open files (lowered
+// only, never raised). pid 0 is the calling process. Resource limits are
+// a process's, not a thread's: a forked server gets them right after its
+// start, an in-place one before its exec.
+func LimitResources(pid int, r Rules) error {
 	none := unix.Rlimit{Cur: 0, Max: 0}
 	if err := unix.Prlimit(pid, unix.RLIMIT_CORE, &none, nil); err != nil {
 		return fmt.Errorf("cannot sandbox: no core dumps for %d: %w", pid, err)
+	}
+	if r.OpenFiles <= 0 {
+		return nil
+	}
+	var cur unix.Rlimit
+	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, nil, &cur); err != nil {
+		return fmt.Errorf("cannot sandbox: the open-files limit of %d: %w", pid, err)
+	}
+	n := uint64(r.OpenFiles)
+	lim := unix.Rlimit{Cur: min(cur.Cur, n), Max: min(cur.Max, n)}
+	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &lim, nil); err != nil {
+		return fmt.Errorf("cannot sandbox: at most %d open files for %d: %w", n, pid, err)
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ func Confine(Rules) error {
 }
 
 // LimitResources fails: there is no sandbox here.
-func LimitResources(int) error {
+func LimitResources(int, Rules) error {
 	return errors.New("cannot sandbox: " + Support().Why)
 }
 

@@ -11,6 +11,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -36,7 +37,19 @@ type Spec struct {
 	// Network is "all", "none", or a list of host:port (Hosts) the
 	// server reaches through the egress proxy ("" is all).
 	Network string `json:"network,omitempty"`
+	// OpenFiles caps the files the server may hold open at once (its
+	// RLIMIT_NOFILE); 0 is DefaultOpenFiles.
+	OpenFiles int `json:"open_files,omitempty"`
 }
+
+// DefaultOpenFiles is a sandboxed server's open-files limit where its
+// policy names none: ample for a stdio server, and a bound on one that
+// leaks descriptors. A limit is only ever lowered: one already below it
+// stays.
+const DefaultOpenFiles = 4096
+
+// maxOpenFiles bounds what a policy may ask: the kernel's usual nr_open.
+const maxOpenFiles = 1 << 20
 
 // Network modes.
 const (
@@ -48,6 +61,9 @@ const (
 func (s Spec) Validate() error {
 	if _, err := s.Hosts(); err != nil {
 		return err
+	}
+	if s.OpenFiles < 0 || s.OpenFiles > maxOpenFiles || s.OpenFiles > 0 && s.OpenFiles < 16 {
+		return fmt.Errorf("open_files %d: want 16 to %d (0 for the default, %d)", s.OpenFiles, maxOpenFiles, DefaultOpenFiles)
 	}
 	for _, p := range append(slices.Clone(s.Read), s.Write...) {
 		if strings.TrimSpace(p) == "" {
@@ -92,6 +108,8 @@ type Rules struct {
 	// Egress says how the proxy is reached and what that enforces, for
 	// the start event (set by the daemon with the proxy).
 	Egress string `json:"egress,omitempty"`
+	// OpenFiles is the server's open-files limit (LimitResources).
+	OpenFiles int `json:"open_files,omitempty"`
 	// Preset names the preset that added to the rules (Preset), if one
 	// did: what a user reads in the start event.
 	Preset string `json:"preset,omitempty"`
@@ -247,6 +265,7 @@ func Plan(spec Spec, ctx Context) (Rules, error) {
 		NoNetwork: spec.Network == NetworkNone || hosts != nil,
 		Hosts:     hosts,
 		Preset:    preset,
+		OpenFiles: cmp.Or(spec.OpenFiles, DefaultOpenFiles),
 	}
 	return r, nil
 }

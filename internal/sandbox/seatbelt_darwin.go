@@ -26,7 +26,7 @@ func Confine(Rules) error {
 // LimitResources does nothing on macOS: a process's limits cannot be set
 // from outside it there (no prlimit); docs/sandbox.md says core dumps
 // stay as the user's limits have them.
-func LimitResources(int) error { return nil }
+func LimitResources(int, Rules) error { return nil }
 
 // Wrap is the command that runs path (argv) under r: sandbox-exec with
 // r's profile, which execs it in its own place.

@@ -243,6 +243,9 @@ func MergeSandbox(req *sandbox.Spec, off bool, o Server, def sandbox.Spec) *sand
 		if sp.Network != "" {
 			out.Network = sp.Network
 		}
+		if sp.OpenFiles != 0 {
+			out.OpenFiles = sp.OpenFiles
+		}
 	}
 	if !out.Enabled {
 		return nil
