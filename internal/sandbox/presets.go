@@ -17,7 +17,15 @@ import (
 //     write;
 //   - memory (@modelcontextprotocol/server-memory): the directory of its
 //     knowledge graph file, MEMORY_FILE_PATH in its environment (relative
-//     to its script, as the server reads it) or beside its script.
+//     to its script, as the server reads it) or beside its script;
+//   - fetch (mcp-server-fetch, @modelcontextprotocol/server-fetch,
+//     @kazuph/mcp-fetch, fetcher-mcp) and browser (@playwright/mcp,
+//     @modelcontextprotocol/server-puppeteer, chrome-devtools-mcp): no
+//     more than every server gets, and not even their directory where it
+//     is in the home (hosts start servers in it): what they fetch comes
+//     from the network, which stays as the policy says (all by default),
+//     and nothing of the user's files is theirs to send there. A browser
+//     writes its profile in its temp dir.
 //
 // The secrets' deny list holds under a preset as under any rule.
 func Preset(argv []string, cwd string, env []string) (name string, add Spec) {
@@ -29,6 +37,10 @@ func Preset(argv []string, cwd string, env []string) (name string, add Spec) {
 	}
 	for i, a := range argv {
 		switch {
+		case matchesAny(a, fetchServers):
+			return PresetFetch, add
+		case matchesAny(a, browserServers):
+			return PresetBrowser, add
 		case strings.Contains(a, "server-filesystem"):
 			for _, d := range argv[i+1:] {
 				if strings.HasPrefix(d, "-") {
@@ -72,4 +84,26 @@ func Preset(argv []string, cwd string, env []string) (name string, add Spec) {
 		}
 	}
 	return "", Spec{}
+}
+
+// The presets that keep a server out of the home (Plan).
+const (
+	PresetFetch   = "fetch"
+	PresetBrowser = "browser"
+)
+
+// The packages of the fetch and browser presets, as their commands name
+// them (a package, or a path into its node_modules or virtualenv).
+var (
+	fetchServers   = []string{"mcp-server-fetch", "server-fetch", "mcp-fetch", "fetcher-mcp"}
+	browserServers = []string{"@playwright/mcp", "server-puppeteer", "chrome-devtools-mcp", "playwright-mcp"}
+)
+
+func matchesAny(arg string, names []string) bool {
+	for _, n := range names {
+		if strings.Contains(arg, n) {
+			return true
+		}
+	}
+	return false
 }

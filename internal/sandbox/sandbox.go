@@ -234,7 +234,11 @@ func Plan(spec Spec, ctx Context) (Rules, error) {
 	for _, c := range packageCaches {
 		read = append(read, filepath.Join(ctx.Home, c))
 	}
-	if ctx.Cwd != "" {
+	preset, add := Preset(ctx.Argv, ctx.Cwd, ctx.Env)
+	// A fetch or browser server gets nothing of the home, its directory
+	// included when that is in the home (presets.go).
+	awayFromHome := (preset == PresetFetch || preset == PresetBrowser) && ctx.Home != "" && within(ctx.Cwd, ctx.Home)
+	if ctx.Cwd != "" && !awayFromHome {
 		read = append(read, ctx.Cwd)
 	}
 	for i, a := range ctx.Argv {
@@ -250,7 +254,6 @@ func Plan(spec Spec, ctx Context) (Rules, error) {
 	for _, p := range spec.Write {
 		write = append(write, abs(p))
 	}
-	preset, add := Preset(ctx.Argv, ctx.Cwd, ctx.Env)
 	for _, p := range add.Write {
 		write = append(write, abs(p))
 	}

@@ -244,10 +244,41 @@ func TestPresetsAndPackages(t *testing.T) {
 		{[]string{"/home/u/.local/bin/uvx", "mcp-server-git", "--repository", root}, "git", []string{root}},
 		{[]string{"/home/u/.local/bin/uvx", "mcp-server-git", "--repository=" + root}, "git", []string{root}},
 		{[]string{"/usr/bin/node", "/x/node_modules/@modelcontextprotocol/server-everything/dist/index.js", root}, "", nil},
+		{[]string{"/home/u/.local/bin/uvx", "mcp-server-fetch"}, "fetch", nil},
+		{[]string{"/usr/bin/npx", "-y", "@playwright/mcp@latest", "--headless"}, "browser", nil},
+		{[]string{"/usr/bin/node", "/x/node_modules/@modelcontextprotocol/server-puppeteer/dist/index.js"}, "browser", nil},
 	} {
 		name, add := Preset(tc.argv, "/", nil)
 		if name != tc.preset || !slices.Equal(add.Write, tc.write) {
 			t.Errorf("Preset(%q) = %q %q, want %q %q", tc.argv, name, add.Write, tc.preset, tc.write)
+		}
+	}
+	// A fetch or browser server started in the home reads none of it
+	// (but its caches); started elsewhere, it reads its directory.
+	home, tmp := t.TempDir(), t.TempDir()
+	for _, tc := range []struct {
+		argv    []string
+		cwd     string
+		readsIt bool
+	}{
+		{[]string{"/usr/bin/npx", "-y", "@playwright/mcp"}, home, false},
+		{[]string{"/usr/bin/uvx", "mcp-server-fetch"}, filepath.Join(home, "src"), false},
+		{[]string{"/usr/bin/uvx", "mcp-server-fetch"}, root, true},
+		{[]string{"/usr/bin/npx", "-y", "@modelcontextprotocol/server-everything"}, home, true},
+	} {
+		f := filepath.Join(tc.cwd, "notes.txt")
+		if err := os.MkdirAll(tc.cwd, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Plan(Spec{Enabled: true}, Context{Home: home, Cwd: tc.cwd, Argv: tc.argv, TempDir: tmp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Covers(f); got != tc.readsIt {
+			t.Errorf("%q in %s: reads its directory %v, want %v (preset %q)", tc.argv, tc.cwd, got, tc.readsIt, r.Preset)
 		}
 	}
 	mem := "/x/node_modules/@modelcontextprotocol/server-memory/dist/index.js"
