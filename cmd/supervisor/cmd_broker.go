@@ -18,6 +18,7 @@ import (
 
 	"github.com/seed-86a41135/supervisor/internal/broker"
 	"github.com/seed-86a41135/supervisor/internal/logwriter"
+	"github.com/seed-86a41135/supervisor/internal/sandbox"
 )
 
 // brokerCommand is the name the daemon spawns the broker by.
@@ -46,6 +47,7 @@ func newBrokerCommand() *cobra.Command {
 	var linger, idle time.Duration
 	var lazy bool
 	var drop []string
+	var sandboxRules string
 	var logOpt logwriter.Options
 	cmd := &cobra.Command{
 		Use:    brokerCommand + " --socket PATH [--linger D] -- CMD [ARG...]",
@@ -78,9 +80,16 @@ func newBrokerCommand() *cobra.Command {
 				cache = readCache(os.Stdin, log)
 			}
 			os.Stdin.Close() // read or not, the daemon's writer is done with it
+			var rules *sandbox.Rules
+			if sandboxRules != "" {
+				rules = new(sandbox.Rules)
+				if err := json.Unmarshal([]byte(sandboxRules), rules); err != nil {
+					return fmt.Errorf("--sandbox-rules: %w", err)
+				}
+			}
 			return broker.Serve(ctx, broker.ServeConfig{
 				Socket: socket, Linger: linger, Ready: os.Stdout,
-				Broker: broker.Config{Argv: args, Dir: cwd, Env: dropEnv(os.Environ(), drop), Log: log, Lazy: lazy, Cache: cache, Idle: idle},
+				Broker: broker.Config{Argv: args, Dir: cwd, Env: dropEnv(os.Environ(), drop), Sandbox: rules, Log: log, Lazy: lazy, Cache: cache, Idle: idle},
 			})
 		},
 	}
@@ -91,6 +100,7 @@ func newBrokerCommand() *cobra.Command {
 	cmd.Flags().StringVar(&logOpt.Path, "log", "", "write stderr (the broker's and its upstream's) to this capped, rotated log")
 	cmd.Flags().Int64Var(&logOpt.MaxBytes, "log-max-bytes", 10<<20, "rotate the log before it would pass this size")
 	cmd.Flags().IntVar(&logOpt.Keep, "log-keep", 3, "rotated logs kept")
+	cmd.Flags().StringVar(&sandboxRules, "sandbox-rules", "", "confine the upstream to these rules (JSON, as the daemon planned them)")
 	cmd.Flags().StringArrayVar(&drop, "drop-env", nil, "a variable the daemon set for the broker itself, not passed to the upstream (repeatable)")
 	return cmd
 }

@@ -71,6 +71,17 @@ func startRawHost(t *testing.T, in *instance, args ...string) *rawHost {
 // ask sends a request and returns its answer (notifications passed over).
 func (h *rawHost) ask(id int, method, params string) result {
 	h.t.Helper()
+	r, errAnswer := h.tryAsk(id, method, params)
+	if errAnswer != "" {
+		h.t.Fatalf("%s: %s", method, errAnswer)
+	}
+	return r
+}
+
+// tryAsk is ask for a request that may be answered with an error: the
+// error's answer, or the result.
+func (h *rawHost) tryAsk(id int, method, params string) (result, string) {
+	h.t.Helper()
 	if params == "" {
 		params = "{}"
 	}
@@ -93,10 +104,10 @@ func (h *rawHost) ask(id int, method, params string) result {
 				h.t.Fatalf("%s: answer %s, want id %d", method, line, id)
 			}
 			if m["error"] != nil {
-				h.t.Fatalf("%s: %s", method, line)
+				return nil, line
 			}
 			r, _ := m["result"].(map[string]any)
-			return r
+			return r, ""
 		case <-deadline:
 			h.t.Fatalf("%s (id %d): no answer within %v", method, id, wait)
 		}

@@ -197,10 +197,9 @@ func TestSandboxRefusals(t *testing.T) {
 	}{
 		{"a bad network", []string{"--network", "some"}, "want none, all, or a list of host:port"},
 		{"a bad network list", []string{"--network", "example.com:443,example.org"}, `"example.org" has no port`},
-		{"a network list shared", []string{"--network", "example.com:443", "--share"}, "runs unshared"},
+		{"a network list shared", []string{"--network", "example.com:443", "--share"}, "runs unshared for now"},
+		{"a network list lazy", []string{"--network", "example.com:443", "--lazy"}, "runs unshared for now"},
 		{"sandbox off with a rule", []string{"--sandbox=false", "--allow-read", "/etc"}, "drop one or the other"},
-		{"shared", []string{"--sandbox", "--share"}, "runs unshared"},
-		{"lazy", []string{"--sandbox", "--lazy"}, "runs unshared"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append(append([]string{"run", "--session", "sbr"}, tc.args...), "--", "sh", "-c", "echo ran")
@@ -404,5 +403,102 @@ func TestSandboxNeedsCgroups(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, "a sandbox needs cgroups here") || strings.Contains(out, "ran") {
 			t.Errorf("%s --sandbox without cgroups: exit %d, stdout %q, stderr %q; want refused", args[0], code, out, stderr)
 		}
+	}
+}
+
+// TestSandboxSharedServer: a shared server's upstream runs under its
+// policy, restarts included: its clients share one broker and one
+// confined upstream, and a client asking another policy gets a broker of
+// its own (as limits do). Lazy and idle servers take the same path.
+func TestSandboxSharedServer(t *testing.T) {
+	t.Parallel()
+	in := newInstance(t)
+	home, _, tmp := sandboxHome(t)
+	in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp, "SECRET_TOKEN=hunter2")
+	sandboxOrSkip(t, in)
+	// The host (a shell) has SECRET_TOKEN in its own environment: it is
+	// not one it gives its server.
+	in.via = []string{"sh", "-c", `"$0" "$@"; exit $?`}
+	key := filepath.Join(home, ".ssh", "id_ed25519")
+	policy := []string{"--sandbox", "--allow-read", filepath.Dir(bin), "--network", "none"}
+	host := func(extra ...string) *rawHost {
+		args := append(append([]string{"--share", "--name", "sbshare"}, policy...), extra...)
+		h := startRawHost(t, in, append(args, "--", bin, "_fixture", "mcp")...)
+		h.handshake()
+		return h
+	}
+	call := func(h *rawHost, id int, tool, arg string) string {
+		return h.ask(id, "tools/call", fmt.Sprintf(`{"name":%q,"arguments":{"text":%q}}`, tool, arg)).String()
+	}
+	pidOf := func(h *rawHost, id int) int {
+		s := call(h, id, "stats", "")
+		i := strings.Index(s, "pid=")
+		var pid int
+		if i < 0 {
+			t.Fatalf("stats: %s", s)
+		}
+		fmt.Sscan(s[i+4:], &pid)
+		return pid
+	}
+	a, b := host(), host()
+	other := host("--allow-env", "SECRET_TOKEN")
+	pa, pb, po := pidOf(a, 10), pidOf(b, 10), pidOf(other, 10)
+	if pa != pb {
+		t.Errorf("two clients of one policy got upstreams %d and %d, want one", pa, pb)
+	}
+	if po == pa {
+		t.Errorf("a client asking another policy shares upstream %d", pa)
+	}
+	for _, c := range []struct {
+		h          *rawHost
+		tool, arg  string
+		want, what string
+	}{
+		{a, "read", key, "denied", "the upstream read the private key"},
+		{b, "read", key, "denied", "the upstream read the private key"},
+		{a, "read", "/etc/hostname", "read: ", "the upstream could not read the system"},
+		{a, "getenv", "SECRET_TOKEN", "env: \"", "the upstream saw a secret it did not ask for"},
+		{other, "getenv", "SECRET_TOKEN", "env: hunter2", "the upstream that asked for SECRET_TOKEN did not see it"},
+		{other, "read", key, "denied", "the other policy's upstream read the private key"},
+	} {
+		if got := call(c.h, 11, c.tool, c.arg); !strings.Contains(got, c.want) {
+			t.Errorf("%s: %s", c.what, got)
+		}
+	}
+	if nnp, err := proc.NoNewPrivs(pa); err != nil || !nnp {
+		t.Errorf("the shared upstream %d is not confined (no_new_privs %v, %v)", pa, nnp, err)
+	}
+	// A restart of the upstream (a crash) is confined as the first run.
+	a.send(`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"crash","arguments":{}}}`)
+	deadline := time.Now().Add(wait)
+	var again int
+	for id := 100; time.Now().Before(deadline); id++ {
+		// Answered with an error while the upstream restarts.
+		r, _ := b.tryAsk(id, "tools/call", `{"name":"stats","arguments":{}}`)
+		if i := strings.Index(r.String(), "pid="); i >= 0 {
+			fmt.Sscan(r.String()[i+4:], &again)
+			if again != pa {
+				break
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if again == pa {
+		t.Fatal("the upstream was not restarted after its crash")
+	}
+	if got := call(b, 14, "read", key); !strings.Contains(got, "denied") {
+		t.Errorf("the restarted upstream read the private key: %s", got)
+	}
+	brokers := 0
+	for _, p := range in.mustProcesses(false) {
+		if p.Broker {
+			brokers++
+			if !p.Sandboxed {
+				t.Errorf("broker %s is not recorded sandboxed", p.ID)
+			}
+		}
+	}
+	if brokers != 2 {
+		t.Errorf("%d brokers, want 2 (one per policy)", brokers)
 	}
 }

@@ -32,6 +32,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/seed-86a41135/supervisor/internal/sandbox"
 )
 
 // Config is the upstream command and the broker's limits. Zero fields take
@@ -43,6 +45,9 @@ type Config struct {
 	Argv []string
 	Dir  string
 	Env  []string
+	// Sandbox, when set, confines every run of the upstream (and what it
+	// starts) to these rules; Env is then what the sandbox keeps.
+	Sandbox *sandbox.Rules
 	// Log is the broker's logger (default: discard).
 	Log hclog.Logger
 	// OnEvent is told of "client.attach", "client.detach",

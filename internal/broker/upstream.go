@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strconv"
 	"time"
+
+	"github.com/seed-86a41135/supervisor/internal/sandbox"
 )
 
 // upstream is one run of the upstream process.
@@ -45,7 +47,7 @@ func (b *Broker) startUpstream() (*upstream, error) {
 	cmd.Dir, cmd.Env = b.cfg.Dir, b.cfg.Env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, os.Stderr
 	setGroup(cmd)
-	err = cmd.Start()
+	err = b.start(cmd)
 	// The child has its copies; ours would keep its stdin from reaching EOF
 	// and our reader from seeing its exit.
 	inR.Close()
@@ -209,4 +211,24 @@ func (b *Broker) upstreamExited(u *upstream) {
 		b.deliver(r.c, notification("notifications/cancelled", fmt.Sprintf(`{"requestId":%d,"reason":"the server restarted"}`, id)))
 		delete(b.srvReqs, id)
 	}
+}
+
+// start starts cmd, confined to the broker's sandbox where it has one:
+// from a thread that confines itself first (sandbox.Confined), so no
+// other thread of the broker is confined, then its limits, set while the
+// process is still this one's unwaited child (its pid cannot be another's).
+func (b *Broker) start(cmd *exec.Cmd) error {
+	rules := b.cfg.Sandbox
+	if rules == nil {
+		return cmd.Start()
+	}
+	if err := sandbox.Confined(*rules, cmd.Start); err != nil {
+		return err
+	}
+	if err := sandbox.LimitResources(cmd.Process.Pid, *rules); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return err
+	}
+	return nil
 }

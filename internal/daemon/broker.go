@@ -81,6 +81,10 @@ func (d *Daemon) serveShare(conn *api.Conn, req api.RunRequest, files [3]*os.Fil
 		// Clients asking other limits get a broker of their own.
 		key = sharing.LimitedKey(key, DescribeLimits(req.Limits))
 	}
+	if req.Sandbox != nil {
+		// And so do clients asking another sandbox.
+		key = sharing.SandboxedKey(key, *req.Sandbox)
+	}
 	if !req.Share {
 		// Lazy or idle but not shared: a broker of this client's own, which
 		// shares only the cache (kept by server key).
@@ -145,6 +149,9 @@ func (d *Daemon) frontFor(conn *api.Conn, req api.RunRequest, name string) bool 
 		key := serverKey
 		if req.Limits != nil {
 			key = sharing.LimitedKey(key, DescribeLimits(req.Limits))
+		}
+		if req.Sandbox != nil {
+			key = sharing.SandboxedKey(key, *req.Sandbox)
 		}
 		d.mu.Lock()
 		br := d.brokers[key]
@@ -488,7 +495,17 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 		pw.Close()
 		return err
 	}
-	argv, env, note := d.brokerArgv(br, req, logPath)
+	argv, env, note, err := d.brokerArgv(br, req, logPath)
+	if err != nil {
+		pw.Close()
+		d.transition(br.id, registry.StateFailed, func(p *registry.Process) {
+			p.Error = err.Error()
+			t := d.reg.Now().UTC()
+			p.ExitedAt = &t
+		})
+		d.undoStart(srv)
+		return err
+	}
 	started, err := d.forkServer(srv, spawn.Request{
 		Argv: argv, Env: env, Dir: string(req.Cwd), Stdio: [3]*os.File{stdin, pw, logf},
 	})
@@ -556,7 +573,7 @@ func (d *Daemon) prepareBroker(br *brokerRef, sess string, req api.RunRequest) (
 			ID: br.id, Session: sess, Name: br.name, Argv: req.Argv, Cwd: string(req.Cwd),
 			Broker: true, BrokerKey: br.key, Health: "starting", GraceMS: req.GraceMS,
 			ServerKey: br.serverKey, Fingerprint: br.fp, Lazy: br.lazy, IdleMS: api.Millis(br.idle),
-			Cgroup: cgroupPath, Limits: storedLimits(req.Limits), LimitCgroups: v1,
+			Cgroup: cgroupPath, Limits: storedLimits(req.Limits), LimitCgroups: v1, Sandboxed: req.Sandbox != nil,
 		})
 		return err
 	})
@@ -564,13 +581,24 @@ func (d *Daemon) prepareBroker(br *brokerRef, sess string, req api.RunRequest) (
 
 // brokerArgv is the command line and environment of broker br, which
 // runs req's command and logs to logPath, and the note its start event
-// adds on how its upstream runs.
-func (d *Daemon) brokerArgv(br *brokerRef, req api.RunRequest, logPath string) (argv, env []string, note string) {
+// adds on how its upstream runs. A sandboxed upstream's rules are planned
+// here, as a direct server's are, and the broker confines each of its
+// runs to them.
+func (d *Daemon) brokerArgv(br *brokerRef, req api.RunRequest, logPath string) (argv, env []string, note string, err error) {
 	// The upstream runs as the program an npx command would run, as a
 	// direct server does (package launcher).
 	up := launched{argv: req.Argv, env: req.Env}
 	if fl, ok, _ := launcher.Flatten(req.Argv, string(req.Cwd), req.Env); ok && !req.NoFlatten {
 		up = launched{argv: fl.Argv, env: fl.Env, note: " (flattened, " + fl.Via + ")"}
+	}
+	var rules []byte
+	if req.Sandbox != nil {
+		if err := d.planSandbox(&up, req); err != nil {
+			return nil, nil, "", err
+		}
+		if rules, err = json.Marshal(up.sandbox); err != nil {
+			return nil, nil, "", fmt.Errorf("sandbox: %w", err)
+		}
 	}
 	env, drop := sharing.BrokerEnv(up.env)
 	argv = []string{d.exe, "_broker", "--socket", br.socket, "--linger", d.settings().Linger.String()}
@@ -579,6 +607,9 @@ func (d *Daemon) brokerArgv(br *brokerRef, req api.RunRequest, logPath string) (
 	}
 	maxBytes, keep := d.logCap()
 	argv = append(argv, "--log", logPath, "--log-max-bytes", strconv.FormatInt(maxBytes, 10), "--log-keep", strconv.Itoa(keep))
+	if rules != nil {
+		argv = append(argv, "--sandbox-rules", string(rules))
+	}
 	if br.lazy {
 		argv = append(argv, "--lazy")
 	}
@@ -586,7 +617,7 @@ func (d *Daemon) brokerArgv(br *brokerRef, req api.RunRequest, logPath string) (
 		argv = append(argv, "--idle", br.idle.String())
 	}
 	argv = append(append(argv, "--"), up.argv...)
-	return argv, env, up.note
+	return argv, env, up.note, nil
 }
 
 // recordBrokerStart commits broker br's running record, with its start

@@ -270,6 +270,40 @@ func LimitResources(pid int, r Rules) error {
 	return nil
 }
 
+// Confined runs start (which forks or execs) on a thread of its own
+// confined to r, and returns its error: what start forks is confined from
+// its first instruction. The thread is never handed back to Go: it ends
+// with its goroutine. Never the main thread: Go cannot end it, and the
+// kernel sees it as the process, which must stay unconfined.
+func Confined(r Rules, start func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: confined, the thread must end
+		if unix.Gettid() == unix.Getpid() {
+			// The main thread: held here while another thread works,
+			// then handed back, never confined.
+			inner := make(chan error, 1)
+			go func() {
+				runtime.LockOSThread()
+				inner <- confineAndStart(r, start)
+			}()
+			err := <-inner
+			runtime.UnlockOSThread()
+			done <- err
+			return
+		}
+		done <- confineAndStart(r, start)
+	}()
+	return <-done
+}
+
+func confineAndStart(r Rules, start func() error) error {
+	if err := Confine(r); err != nil {
+		return err
+	}
+	return start()
+}
+
 // Wrap leaves a command as it is on Linux: its process confines itself
 // (Confine).
 func Wrap(path string, argv []string, _ Rules) (string, []string) { return path, argv }

@@ -22,5 +22,10 @@ func LimitResources(int, Rules) error {
 	return errors.New("cannot sandbox: " + Support().Why)
 }
 
+// Confined fails: there is no sandbox here.
+func Confined(Rules, func() error) error {
+	return errors.New("cannot sandbox: " + Support().Why)
+}
+
 // Wrap leaves a command as it is: there is no sandbox to wrap it in.
 func Wrap(path string, argv []string, _ Rules) (string, []string) { return path, argv }

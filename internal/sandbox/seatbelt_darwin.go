@@ -23,6 +23,12 @@ func Confine(Rules) error {
 	return errors.New("cannot sandbox: on macOS the command is wrapped in sandbox-exec, not confined in place")
 }
 
+// Confined fails on macOS: a command is wrapped in sandbox-exec there
+// (Wrap), not started from a confined thread.
+func Confined(Rules, func() error) error {
+	return errors.New("cannot sandbox: on macOS the command is wrapped in sandbox-exec, not confined in place")
+}
+
 // LimitResources does nothing on macOS: a process's limits cannot be set
 // from outside it there (no prlimit); docs/sandbox.md says core dumps
 // stay as the user's limits have them.

@@ -83,7 +83,8 @@ func New(src Source) *Set {
 				"in another case or escaped; see jsonrpc's package doc).", "kind", "ambiguous"),
 		sandbox: promtext.NewCounterVec("supervisor_sandbox_denied_total",
 			"What a sandbox refused: runs whose sandbox could not be had here (run), "+
-				"and connections to the daemon from sandboxed servers' processes (daemon).", "what", "run", "daemon"),
+				"connections to the daemon from sandboxed servers' processes (daemon), "+
+				"and hosts a sandboxed server's egress proxy refused (network).", "what", "run", "daemon", "network"),
 		limits: promtext.NewCounterVec("supervisor_limit_hits_total",
 			"Servers on which the kernel enforced a limit: memory_max (the OOM killer killed a process of it), "+
 				"pids_max (a fork failed at the cap); once per server and limit.", "limit", cgroup.HitMemory, cgroup.HitPids),
@@ -132,8 +133,8 @@ func (m *Set) LazyEvents(starts, idleStops, hits, misses uint64) {
 	}
 }
 
-// SandboxDenied counts a refusal of the sandbox's: what is "run" or
-// "daemon".
+// SandboxDenied counts a refusal of the sandbox's: what is "run",
+// "daemon" or "network".
 func (m *Set) SandboxDenied(what string) {
 	if m == nil {
 		return

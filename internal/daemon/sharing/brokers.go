@@ -3,6 +3,7 @@ package sharing
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/broker"
 	"github.com/seed-86a41135/supervisor/internal/cgroup"
+	"github.com/seed-86a41135/supervisor/internal/sandbox"
 )
 
 // A `run --share` server (design §11) is one broker process per key, which
@@ -32,6 +34,14 @@ func BrokerSession(key string) string { return "broker-" + key[:12] }
 // limits get a broker of their own.
 func LimitedKey(key, limits string) string {
 	sum := sha256.Sum256([]byte(key + "\x00limits\x00" + limits))
+	return hex.EncodeToString(sum[:])
+}
+
+// SandboxedKey is the broker key of clients whose server runs in the
+// sandbox spec: clients asking another policy get a broker of their own.
+func SandboxedKey(key string, spec sandbox.Spec) string {
+	policy, _ := json.Marshal(spec) // a struct of strings and ints: no error
+	sum := sha256.Sum256([]byte(key + "\x00sandbox\x00" + string(policy)))
 	return hex.EncodeToString(sum[:])
 }
 
