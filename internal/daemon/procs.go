@@ -1398,7 +1398,16 @@ func (d *Daemon) enforceCap(req api.RunRequest, newID string) {
 	if excess := len(all) - limit; excess > 0 {
 		var victims []string
 		for _, p := range all[:excess] {
+			// One that has exited on its own, its exit not yet read
+			// (in place, its host can see it first and start the next),
+			// is not stopped: its own exit stands, for its breaker too.
+			if p.PID > 0 && errors.Is(proc.Verify(p.PID, p.Token), proc.ErrGone) {
+				continue
+			}
 			victims = append(victims, p.ID)
+		}
+		if len(victims) == 0 {
+			return
 		}
 		d.log.Info("instance cap: stopping older instances", "session", req.Session, "name", req.Name,
 			"cap", limit, "stopping", victims, "newest", all[len(all)-1].ID)
