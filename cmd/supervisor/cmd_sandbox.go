@@ -24,7 +24,7 @@ func newSandboxCommand() *cobra.Command {
 		Short: "What a server's sandbox would allow, before running it",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newSandboxCheckCommand())
+	cmd.AddCommand(newSandboxCheckCommand(), newSandboxLearnCommand())
 	return cmd
 }
 
@@ -82,25 +82,32 @@ this server.`,
 	return cmd
 }
 
-// printPlan plans spec for argv as the daemon would (flattened, its
-// program resolved, in this environment) and prints the plan.
-func printPlan(w io.Writer, spec sandbox.Spec, name, cwd string, argv []string) error {
+// plan is a sandbox planned as the daemon would plan it: for the command
+// as it runs (flattened, its program resolved), in this environment.
+type plan struct {
+	ctx   sandbox.Context
+	rules sandbox.Rules
+	env   []string // the environment, flattened
+	kept  []string // what of it the server keeps
+}
+
+func planFor(spec sandbox.Spec, cwd string, argv []string) (plan, error) {
 	var err error
 	if cwd == "" {
 		if cwd, err = os.Getwd(); err != nil {
-			return err
+			return plan{}, err
 		}
 	}
 	if cwd, err = filepath.Abs(cwd); err != nil {
-		return err
+		return plan{}, err
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return err
+		return plan{}, err
 	}
 	p, err := paths()
 	if err != nil {
-		return err
+		return plan{}, err
 	}
 	env := os.Environ()
 	if fl, ok, _ := launcher.Flatten(argv, cwd, env); ok {
@@ -114,8 +121,19 @@ func printPlan(w io.Writer, spec sandbox.Spec, name, cwd string, argv []string) 
 	ctx := sandbox.Context{Home: home, Cwd: cwd, Argv: argv, StateDir: p.StateDir}
 	rules, kept, err := sandbox.Prepare(spec, ctx, env, nil)
 	if err != nil {
-		return &exitError{code: 125, err: err}
+		return plan{}, &exitError{code: 125, err: err}
 	}
+	return plan{ctx: ctx, rules: rules, env: env, kept: kept}, nil
+}
+
+// printPlan plans spec for argv as the daemon would and prints the plan.
+func printPlan(w io.Writer, spec sandbox.Spec, name, cwd string, argv []string) error {
+	pl, err := planFor(spec, cwd, argv)
+	if err != nil {
+		return err
+	}
+	ctx, rules, env, kept := pl.ctx, pl.rules, pl.env, pl.kept
+	argv = ctx.Argv
 	fmt.Fprintf(w, "%s: %s\n", name, rules.Summary(len(kept), len(env)))
 	fmt.Fprintf(w, "command: %s\n", strings.Join(argv, " "))
 	if rules.Preset != "" {

@@ -44,6 +44,7 @@ var examples = map[string]string{
 	"supervisor install":                  "  supervisor install --all --dry-run\n  supervisor install claude-code cursor --hooks\n  supervisor install claude-code --project .",
 	"supervisor uninstall":                "  supervisor uninstall --all\n  supervisor uninstall cursor --dry-run",
 	"supervisor sandbox":                  "  supervisor sandbox check --sandbox -- npx -y @modelcontextprotocol/server-filesystem ~/notes",
+	"supervisor sandbox learn":            "  supervisor sandbox learn --name notes -- npx -y @modelcontextprotocol/server-memory\n  supervisor sandbox learn --out notes.toml -- ./server --stdio < requests.jsonl",
 	"supervisor sandbox check":            "  supervisor sandbox check --allow-env GITHUB_TOKEN --network none -- npx -y @modelcontextprotocol/server-github\n  supervisor sandbox check --name docs -- ./server   # the config's [servers.docs] decides",
 	"supervisor config":                   "  supervisor config show",
 	"supervisor config show":              "  supervisor config show\n  supervisor config show --json",
