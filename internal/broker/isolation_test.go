@@ -255,6 +255,14 @@ func TestCrashDuringTheHandshake(t *testing.T) {
 		t.Fatalf("tools/list behind the failed handshake: %s, want the broker's error (not the server's -32002)", m.raw)
 	}
 	h.waitFor(func(s Stats) bool { return s.Restarts == 1 && s.UpstreamPID > 0 }, "the restart")
+	// A request sent after the failed initialize was answered, before a
+	// new one, is refused alike: when it arrives is the scheduler's
+	// doing, not the client's (CI saw this one reach the restarted
+	// server when it came after the crash).
+	a.send(`{"jsonrpc":"2.0","id":5,"method":"tools/list"}`)
+	if m := a.answer("5"); m.Error == nil || m.Error.Code == -32002 {
+		t.Fatalf("tools/list after the failed handshake: %s, want the broker's error (not the server's -32002)", m.raw)
+	}
 	a.initialize("2", "2025-11-25")
 	a.send(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
 	if m := a.answer("3"); m.Error != nil {

@@ -41,6 +41,11 @@ type client struct {
 	// requests still to be dropped: the front gave them already.
 	replay, rest []byte
 	muted        map[string]int
+	// handshakeFailed is why its initialize failed (the server crashed
+	// or refused it): until it initializes again, its requests are
+	// answered with that, never sent to a server it has no handshake
+	// with, whenever they arrive.
+	handshakeFailed string
 }
 
 type pendingKind int
@@ -365,11 +370,16 @@ func (b *Broker) failPending(id uint64, p *pending, code int, msg string) {
 		// and the clients' listens stay open.
 		b.listen.upID, b.listen.acked = 0, false
 	case kindInit:
+		why := "supervisor broker: the MCP server's handshake failed (" + msg + "); initialize again"
 		for _, w := range b.init.waiters {
 			b.deliver(w.c, errorResponse(w.id, code, msg))
+			w.c.handshakeFailed = why
+		}
+		if p.c != nil {
+			p.c.handshakeFailed = why
 		}
 		b.init = initState{}
-		defer b.abortHandshake("supervisor broker: the MCP server's handshake failed (" + msg + "); initialize again")
+		defer b.abortHandshake(why)
 	case kindReinit:
 		if b.up != nil && !b.stopped {
 			// The replay's answer was lost (refused as ambiguous): the
@@ -596,6 +606,13 @@ func (b *Broker) fromClient(c *client, line []byte) {
 	}
 	switch {
 	case e.IsRequest():
+		if c.handshakeFailed != "" {
+			if e.Method != "initialize" {
+				b.deliver(c, errorResponse(clone(span(line, e.ID)), CodeUnavailable, c.handshakeFailed))
+				return
+			}
+			c.handshakeFailed = ""
+		}
 		if b.fromCache(c, line, e) {
 			return
 		}
@@ -860,11 +877,16 @@ func (b *Broker) upstreamAnswer(n uint64, p *pending, line []byte, e jsonrpc.Env
 		}
 		waiters := b.init.waiters
 		if !e.HasResult {
+			why := "supervisor broker: the MCP server refused the initialize this request waited behind; initialize again"
 			for _, w := range waiters {
 				reply(w.c, w.id)
+				w.c.handshakeFailed = why
+			}
+			if p.c != nil {
+				p.c.handshakeFailed = why
 			}
 			b.init = initState{}
-			b.abortHandshake("supervisor broker: the MCP server refused the initialize this request waited behind; initialize again")
+			b.abortHandshake(why)
 			break
 		}
 		// The handshake ends here, before anything held reaches the
