@@ -83,3 +83,19 @@ func TestNamespaceReachesOnlyTheProxy(t *testing.T) {
 		t.Error("the calling thread was left in the server's namespace")
 	}
 }
+
+// BenchmarkNamespace is what a network list adds to a root daemon's
+// start of a server: a namespace made, its loopback up and the proxy's
+// listener in it, and all of it closed.
+func BenchmarkNamespace(b *testing.B) {
+	if why := NamespaceSupport(); why != "" {
+		b.Skip("no network namespace here: " + why)
+	}
+	for b.Loop() {
+		ns, err := NewNamespace()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ns.Close()
+	}
+}
