@@ -349,15 +349,10 @@ func (d *Daemon) startDirect(r *directRun) {
 	req, id, name := r.req, r.id, r.name
 	launch := flattened(req)
 	if req.Sandbox != nil {
-		if err := d.planSandbox(&launch, req); err != nil {
-			r.closeFiles()
-			d.breakers.release(r.bkey)
-			d.event("sandbox.refused", req.Session, "", name+": "+err.Error())
-			d.metrics.SandboxDenied("run")
-			d.sendError(r.conn, 125, "run: %v", err)
-			return
+		err := d.planSandbox(&launch, req)
+		if err == nil {
+			launch.egress, err = d.openEgress(req.Session, id, &launch)
 		}
-		eg, err := d.openEgress(req.Session, id, &launch)
 		if err != nil {
 			r.closeFiles()
 			d.breakers.release(r.bkey)
@@ -366,7 +361,6 @@ func (d *Daemon) startDirect(r *directRun) {
 			d.sendError(r.conn, 125, "run: %v", err)
 			return
 		}
-		launch.egress = eg
 	}
 	// Its cgroup, its limits and the intent record, committed before the
 	// fork or the exec in place (start.go, design §7).

@@ -48,7 +48,7 @@ func enterNew() (*Namespace, error) {
 	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 		return nil, fmt.Errorf("a network namespace for the server: unshare: %w", err)
 	}
-	if err := loopbackUp(); err != nil {
+	if err := LoopbackUp(); err != nil {
 		return nil, err
 	}
 	fd, err := os.Open("/proc/thread-self/ns/net")
@@ -63,8 +63,10 @@ func enterNew() (*Namespace, error) {
 	return &Namespace{Fd: fd, Listener: ln}, nil
 }
 
-// loopbackUp brings up lo, which a new namespace has down.
-func loopbackUp() error {
+// LoopbackUp brings up lo in the calling thread's network namespace: a
+// new namespace has it down, and then nothing, 127.0.0.1 included, is
+// reachable.
+func LoopbackUp() error {
 	s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("bring up the namespace's loopback: socket: %w", err)
@@ -77,9 +79,11 @@ func loopbackUp() error {
 	if err := unix.IoctlIfreq(s, unix.SIOCGIFFLAGS, ifr); err != nil {
 		return fmt.Errorf("bring up the namespace's loopback: SIOCGIFFLAGS: %w", err)
 	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(s, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("bring up the namespace's loopback: SIOCSIFFLAGS: %w", err)
+	if flags := ifr.Uint16(); flags&unix.IFF_UP == 0 {
+		ifr.SetUint16(flags | unix.IFF_UP)
+		if err := unix.IoctlIfreq(s, unix.SIOCSIFFLAGS, ifr); err != nil {
+			return fmt.Errorf("bring up the namespace's loopback: SIOCSIFFLAGS: %w", err)
+		}
 	}
 	return nil
 }

@@ -22,6 +22,9 @@ func NewNamespace() (*Namespace, error) {
 	return nil, errors.New("network namespaces are Linux's")
 }
 
+// LoopbackUp does nothing here: there is no namespace to bring it up in.
+func LoopbackUp() error { return nil }
+
 // Close does nothing here.
 func (n *Namespace) Close() error { return nil }
 
