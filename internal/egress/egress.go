@@ -13,6 +13,7 @@ package egress
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -38,7 +39,14 @@ type Proxy struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// HandshakeTimeout bounds reading a request (default 10 s).
 	HandshakeTimeout time.Duration
+	// MaxConns bounds the connections open at once (default
+	// DefaultMaxConns): each costs the daemon two descriptors, and a
+	// server must not spend the daemon's.
+	MaxConns int
 }
+
+// DefaultMaxConns is Proxy.MaxConns's default.
+const DefaultMaxConns = 256
 
 // Serve accepts connections on ln until ctx ends or ln fails, and closes
 // ln and every connection it opened before it returns.
@@ -50,6 +58,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	defer ln.Close()
+	slots := make(chan struct{}, cmp.Or(p.MaxConns, DefaultMaxConns))
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -58,9 +67,17 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return fmt.Errorf("egress proxy: accept: %w", err)
 		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			p.deny(c.RemoteAddr().String(), fmt.Sprintf("over %d connections open at once", cap(slots)))
+			c.Close()
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() { <-slots }()
 			p.serveConn(ctx, c)
 		}()
 	}

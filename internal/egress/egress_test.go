@@ -256,3 +256,65 @@ func TestProxyEndsWithItsContext(t *testing.T) {
 		t.Errorf("the tunnel was left open: read %v", err)
 	}
 }
+
+// TestProxyBoundsItsConnections: past MaxConns open at once, a connection
+// is refused (and reported) until one closes.
+func TestProxyBoundsItsConnections(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var denied []string
+	p := &Proxy{Admit: func(string, int) bool { return false }, MaxConns: 2,
+		Denied: func(target, why string) { mu.Lock(); denied = append(denied, why); mu.Unlock() }}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+	var held []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	third, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	// Less than the proxy's 10 s for a request: a served connection
+	// would still be open.
+	third.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := third.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("the third connection at once: read %v, want it closed", err)
+	}
+	mu.Lock()
+	if len(denied) != 1 || !strings.Contains(denied[0], "over 2 connections") {
+		t.Errorf("refusals %q, want one for the bound", denied)
+	}
+	mu.Unlock()
+	held[0].Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "CONNECT 127.0.0.1:1 HTTP/1.1\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		c.Close()
+		if err == nil && resp.StatusCode == http.StatusForbidden {
+			break // served (and refused by the list): a slot was free again
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no slot came free after a connection closed: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
