@@ -1395,7 +1395,7 @@ func (d *Daemon) enforceCap(req api.RunRequest, newID string) {
 			// One that has exited on its own, its exit not yet read
 			// (in place, its host can see it first and start the next),
 			// is not stopped: its own exit stands, for its breaker too.
-			if p.PID > 0 && errors.Is(proc.Verify(p.PID, p.Token), proc.ErrGone) {
+			if p.PID > 0 && exitedOnItsOwn(p) {
 				continue
 			}
 			victims = append(victims, p.ID)
@@ -1408,6 +1408,19 @@ func (d *Daemon) enforceCap(req api.RunRequest, newID string) {
 		d.event("instance.cap", req.Session, newID, fmt.Sprintf("stopping %v", victims))
 		d.tasks.Go("stop over the cap", func() { d.stopIDs(context.Background(), victims, shutdown.Options{}) })
 	}
+}
+
+// exitedOnItsOwn says p's process has exited, by its pidfd (a zombie's
+// or a reaped one's), not by its /proc state: a process that execs from
+// a thread other than its leader (a shim exec'ing its server in place)
+// shows that leader as a zombie for a moment, and was taken for gone.
+func exitedOnItsOwn(p registry.Process) bool {
+	h, err := proc.OpenHandle(p.PID, p.Token)
+	if err != nil {
+		return errors.Is(err, proc.ErrGone) || errors.Is(err, proc.ErrTokenMismatch)
+	}
+	defer h.Close()
+	return h.Wait(0)
 }
 
 // retryStop retries a stop that failed (out of file descriptors, /proc
