@@ -52,6 +52,9 @@ func (d *Daemon) openEgress(session, id string, launch *launched) (*egressRun, e
 		}
 		ln, port = l, l.Addr().(*net.TCPAddr).Port
 		rules.Egress = "by port only: " + d.sandboxCaps.NoNamespace
+		if d.sandboxCaps.Mechanism == "seatbelt" {
+			rules.Egress = "on the daemon's loopback, whose address alone the profile allows"
+		}
 	}
 	rules.ConnectPorts = []int{port}
 	launch.env = proxyEnv(launch.env, port)

@@ -30,8 +30,8 @@ func (c Capabilities) Enforceable(spec Spec) error {
 	}
 	if hosts, _ := spec.Hosts(); hosts != nil {
 		switch {
-		case c.Mechanism != "landlock":
-			return fmt.Errorf("--network %s: network lists are enforced on Linux only for now (the egress proxy); use --network none or all", spec.Network)
+		case c.Mechanism != "landlock" && c.Mechanism != "seatbelt":
+			return fmt.Errorf("--network %s: network lists are enforced on Linux and macOS only (the egress proxy); use --network none or all", spec.Network)
 		case !c.Network:
 			return fmt.Errorf("--network %s cannot be enforced here: %s; use --network all", spec.Network, c.Why)
 		}
@@ -56,6 +56,9 @@ func (c Capabilities) String() string {
 	}
 	if !c.Network {
 		return s
+	}
+	if c.Mechanism == "seatbelt" {
+		return s + "; network lists: through the egress proxy, whose address alone the profile allows"
 	}
 	if c.NoNamespace != "" {
 		return s + "; network lists: through the egress proxy, by port only (" + c.NoNamespace + "): a direct connection to another host on the proxy's port is not denied"

@@ -38,6 +38,11 @@ func Profile(r Rules) string {
 		for _, port := range r.BindPorts {
 			fmt.Fprintf(&b, "(allow network-bind network-inbound (local tcp \"*:%d\"))\n", port)
 		}
+		for _, port := range r.ConnectPorts {
+			// The egress proxy, on this machine's loopback: that address
+			// and port alone, which Landlock's port rules cannot say.
+			fmt.Fprintf(&b, "(allow network-outbound (remote tcp \"localhost:%d\"))\n", port)
+		}
 	} else {
 		b.WriteString("(allow network*)\n(allow system-socket)\n")
 	}

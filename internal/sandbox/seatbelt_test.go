@@ -31,6 +31,11 @@ func TestSeatbeltProfile(t *testing.T) {
 	if strings.Contains(p, "(allow network*)\n") || !strings.Contains(p, `(local tcp "*:8080")`) || !strings.HasSuffix(p, "s.sock\")))\n") {
 		t.Errorf("no-network profile:\n%s", p)
 	}
+	r.ConnectPorts = []int{40123}
+	p = Profile(r)
+	if !strings.Contains(p, `(allow network-outbound (remote tcp "localhost:40123"))`) || strings.Contains(p, "(allow network*)\n") {
+		t.Errorf("a network list's profile does not allow its proxy alone:\n%s", p)
+	}
 	// Parentheses balance: sandbox-exec refuses a profile that does not.
 	if strings.Count(p, "(") != strings.Count(p, ")") {
 		t.Errorf("unbalanced profile:\n%s", p)
