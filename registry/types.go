@@ -160,6 +160,18 @@ type Process struct {
 	// refuses every request from its processes (a sandboxed server that
 	// could ask the daemon to run a command would run it unconfined).
 	Sandboxed bool `json:"sandboxed,omitempty"`
+	// Egress is the egress proxy of a server with a network list, what a
+	// restarted daemon needs to open it again.
+	Egress *Egress `json:"egress,omitempty"`
+}
+
+// Egress is a server's egress proxy: the hosts it admits (host:port, as
+// the policy lists them), its port, and whether it is in the server's own
+// network namespace (its loopback) or on the daemon's.
+type Egress struct {
+	Hosts []string `json:"hosts"`
+	Port  int      `json:"port"`
+	Netns bool     `json:"netns,omitempty"`
 }
 
 // Limits are a server's resource limits; zero leaves one unbounded.

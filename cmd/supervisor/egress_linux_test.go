@@ -121,3 +121,55 @@ exec cat`
 		t.Errorf("the start event does not say how the proxy is reached (%s):\n%s", wantHow, evs)
 	}
 }
+
+// TestSandboxNetworkListAfterDaemonCrash: a daemon that crashes and comes
+// back opens the egress proxy of a server it adopts again, in its
+// namespace or at its port, with the same list: the server reaches its
+// host through it as before, and no other.
+func TestSandboxNetworkListAfterDaemonCrash(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl, a real proxy client: " + err.Error())
+	}
+	for _, netns := range []string{"auto", "off"} {
+		t.Run("netns "+netns, func(t *testing.T) {
+			t.Parallel()
+			in := newInstance(t)
+			home, work, tmp := sandboxHome(t)
+			in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp, "SUPERVISOR_SANDBOX_NETNS="+netns)
+			sandboxOrSkip(t, in)
+			served := func() string {
+				s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "reached") }))
+				t.Cleanup(s.Close)
+				_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.URL, "http://"))
+				return port
+			}
+			allowed, other := served(), served()
+			// One line in, the fetch of that port through the proxy out.
+			script := `while read port; do if curl -sf --max-time 20 -o /dev/null http://127.0.0.1:$port/; then echo "$port ok"; else echo "$port denied"; fi; done`
+			srv := in.startShim("--session", "sbc", "--name", "netcrash", "--cwd", work, "--network", "127.0.0.1:"+allowed, "--", "sh", "-c", script)
+			ask := func(port, want string) {
+				t.Helper()
+				fmt.Fprintln(srv.stdin, port)
+				line, err := readLine(srv.stdout, wait)
+				if err != nil || line != port+" "+want {
+					t.Fatalf("port %s: %q, %v; want %q", port, line, err, port+" "+want)
+				}
+			}
+			ask(allowed, "ok")
+			old := in.killDaemon(t)
+			in.mustRun("daemon")
+			in.waitNewDaemon(t, old)
+			ask(allowed, "ok")
+			ask(other, "denied")
+			evs := in.mustRun("events", "--session", "sbc")
+			if !strings.Contains(evs, "127.0.0.1:"+other) || !strings.Contains(evs, "process.adopted") {
+				t.Errorf("want the adoption and the refusal of 127.0.0.1:%s after the restart:\n%s", other, evs)
+			}
+			srv.stdin.Close()
+			if code := srv.exitCode(t); code != 0 {
+				t.Errorf("the server's shim exited %d after stdin EOF, want 0", code)
+			}
+		})
+	}
+}

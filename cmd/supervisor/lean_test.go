@@ -4,13 +4,16 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // The lean run entry (cmd/supervisor-run, internal/leanrun): the fast
@@ -21,17 +24,26 @@ import (
 // with its trace on, and returns its stderr, status and PID.
 func runLean(t *testing.T, lean string, env []string, args ...string) (stderr string, code, pid int) {
 	t.Helper()
-	cmd := exec.Command(lean, args...)
-	cmd.Env = append(slices.Clone(env), "SUPERVISOR_RUN_TRACE=1")
-	cmd.Stdin = strings.NewReader("")
-	var e bytes.Buffer
-	cmd.Stderr = &e
-	if err := cmd.Run(); err != nil {
-		if _, ok := err.(*exec.ExitError); !ok {
-			t.Fatalf("supervisor-run %v: %v", args, err)
+	for tries := 1; ; tries++ {
+		cmd := exec.Command(lean, args...)
+		cmd.Env = append(slices.Clone(env), "SUPERVISOR_RUN_TRACE=1")
+		cmd.Stdin = strings.NewReader("")
+		var e bytes.Buffer
+		cmd.Stderr = &e
+		err := cmd.Run()
+		if errors.Is(err, syscall.ETXTBSY) && tries < 100 {
+			// A binary a test just wrote: a process another test forked
+			// meanwhile holds its write fd until it execs (Go issue 22315).
+			time.Sleep(10 * time.Millisecond)
+			continue
 		}
+		if err != nil {
+			if _, ok := err.(*exec.ExitError); !ok {
+				t.Fatalf("supervisor-run %v: %v", args, err)
+			}
+		}
+		return e.String(), cmd.ProcessState.ExitCode(), cmd.Process.Pid
 	}
-	return e.String(), cmd.ProcessState.ExitCode(), cmd.Process.Pid
 }
 
 func TestLeanRunExecsInPlace(t *testing.T) {

@@ -10,7 +10,9 @@ import (
 	"sync/atomic"
 
 	"github.com/seed-86a41135/supervisor/internal/egress"
+	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/internal/sandbox"
+	"github.com/seed-86a41135/supervisor/registry"
 )
 
 // maxDenialEvents bounds the sandbox.denied events one server's proxy
@@ -24,6 +26,7 @@ type egressRun struct {
 	ns     *egress.Namespace // nil: the proxy listens on the daemon's loopback
 	stop   context.CancelFunc
 	served chan struct{}
+	rec    registry.Egress // what a restarted daemon opens again
 }
 
 // openEgress starts the proxy for a run whose rules list hosts, on the
@@ -59,7 +62,17 @@ func (d *Daemon) openEgress(session, id string, launch *launched) (*egressRun, e
 	rules.ConnectPorts = []int{port}
 	launch.env = proxyEnv(launch.env, port)
 	launch.note = strings.Replace(launch.note, "through the egress proxy", "through the egress proxy ("+rules.Egress+")", 1)
-	hosts := rules.Hosts
+	e.rec = registry.Egress{Port: port, Netns: e.ns != nil}
+	for _, h := range rules.Hosts {
+		e.rec.Hosts = append(e.rec.Hosts, h.String())
+	}
+	d.serveEgress(e, ln, session, id, rules.Hosts)
+	return e, nil
+}
+
+// serveEgress serves e's proxy on ln for server id, admitting hosts,
+// until e is closed or the daemon ends.
+func (d *Daemon) serveEgress(e *egressRun, ln net.Listener, session, id string, hosts []sandbox.Host) {
 	var denials atomic.Int64
 	p := &egress.Proxy{
 		Admit: func(host string, port int) bool { return sandbox.Admits(hosts, host, port) },
@@ -81,7 +94,39 @@ func (d *Daemon) openEgress(session, id string, launch *launched) (*egressRun, e
 			d.log.Warn("egress proxy ended: the server has no network from now", "id", id, "err", err)
 		}
 	})
-	return e, nil
+}
+
+// reopenEgress opens again, for a server a restarted daemon adopts, the
+// proxy its network list runs behind: inside its own namespace (entered
+// by its pid, proven by its token after the namespace was opened), or on
+// the daemon's loopback at the port its sandbox lets it reach. One that
+// cannot be opened leaves the server without network: less, never more.
+func (d *Daemon) reopenEgress(p registry.Process, l *live) {
+	hosts, err := sandbox.ParseHosts(strings.Join(p.Egress.Hosts, ","))
+	var ln net.Listener
+	if err == nil && p.Egress.Netns {
+		ln, err = egress.ListenIn(p.PID, func() error { return proc.Verify(p.PID, p.Token) })
+	} else if err == nil {
+		ln, err = net.Listen("tcp4", "127.0.0.1:"+strconv.Itoa(p.Egress.Port))
+	}
+	if err != nil {
+		d.log.Warn("egress proxy not opened again: the server has no network until it restarts", "id", p.ID, "err", err)
+		d.event("sandbox.denied", p.Session, p.ID, "network: the egress proxy could not be opened again after the daemon's restart ("+err.Error()+"): no network until the server restarts")
+		return
+	}
+	e := &egressRun{served: make(chan struct{}), rec: *p.Egress}
+	d.serveEgress(e, ln, p.Session, p.ID, hosts)
+	d.watchEgress(e, l)
+	d.log.Info("egress proxy opened again", "id", p.ID, "hosts", p.Egress.Hosts)
+}
+
+// record is what the server's record keeps of e, nil for none.
+func (e *egressRun) record() *registry.Egress {
+	if e == nil {
+		return nil
+	}
+	r := e.rec
+	return &r
 }
 
 // netns is the namespace the server is forked into, nil for none.

@@ -369,6 +369,7 @@ func (d *Daemon) startDirect(r *directRun) {
 			ID: id, Session: req.Session, Name: name, Argv: req.Argv, Cwd: string(req.Cwd),
 			ShimPID: req.ShimPID, ShimToken: req.ShimToken, Stdio: r.stdio, GraceMS: req.GraceMS, Cgroup: cgroupPath,
 			Limits: storedLimits(req.Limits), LimitCgroups: v1, Sandboxed: launch.sandbox != nil,
+			Egress: launch.egress.record(),
 		})
 		return err
 	})

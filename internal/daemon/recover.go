@@ -93,6 +93,9 @@ func (d *Daemon) adopt(p registry.Process) (stopped bool, err error) {
 	d.live[p.ID] = l
 	d.mu.Unlock()
 	d.tasks.Go("monitor", func() { d.monitor(l, r) })
+	if p.Egress != nil && p.State != registry.StateStopping {
+		d.reopenEgress(p, l)
+	}
 	d.event("process.adopted", p.Session, p.ID, fmt.Sprintf("pid %d", p.PID))
 	d.log.Info("re-adopted", "id", p.ID, "pid", p.PID, "session", p.Session)
 	if p.ShimPID > 0 && p.State != registry.StateStopping {

@@ -63,6 +63,41 @@ func enterNew() (*Namespace, error) {
 	return &Namespace{Fd: fd, Listener: ln}, nil
 }
 
+// ListenIn opens the proxy's listener again in the network namespace of
+// process pid (a server whose daemon restarted): the namespace is opened
+// first, then verify proves pid is still that server (its token), so a
+// recycled pid's namespace is never entered. The thread that enters it
+// ends with its goroutine.
+func ListenIn(pid int, verify func() error) (net.Listener, error) {
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		return nil, fmt.Errorf("the server's network namespace: %w", err)
+	}
+	defer ns.Close()
+	if err := verify(); err != nil {
+		return nil, fmt.Errorf("the server's network namespace: %w", err)
+	}
+	type result struct {
+		ln  net.Listener
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends in the namespace
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			done <- result{err: fmt.Errorf("enter the server's network namespace: %w", err)}
+			return
+		}
+		ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", Port))
+		if err != nil {
+			err = fmt.Errorf("the egress proxy's listener in the server's namespace: %w", err)
+		}
+		done <- result{ln, err}
+	}()
+	r := <-done
+	return r.ln, r.err
+}
+
 // LoopbackUp brings up lo in the calling thread's network namespace: a
 // new namespace has it down, and then nothing, 127.0.0.1 included, is
 // reachable.

@@ -22,6 +22,11 @@ func NewNamespace() (*Namespace, error) {
 	return nil, errors.New("network namespaces are Linux's")
 }
 
+// ListenIn fails here: network namespaces are Linux's.
+func ListenIn(int, func() error) (net.Listener, error) {
+	return nil, errors.New("network namespaces are Linux's")
+}
+
 // LoopbackUp does nothing here: there is no namespace to bring it up in.
 func LoopbackUp() error { return nil }
 
