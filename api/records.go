@@ -132,6 +132,17 @@ type Process struct {
 	// refuses every request from its processes (a sandboxed server that
 	// could ask the daemon to run a command would run it unconfined).
 	Sandboxed bool `json:"sandboxed,omitempty"`
+	// Egress is the egress proxy a server with a network list runs
+	// behind.
+	Egress *Egress `json:"egress,omitempty"`
+}
+
+// Egress is a server's egress proxy: the hosts it admits, its port, and
+// whether it is in the server's own network namespace.
+type Egress struct {
+	Hosts []string `json:"hosts"`
+	Port  int      `json:"port"`
+	Netns bool     `json:"netns,omitempty"`
 }
 
 // Limits are a server's resource limits as a run request asks for them

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -237,6 +238,13 @@ func printInspection(w io.Writer, in inspection) error {
 	fmt.Fprintf(w, "  limits:   %s\n", limits)
 	if p.Sandboxed {
 		fmt.Fprintf(w, "  sandbox:  confined (its rules are in its process.start event; docs/sandbox.md)\n")
+	}
+	if p.Egress != nil {
+		where := "on the daemon's loopback, port " + strconv.Itoa(p.Egress.Port)
+		if p.Egress.Netns {
+			where = "in its own network namespace"
+		}
+		fmt.Fprintf(w, "  network:  %s, through the egress proxy %s\n", strings.Join(p.Egress.Hosts, " "), where)
 	}
 	if p.Cgroup != "" {
 		fmt.Fprintf(w, "  cgroup:   %s\n", p.Cgroup)

@@ -157,6 +157,9 @@ func TestSandboxNetworkListAfterDaemonCrash(t *testing.T) {
 				}
 			}
 			ask(allowed, "ok")
+			if out := in.mustRun("inspect", "netcrash"); !strings.Contains(out, "network:  127.0.0.1:"+allowed+", through the egress proxy") {
+				t.Errorf("inspect does not show the network list:\n%s", out)
+			}
 			old := in.killDaemon(t)
 			in.mustRun("daemon")
 			in.waitNewDaemon(t, old)

@@ -63,6 +63,7 @@ func wireProcess(rec registry.Process) api.Process {
 		LimitCgroups: rec.LimitCgroups,
 		LimitHit:     rec.LimitHit,
 		Sandboxed:    rec.Sandboxed,
+		Egress:       wireEgress(rec.Egress),
 	}
 }
 
@@ -145,4 +146,11 @@ func convertAll[From, To any](in []From, f func(From) To) []To {
 		out[i] = f(v)
 	}
 	return out
+}
+
+func wireEgress(e *registry.Egress) *api.Egress {
+	if e == nil {
+		return nil
+	}
+	return &api.Egress{Hosts: e.Hosts, Port: e.Port, Netns: e.Netns}
 }
