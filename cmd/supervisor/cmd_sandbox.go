@@ -91,7 +91,9 @@ type plan struct {
 	kept  []string // what of it the server keeps
 }
 
-func planFor(spec sandbox.Spec, cwd string, argv []string) (plan, error) {
+// given are the variables its host gave the server by name (learn), nil
+// where that is not known (check).
+func planFor(spec sandbox.Spec, cwd string, argv []string, given []string) (plan, error) {
 	var err error
 	if cwd == "" {
 		if cwd, err = os.Getwd(); err != nil {
@@ -119,7 +121,7 @@ func planFor(spec sandbox.Spec, cwd string, argv []string) (plan, error) {
 		argv[0] = path
 	}
 	ctx := sandbox.Context{Home: home, Cwd: cwd, Argv: argv, StateDir: p.StateDir}
-	rules, kept, err := sandbox.Prepare(spec, ctx, env, nil)
+	rules, kept, err := sandbox.Prepare(spec, ctx, env, given)
 	if err != nil {
 		return plan{}, &exitError{code: 125, err: err}
 	}
@@ -128,7 +130,7 @@ func planFor(spec sandbox.Spec, cwd string, argv []string) (plan, error) {
 
 // printPlan plans spec for argv as the daemon would and prints the plan.
 func printPlan(w io.Writer, spec sandbox.Spec, name, cwd string, argv []string) error {
-	pl, err := planFor(spec, cwd, argv)
+	pl, err := planFor(spec, cwd, argv, nil)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/seed-86a41135/supervisor/internal/atomicfile"
 	"github.com/seed-86a41135/supervisor/internal/config"
+	"github.com/seed-86a41135/supervisor/internal/leanrun"
 	"github.com/seed-86a41135/supervisor/internal/sandbox"
 	"github.com/seed-86a41135/supervisor/internal/settings"
 )
@@ -64,7 +65,9 @@ sandboxed run will need. Put it in a host config in place of
 			}
 			spec.Enabled = true // the baseline: what a sandbox gives it anyway
 			merged := settings.MergeSandbox(spec, false, e.Settings.Servers[name], e.Settings.Sandbox)
-			pl, err := planFor(*merged, cwd, args)
+			// What its host gave it by name (a host config's env block)
+			// it keeps, as a sandboxed run does.
+			pl, err := planFor(*merged, cwd, args, leanrun.Given(os.Environ(), os.Getppid()))
 			if err != nil {
 				return err
 			}

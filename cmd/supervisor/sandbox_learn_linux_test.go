@@ -18,7 +18,9 @@ func TestSandboxLearn(t *testing.T) {
 	t.Parallel()
 	in := newInstance(t)
 	home, work, tmp := sandboxHome(t)
-	in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp)
+	// GIVEN_VAR is its host's for this server alone (this test process
+	// has none), as a host config's env block gives one.
+	in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp, "GIVEN_VAR=mine")
 	for _, f := range []string{"notes/a.txt", "notes/b.txt", "notes/c.txt", "other/file", "out/.keep"} {
 		p := filepath.Join(home, f)
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
@@ -33,7 +35,7 @@ func TestSandboxLearn(t *testing.T) {
 		`perl -MIO::Socket::INET -e 'IO::Socket::INET->new(PeerAddr => q(` + ln.Addr().String() + `)) or exit 1' && read line && echo "got $line"`
 	out := filepath.Join(t.TempDir(), "learned.toml")
 	cmd := in.command("sandbox", "learn", "--name", "learner", "--out", out, "--cwd", work, "--",
-		"sh", "-c", work1+`; cat ~/.ssh/id_ed25519 >/dev/null; exit 3`)
+		"sh", "-c", work1+`; echo "given=[$GIVEN_VAR]"; cat ~/.ssh/id_ed25519 >/dev/null; exit 3`)
 	cmd.Stdin = strings.NewReader("hello\n")
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -43,6 +45,9 @@ func TestSandboxLearn(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "got hello") {
 		t.Errorf("the server did not have its host's stdio: %q", stdout.String())
+	}
+	if !strings.Contains(stdout.String(), "given=[mine]") {
+		t.Errorf("the server did not see what its host gave it by name, as a sandboxed run would: %q", stdout.String())
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {

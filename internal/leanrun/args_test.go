@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/internal/sandbox"
 )
 
@@ -63,11 +64,19 @@ func TestGivenNamesWhatTheParentAdded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	got := given([]string{"KEEP=1", "CHANGED=new", "ADDED=2", "_=/usr/bin/y"}, cmd.Process.Pid)
+	// Start returns at the exec's close of its descriptors, before the
+	// kernel has set the new environment's bounds: until then it reads
+	// empty.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if env, err := proc.Environ(cmd.Process.Pid); err == nil && len(env) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	got := Given([]string{"KEEP=1", "CHANGED=new", "ADDED=2", "_=/usr/bin/y"}, cmd.Process.Pid)
 	if want := []string{"CHANGED", "ADDED"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("given = %q, want %q", got, want)
 	}
-	if got := given([]string{"A=1"}, 1<<30); got != nil {
+	if got := Given([]string{"A=1"}, 1<<30); got != nil {
 		t.Errorf("given with no parent to read = %q, want none", got)
 	}
 }

@@ -83,14 +83,14 @@ func NewRequest(s Spec) (api.RunRequest, error) {
 		GraceMS: api.Millis(s.Grace), ShimPID: os.Getpid(), ShimToken: selfTok,
 		MaxInstances: s.MaxInstances, Share: s.Share, NoShare: s.NoShare, Lazy: s.Lazy, IdleMS: api.Millis(s.Idle),
 		NoFlatten: s.NoFlatten, Limits: s.Limits, Sandbox: s.Sandbox, NoSandbox: s.NoSandbox,
-		Given: given(s.Env, os.Getppid()),
+		Given: Given(s.Env, os.Getppid()),
 	}, nil
 }
 
-// given names the variables of env that process parent does not have, or
+// Given names the variables of env that process parent does not have, or
 // has with another value: what a host's config set for this server (its
 // env block). None where the parent's environment cannot be read.
-func given(env []string, parent int) []string {
+func Given(env []string, parent int) []string {
 	theirs, err := proc.Environ(parent)
 	if err != nil {
 		return nil
