@@ -77,10 +77,24 @@ func startTUI(t *testing.T, in *instance, h realHost, exe, home string, env []st
 		ui.killTree(ui.hostPID, ui.hostTok)
 	})
 	words := []string{"env", "-i"}
-	for _, kv := range append(append(slices.Clone(env), h.tui.env...), "TERM=xterm-256color") {
-		if k, v, _ := strings.Cut(kv, "="); k != "" && v != "" { // an empty one is one the host must not see
-			words = append(words, shellQuote(kv))
+	// A person's terminal, not a CI job's: Gemini CLI runs headless where
+	// CI=true (its isHeadlessMode), and then exits for want of a prompt
+	// ("No input provided via stdin"), which CI saw. The last value of a
+	// name wins; an empty one is one the host must not see.
+	vars := append(append(slices.Clone(env), h.tui.env...), "TERM=xterm-256color", "CI=", "GITHUB_ACTIONS=")
+	last := map[string]string{}
+	for _, kv := range vars {
+		k, v, _ := strings.Cut(kv, "=")
+		last[k] = v
+	}
+	for _, kv := range vars {
+		k, _, _ := strings.Cut(kv, "=")
+		v, ok := last[k]
+		if k == "" || !ok || v == "" {
+			continue
 		}
+		words = append(words, shellQuote(k+"="+v))
+		delete(last, k) // once
 	}
 	for _, a := range offline(append([]string{exe}, h.tui.args...)) {
 		words = append(words, shellQuote(a))
