@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -746,19 +747,29 @@ func TestShimStopsServerWhenHostDiesWithoutDaemon(t *testing.T) {
 		}
 		return fmt.Errorf("no process.start event for pid %d", h.servers[0])
 	})
-	// Its keeper goes first: it would start the daemon again at once.
-	for _, k := range in.keepers() {
-		killByPIDNow(t, k)
-	}
-	in.killDaemon(t)
-	// No new daemon can start: its lock is held.
+	// No new daemon can start: its lock is held here. The shim tries to
+	// start one as soon as it loses its daemon, and one may take the lock
+	// first: that one goes too, until the lock is this test's (a blocking
+	// flock here waited for ever on such a daemon).
 	lock, err := os.OpenFile(filepath.Join(in.state, "daemon.lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatal(err)
+	for deadline := time.Now().Add(wait); ; {
+		// Its keeper goes first: it would start the daemon again at once.
+		for _, k := range in.keepers() {
+			killByPIDNow(t, k)
+		}
+		if in.daemonPID() != 0 {
+			in.killDaemon(t)
+		}
+		if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+			break
+		} else if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			t.Fatalf("take the daemon's lock: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	h.cmd.Process.Kill()
 	waitGonePID(t, h.servers[0], h.tokens[0])
