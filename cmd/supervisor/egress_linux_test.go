@@ -37,13 +37,7 @@ func testNetworkList(t *testing.T, netns string) {
 	home, work, tmp := sandboxHome(t)
 	in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp, "NO_PROXY=localhost,127.0.0.1", "HTTPS_PROXY=http://127.0.0.1:1",
 		"SUPERVISOR_SANDBOX_NETNS="+netns)
-	served := func() string {
-		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "reached") }))
-		t.Cleanup(s.Close)
-		_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.URL, "http://"))
-		return port
-	}
-	allowed, other := served(), served()
+	allowed, other := httpPort(t), httpPort(t)
 	list := "127.0.0.1:" + allowed + ",localhost:" + allowed
 	if netns == "off" {
 		// A server's network key asks for its sandbox, as --network does.
@@ -81,18 +75,7 @@ exec cat`
 		args = args[:len(args)-2]
 	}
 	srv := in.startShim(append(args, "--", "sh", "-c", script)...)
-	got := map[string]string{}
-	for {
-		line, err := readLine(srv.stdout, wait)
-		if err != nil {
-			t.Fatalf("reading the server's results (got %v): %v", got, err)
-		}
-		if line == "done" {
-			break
-		}
-		act, result, _ := strings.Cut(line, " ")
-		got[act] = result
-	}
+	got := readActs(t, srv)
 	want := map[string]string{
 		"proxy-http": "ok", "proxy-name": "ok", "proxy-connect": "ok", "proxy-socks": "ok",
 		"proxy-other": "denied", "socks-other": "denied", "direct": "denied", "udp": "denied",
@@ -138,13 +121,7 @@ func TestSandboxNetworkListAfterDaemonCrash(t *testing.T) {
 			home, work, tmp := sandboxHome(t)
 			in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp, "SUPERVISOR_SANDBOX_NETNS="+netns)
 			sandboxOrSkip(t, in)
-			served := func() string {
-				s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "reached") }))
-				t.Cleanup(s.Close)
-				_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.URL, "http://"))
-				return port
-			}
-			allowed, other := served(), served()
+			allowed, other := httpPort(t), httpPort(t)
 			// One line in, the fetch of that port through the proxy out.
 			script := `while read port; do if curl -sf --max-time 20 -o /dev/null http://127.0.0.1:$port/; then echo "$port ok"; else echo "$port denied"; fi; done`
 			srv := in.startShim("--session", "sbc", "--name", "netcrash", "--cwd", work, "--network", "127.0.0.1:"+allowed, "--", "sh", "-c", script)
@@ -175,4 +152,14 @@ func TestSandboxNetworkListAfterDaemonCrash(t *testing.T) {
 			}
 		})
 	}
+}
+
+// httpPort is the port of an HTTP server on this machine's loopback that
+// answers "reached", closed with the test.
+func httpPort(t *testing.T) string {
+	t.Helper()
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "reached") }))
+	t.Cleanup(s.Close)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.URL, "http://"))
+	return port
 }

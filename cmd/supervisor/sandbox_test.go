@@ -75,6 +75,24 @@ func sandboxHome(t *testing.T) (home, work, tmp string) {
 	return home, filepath.Join(home, "project"), filepath.Join(home, "tmp")
 }
 
+// readActs reads a test server's "ACT RESULT" lines until "done": what
+// each act it tried came to.
+func readActs(t *testing.T, srv *shimProc) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	for {
+		line, err := readLine(srv.stdout, wait)
+		if err != nil {
+			t.Fatalf("reading the server's results (got %v): %v", got, err)
+		}
+		if line == "done" {
+			return got
+		}
+		act, result, _ := strings.Cut(line, " ")
+		got[act] = result
+	}
+}
+
 // A hostile server under `run --sandbox` tries to read planted keys, write
 // outside its allowlist, read its host's environment through /proc, see a
 // secret in its own, reach a listener on 127.0.0.1, and have a setsid
@@ -135,18 +153,7 @@ echo done
 exec cat`
 	args := append([]string{"--session", "sb", "--name", "hostile", "--cwd", work}, policy...)
 	srv := in.startShim(append(args, "--", "sh", "-c", script)...)
-	got := map[string]string{}
-	for {
-		line, err := readLine(srv.stdout, wait)
-		if err != nil {
-			t.Fatalf("reading the server's results (got %v): %v", got, err)
-		}
-		if line == "done" {
-			break
-		}
-		act, result, _ := strings.Cut(line, " ")
-		got[act] = result
-	}
+	got := readActs(t, srv)
 	want := map[string]string{
 		"read-key": "denied", "read-aws": "denied", "read-project": "ok", "write-project": "ok",
 		"write-tmp": "ok", "write-outside": "denied", "write-home": "denied", "host-environ": "denied",
