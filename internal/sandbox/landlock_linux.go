@@ -276,32 +276,38 @@ func LimitResources(pid int, r Rules) error {
 // with its goroutine. Never the main thread: Go cannot end it, and the
 // kernel sees it as the process, which must stay unconfined.
 func Confined(r Rules, start func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: confined, the thread must end
-		if unix.Gettid() == unix.Getpid() {
-			// The main thread: held here while another thread works,
-			// then handed back, never confined.
-			inner := make(chan error, 1)
-			go func() {
-				runtime.LockOSThread()
-				inner <- confineAndStart(r, start)
-			}()
-			err := <-inner
-			runtime.UnlockOSThread()
-			done <- err
-			return
+	return onSpentThread(func() error {
+		if err := Confine(r); err != nil {
+			return err
 		}
-		done <- confineAndStart(r, start)
-	}()
-	return <-done
+		return start()
+	})
 }
 
-func confineAndStart(r Rules, start func() error) error {
-	if err := Confine(r); err != nil {
-		return err
-	}
-	return start()
+// onSpentThread runs f on an OS thread that f may change for good
+// (confine it, filter it) and returns f's error: the thread is never
+// handed back to Go, which ends it with its goroutine. Never the main
+// thread: Go cannot end that one, and the kernel sees it as the process.
+// Where the goroutine lands on it, it is held there, unchanged, while
+// another thread does the work, and then handed back.
+func onSpentThread(f func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if unix.Gettid() != unix.Getpid() {
+			done <- f()
+			return
+		}
+		inner := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			inner <- f()
+		}()
+		err := <-inner
+		runtime.UnlockOSThread()
+		done <- err
+	}()
+	return <-done
 }
 
 // Wrap leaves a command as it is on Linux: its process confines itself

@@ -108,7 +108,6 @@ func Watch(ctx context.Context, start func() error) (*Learner, error) {
 		return nil, err
 	}
 	l := &Learner{calls: calls, touched: map[string]Access{}, hosts: map[string]bool{}, done: make(chan error, 1)}
-	done := make(chan error, 1)
 	watchOn := func() error {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			return fmt.Errorf("learn: no_new_privs: %w", err)
@@ -123,22 +122,7 @@ func Watch(ctx context.Context, start func() error) (*Learner, error) {
 		go func() { l.done <- l.serve(ctx) }()
 		return start()
 	}
-	go func() {
-		runtime.LockOSThread() // never unlocked: the filter is this thread's for good
-		if unix.Gettid() == unix.Getpid() {
-			inner := make(chan error, 1)
-			go func() {
-				runtime.LockOSThread()
-				inner <- watchOn()
-			}()
-			err := <-inner
-			runtime.UnlockOSThread()
-			done <- err
-			return
-		}
-		done <- watchOn()
-	}()
-	if err := <-done; err != nil {
+	if err := onSpentThread(watchOn); err != nil {
 		// The listener, if made, ends by itself: its thread, the one
 		// task with its filter, ends with its goroutine (serve's hang-up).
 		return nil, err
