@@ -57,12 +57,10 @@ this server.`,
 			if name == "" {
 				name = filepath.Base(args[0])
 			}
-			e, err := config.Load(os.Getenv)
+			merged, err := configuredSandbox(cmd, spec, off, name)
 			if err != nil {
 				return err
 			}
-			e.WriteWarnings(cmd.ErrOrStderr())
-			merged := settings.MergeSandbox(spec, off, e.Settings.Servers[name], e.Settings.Sandbox)
 			w := cmd.OutOrStdout()
 			caps := sandbox.Support()
 			fmt.Fprintf(w, "enforced here: %s\n", caps)
@@ -80,6 +78,18 @@ this server.`,
 	cmd.Flags().StringVar(&cwd, "cwd", "", "the server's working directory (default: the current one)")
 	flags.add(cmd)
 	return cmd
+}
+
+// configuredSandbox is server name's policy as the daemon would merge it:
+// spec (its flags; off for --sandbox=false) over the config file's
+// [servers.NAME] over its top level. nil for none.
+func configuredSandbox(cmd *cobra.Command, spec *sandbox.Spec, off bool, name string) (*sandbox.Spec, error) {
+	e, err := config.Load(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	e.WriteWarnings(cmd.ErrOrStderr())
+	return settings.MergeSandbox(spec, off, e.Settings.Servers[name], e.Settings.Sandbox), nil
 }
 
 // plan is a sandbox planned as the daemon would plan it: for the command

@@ -15,10 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-86a41135/supervisor/internal/atomicfile"
-	"github.com/seed-86a41135/supervisor/internal/config"
 	"github.com/seed-86a41135/supervisor/internal/leanrun"
 	"github.com/seed-86a41135/supervisor/internal/sandbox"
-	"github.com/seed-86a41135/supervisor/internal/settings"
 )
 
 // learnDrain is how long learning goes on after the server exits, for
@@ -55,16 +53,14 @@ sandboxed run will need. Put it in a host config in place of
 			if name == "" {
 				name = filepath.Base(args[0])
 			}
-			e, err := config.Load(os.Getenv)
-			if err != nil {
-				return err
-			}
-			e.WriteWarnings(cmd.ErrOrStderr())
 			if spec == nil {
 				spec = &sandbox.Spec{}
 			}
 			spec.Enabled = true // the baseline: what a sandbox gives it anyway
-			merged := settings.MergeSandbox(spec, false, e.Settings.Servers[name], e.Settings.Sandbox)
+			merged, err := configuredSandbox(cmd, spec, false, name)
+			if err != nil {
+				return err
+			}
 			// What its host gave it by name (a host config's env block)
 			// it keeps, as a sandboxed run does.
 			pl, err := planFor(*merged, cwd, args, leanrun.Given(os.Environ(), os.Getppid()))
