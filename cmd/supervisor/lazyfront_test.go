@@ -38,6 +38,11 @@ func startRawHost(t *testing.T, in *instance, args ...string) *rawHost {
 		t.Fatal(err)
 	}
 	cmd.Stderr = &prefixWriter{t: t, prefix: "run: "}
+	// Through in.via the run is the wrapper's child: the wrapper gets a
+	// group of its own, which the cleanup ends, run included (startShim).
+	if len(in.via) > 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +66,9 @@ func startRawHost(t *testing.T, in *instance, args ...string) *rawHost {
 		select {
 		case <-h.done:
 		case <-time.After(wait):
+			if len(in.via) > 0 && proc.Verify(h.pid, h.tok) == nil {
+				syscall.Kill(-h.pid, syscall.SIGKILL) // its own group, proven by its token
+			}
 			killByToken(h.pid, h.tok)
 			<-h.done
 		}
