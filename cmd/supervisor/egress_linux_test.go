@@ -146,6 +146,10 @@ func TestSandboxNetworkListAfterDaemonCrash(t *testing.T) {
 			if !strings.Contains(evs, "127.0.0.1:"+other) || !strings.Contains(evs, "process.adopted") {
 				t.Errorf("want the adoption and the refusal of 127.0.0.1:%s after the restart:\n%s", other, evs)
 			}
+			// The server answers before its shim has found the new daemon
+			// (it backs off up to 500 ms); a server that exits before that
+			// has a status nobody kept, and the shim says so with 125.
+			in.waitLog(t, "shim re-attached", 1)
 			srv.stdin.Close()
 			if code := srv.exitCode(t); code != 0 {
 				t.Errorf("the server's shim exited %d after stdin EOF, want 0", code)
