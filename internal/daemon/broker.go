@@ -593,7 +593,7 @@ func (d *Daemon) brokerArgv(br *brokerRef, req api.RunRequest, logPath string) (
 	}
 	var rules []byte
 	if req.Sandbox != nil {
-		if err := d.planSandbox(&up, req); err != nil {
+		if err := d.planSandbox(&up, req, br.id); err != nil {
 			return nil, nil, "", err
 		}
 		if rules, err = json.Marshal(up.sandbox); err != nil {

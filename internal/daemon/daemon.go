@@ -38,6 +38,7 @@ import (
 	"github.com/seed-86a41135/supervisor/internal/keeper"
 	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/internal/sandbox"
+	"github.com/seed-86a41135/supervisor/internal/sandbox/denials"
 	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/session"
@@ -113,6 +114,7 @@ type Daemon struct {
 	feat          map[string]bool
 	limits        []string               // why a facility is off, for status
 	sandboxCaps   sandbox.Capabilities   // what this kernel can enforce of a sandbox (sandbox.go)
+	denials       *denials.Reader        // the kernel's audit of Landlock's denials, nil where unread (denials.go)
 	metrics       *metrics.Set           // Prometheus metrics (internal/daemon/metrics; the gauges in metrics.go)
 	shared        sharing.Slots[*shared] // shared servers by port (ensure)
 
@@ -595,6 +597,7 @@ func (d *Daemon) setUpFeatures(cfg Config) (cleanup func()) {
 		d.sandboxCaps.NoNamespace = "network namespaces turned off (" + settings.EnvSandboxNetns + "=off)"
 	}
 	d.feat["sandbox"] = d.sandboxCaps.Filesystem
+	d.denials = d.openDenials()
 	if !d.sandboxCaps.Filesystem {
 		d.limits = append(d.limits, "no sandbox ("+d.sandboxCaps.Why+"): sandboxed servers are refused")
 	}
@@ -670,7 +673,8 @@ func (d *Daemon) stopper(ctx context.Context) (execute func() error, interrupt f
 }
 
 // addActors adds the daemon's standing actors to g: the reaper, the host
-// watcher, log rotation, retention, and the socket's accept loop (whose
+// watcher, log rotation, retention, the reader of Landlock's denials, and
+// the socket's accept loop (whose
 // end closes every connection). Each ends when g interrupts it.
 func (d *Daemon) addActors(g *run.Group, ln *api.Listener, paths api.Paths) {
 	{
@@ -688,6 +692,10 @@ func (d *Daemon) addActors(g *run.Group, ln *api.Listener, paths api.Paths) {
 	{
 		cctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error { return d.runRetention(cctx) }, func(error) { cancel() })
+	}
+	if d.denials != nil {
+		dctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return d.watchDenials(dctx, d.denials) }, func(error) { cancel() })
 	}
 	{
 		sock := &socketKeeper{cur: ln, path: paths.Socket, paths: paths}

@@ -349,7 +349,7 @@ func (d *Daemon) startDirect(r *directRun) {
 	req, id, name := r.req, r.id, r.name
 	launch := flattened(req)
 	if req.Sandbox != nil {
-		err := d.planSandbox(&launch, req)
+		err := d.planSandbox(&launch, req, id)
 		if err == nil {
 			launch.egress, err = d.openEgress(req.Session, id, &launch)
 		}

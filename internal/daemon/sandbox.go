@@ -9,7 +9,6 @@ import (
 	"github.com/seed-86a41135/supervisor/api"
 	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/internal/sandbox"
-	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/spawn"
 )
 
@@ -51,10 +50,11 @@ func (d *Daemon) sandboxRefusal(r *directRun) string {
 const inPlaceDeclined = "not in place: "
 
 // planSandbox makes the run's policy concrete for the command it runs as
-// (launch, flattened): the rules its process confines itself to, and the
-// environment it may see. The home and the deny list are this user's:
+// (launch, flattened): the rules its process confines itself to, tagged
+// with the server's id (its denials in the kernel's audit name it), and
+// the environment it may see. The home and the deny list are this user's:
 // the daemon runs as the user its servers do.
-func (d *Daemon) planSandbox(launch *launched, req api.RunRequest) error {
+func (d *Daemon) planSandbox(launch *launched, req api.RunRequest, id string) error {
 	spec := *req.Sandbox
 	home, err := os.UserHomeDir()
 	if err != nil {
@@ -72,7 +72,7 @@ func (d *Daemon) planSandbox(launch *launched, req api.RunRequest) error {
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
-	rules.Daemon = d.cfg.Paths.Socket
+	rules.Daemon, rules.Tag = d.cfg.Paths.Socket, id
 	launch.note += " (" + rules.Summary(len(env), len(launch.env)) + ")"
 	launch.env, launch.sandbox = env, &rules
 	return nil
@@ -116,10 +116,8 @@ func (d *Daemon) sandboxedPeer(pid int) string {
 	if err != nil {
 		return fmt.Sprintf("the cgroup of peer process %d cannot be read (%v)", pid, err)
 	}
-	for _, p := range d.reg.Processes(registry.Filter{}) {
-		if p.Sandboxed && p.Cgroup != "" && !p.State.Final() && (cg == p.Cgroup || strings.HasPrefix(cg, p.Cgroup+"/")) {
-			return fmt.Sprintf("process %d belongs to the sandboxed server %s (%s)", pid, p.Name, p.ID)
-		}
+	if p, ok := d.sandboxedInCgroup(cg); ok {
+		return fmt.Sprintf("process %d belongs to the sandboxed server %s (%s)", pid, p.Name, p.ID)
 	}
 	return ""
 }

@@ -305,7 +305,7 @@ func (d *Daemon) status() *api.Status {
 		Recovery:       d.recovery,
 		LogHubs:        d.hubs.Status(),
 		ResourceLimits: d.resourceLimits(),
-		Sandbox:        d.sandboxCaps.String(),
+		Sandbox:        d.sandboxStatus(),
 		Restarter:      d.restarter(),
 	}
 }

@@ -173,6 +173,7 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 		return nil, err
 	}
 	launch := launched{argv: req.Argv, env: req.Env}
+	id := newID()
 	if req.Sandbox != nil {
 		if why := d.sandboxUnenforceable(*req.Sandbox); why != "" {
 			return nil, errors.New(why)
@@ -180,7 +181,7 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 		if hosts, _ := req.Sandbox.Hosts(); hosts != nil {
 			return nil, fmt.Errorf("--network %s: a network list is for `run` for now (an ensured server has no egress proxy yet); use --network none or all", req.Sandbox.Network)
 		}
-		if err := d.planSandbox(&launch, req.RunRequest); err != nil {
+		if err := d.planSandbox(&launch, req.RunRequest, id); err != nil {
 			return nil, err
 		}
 		// Its port is what it is for: with no network, it may still
@@ -210,7 +211,7 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 		return nil, fmt.Errorf("create log directory: %w", err)
 	}
 	s.logPath = logPath
-	s.id = newID()
+	s.id = id
 	if _, err := d.reg.AddProcess(registry.Process{
 		ID: s.id, Session: sharing.Session(req.Port), Name: name, Argv: req.Argv, Cwd: s.cwd,
 		Port: req.Port, Shared: true, Health: "starting", GraceMS: req.GraceMS, HealthCheck: probe.String(),

@@ -14,6 +14,10 @@ type Capabilities struct {
 	// namespace of its own here ("" where it can): the daemon's to say,
 	// as it makes them.
 	NoNamespace string `json:"no_namespace,omitempty"`
+	// NoDenialEvents says why what Landlock denies a server is not an
+	// event here ("" where the daemon reads it from the kernel's audit):
+	// the daemon's to say, as it reads them.
+	NoDenialEvents string `json:"no_denial_events,omitempty"`
 }
 
 // Enforceable says why spec cannot be enforced with c, or nil: a server is
@@ -54,14 +58,17 @@ func (c Capabilities) String() string {
 	if c.Scoping {
 		s += ", signals and abstract sockets"
 	}
-	if !c.Network {
-		return s
+	switch {
+	case !c.Network:
+	case c.Mechanism == "seatbelt":
+		s += "; network lists: through the egress proxy, whose address alone the profile allows"
+	case c.NoNamespace != "":
+		s += "; network lists: through the egress proxy, by port only (" + c.NoNamespace + "): a direct connection to another host on the proxy's port is not denied"
+	default:
+		s += "; network lists: through the egress proxy, in a network namespace"
 	}
-	if c.Mechanism == "seatbelt" {
-		return s + "; network lists: through the egress proxy, whose address alone the profile allows"
+	if c.NoDenialEvents != "" {
+		return s + "; denied files are not events (" + c.NoDenialEvents + ")"
 	}
-	if c.NoNamespace != "" {
-		return s + "; network lists: through the egress proxy, by port only (" + c.NoNamespace + "): a direct connection to another host on the proxy's port is not denied"
-	}
-	return s + "; network lists: through the egress proxy, in a network namespace"
+	return s + "; denied files are events (the kernel's audit)"
 }

@@ -19,6 +19,7 @@ const (
 	abiNet      = 4 // TCP bind and connect rules
 	abiIoctlDev = 5 // LANDLOCK_ACCESS_FS_IOCTL_DEV
 	abiScope    = 6 // scoping of abstract unix sockets and signals
+	abiAudit    = 7 // audit records of denials, and restrict_self's log flags
 )
 
 // ABI is the Landlock ABI version this kernel offers, 0 where it has none
@@ -148,7 +149,22 @@ func Confine(r Rules) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("cannot sandbox: no_new_privs: %w", err)
 	}
-	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); errno != 0 {
+	var flags uintptr
+	if abi >= abiAudit {
+		// The kernel's audit (where it is on) records what the server
+		// denied after its exec too: the daemon makes them events
+		// (internal/sandbox/denials), knowing the domain by the name
+		// this thread has when it makes it.
+		flags = unix.LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON
+		if r.Tag != "" {
+			name := append([]byte(r.Tag[:min(len(r.Tag), 15)]), 0)
+			if err := unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0, 0, 0); err != nil {
+				return fmt.Errorf("cannot sandbox: name the thread: %w", err)
+			}
+			runtime.KeepAlive(name)
+		}
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, flags, 0); errno != 0 {
 		return fmt.Errorf("cannot sandbox: landlock_restrict_self: %w", errno)
 	}
 	if r.NoNetwork {

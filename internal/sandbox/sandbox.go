@@ -118,6 +118,9 @@ type Rules struct {
 	// run it unconfined. Seatbelt denies it; on Linux the daemon refuses
 	// the server's connections itself (by cgroup).
 	Daemon string `json:"daemon,omitempty"`
+	// Tag names the sandbox in the kernel's audit records: the server's
+	// id (at most 15 bytes are kept), set by the daemon.
+	Tag string `json:"tag,omitempty"`
 }
 
 // Covers says a rule of r opens path: it is one of r's paths or beneath

@@ -84,7 +84,8 @@ func New(src Source) *Set {
 		sandbox: promtext.NewCounterVec("supervisor_sandbox_denied_total",
 			"What a sandbox refused: runs whose sandbox could not be had here (run), "+
 				"connections to the daemon from sandboxed servers' processes (daemon), "+
-				"and hosts a sandboxed server's egress proxy refused (network).", "what", "run", "daemon", "network"),
+				"hosts a sandboxed server's egress proxy refused (network), and what the kernel's audit says Landlock denied "+
+				"a server (file, network, signal, socket, process).", "what", "run", "daemon", "network", "file", "signal", "socket", "process"),
 		limits: promtext.NewCounterVec("supervisor_limit_hits_total",
 			"Servers on which the kernel enforced a limit: memory_max (the OOM killer killed a process of it), "+
 				"pids_max (a fork failed at the cap); once per server and limit.", "limit", cgroup.HitMemory, cgroup.HitPids),
@@ -134,7 +135,7 @@ func (m *Set) LazyEvents(starts, idleStops, hits, misses uint64) {
 }
 
 // SandboxDenied counts a refusal of the sandbox's: what is "run",
-// "daemon" or "network".
+// "daemon", "network", or a kind of Landlock denial (denials.Denial.What).
 func (m *Set) SandboxDenied(what string) {
 	if m == nil {
 		return
