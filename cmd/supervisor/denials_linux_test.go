@@ -54,6 +54,32 @@ func TestSandboxDenialsAreEvents(t *testing.T) {
 	for _, inPlace := range []string{"auto", "off"} {
 		t.Run("in place "+inPlace, func(t *testing.T) { testDenialEvents(t, inPlace) })
 	}
+	t.Run("shared", testSharedDenialEvents)
+}
+
+// testSharedDenialEvents: a shared server's upstream, confined by its
+// broker, has its denials told as the broker's server.
+func testSharedDenialEvents(t *testing.T) {
+	in := newInstance(t)
+	home, _, tmp := sandboxHome(t)
+	in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp)
+	sandboxOrSkip(t, in)
+	in.via = []string{"sh", "-c", `"$0" "$@"; exit $?`}
+	h := startRawHost(t, in, "--share", "--name", "sbshared", "--sandbox", "--allow-read", filepath.Dir(bin), "--network", "none", "--", bin, "_fixture", "mcp")
+	h.handshake()
+	key := filepath.Join(home, ".ssh", "id_ed25519")
+	if got := h.ask(2, "tools/call", fmt.Sprintf(`{"name":"read","arguments":{"text":%q}}`, key)).String(); !strings.Contains(got, "denied") {
+		t.Fatalf("the shared upstream read the key: %s", got)
+	}
+	want := "file: " + key + ": fs.read_file denied"
+	waitCond(t, func() error {
+		for _, line := range strings.Split(in.mustRun("events"), "\n") {
+			if strings.Contains(line, want) && strings.Contains(line, "sandbox.denied") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no event %q in:\n%s", want, in.mustRun("events"))
+	})
 }
 
 func testDenialEvents(t *testing.T, inPlace string) {
