@@ -123,6 +123,9 @@ exec cat`
 	if strings.Contains(evs, filepath.Join(work, "README")+": fs.") {
 		t.Errorf("an allowed read is an event:\n%s", evs)
 	}
+	if out := in.mustRun("inspect", "denied"); !strings.Contains(out, want[0]) {
+		t.Errorf("inspect does not show the server's denials:\n%s", out)
+	}
 	m := in.mustRun("metrics")
 	if !regexp.MustCompile(`supervisor_sandbox_denied_total\{what="file"\} [1-9]`).MatchString(m) {
 		t.Errorf("the metrics do not count the denied files:\n%s", m)
