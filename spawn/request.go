@@ -54,8 +54,10 @@ type Request struct {
 	// its exec. A start that cannot confine fails: it never runs the
 	// server unconfined.
 	Sandbox *sandbox.Rules
-	// Netns, with Sandbox, is a network namespace the server is forked
-	// into (its egress proxy's: egress.Namespace); nil for the daemon's.
+	// Netns is a network namespace the server is forked into (its egress
+	// proxy's: egress.Namespace), the forking thread entering it first
+	// and never used again; nil for the daemon's. A broker is forked into
+	// its upstream's, unconfined.
 	Netns *os.File
 }
 

@@ -96,13 +96,14 @@ func forkOnThread(dirs, home []string, confine func() error, fork func() (int, e
 	done <- r
 }
 
-// confiner is what confines req's process to its sandbox, nil for none:
-// the thread that forks or execs it confines itself (Landlock).
+// confiner is what confines req's process to its sandbox and network
+// namespace, nil for neither: the thread that forks or execs it confines
+// itself (Landlock).
 func confiner(req Request) func() error {
-	if req.Sandbox == nil {
+	if req.Sandbox == nil && req.Netns == nil {
 		return nil
 	}
-	rules, ns := *req.Sandbox, req.Netns
+	rules, ns := req.Sandbox, req.Netns
 	return func() error {
 		// Before Confine, which drops the capability setns needs.
 		if ns != nil {
@@ -110,6 +111,9 @@ func confiner(req Request) func() error {
 				return fmt.Errorf("cannot sandbox: enter the server's network namespace: %w", err)
 			}
 		}
-		return sandbox.Confine(rules)
+		if rules == nil {
+			return nil
+		}
+		return sandbox.Confine(*rules)
 	}
 }

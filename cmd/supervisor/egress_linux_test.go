@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/seed-86a41135/supervisor/api"
 )
 
 // TestSandboxNetworkList: a server whose policy lists hosts reaches them
@@ -168,4 +170,91 @@ func httpPort(t *testing.T) string {
 	t.Cleanup(s.Close)
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.URL, "http://"))
 	return port
+}
+
+// TestSandboxNetworkListShared: a shared server's upstream reaches the
+// listed host through its broker's egress proxy, and nothing else, in its
+// first run and after a crash of it; after a crash of the daemon, which
+// opens the proxy again for the broker it adopts. Both ways to the proxy.
+func TestSandboxNetworkListShared(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl, a real proxy client: " + err.Error())
+	}
+	for _, netns := range []string{"auto", "off"} {
+		t.Run("netns "+netns, func(t *testing.T) {
+			t.Parallel()
+			in := newInstance(t)
+			home, _, tmp := sandboxHome(t)
+			in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp, "SUPERVISOR_SANDBOX_NETNS="+netns)
+			sandboxOrSkip(t, in)
+			in.via = []string{"sh", "-c", `"$0" "$@"; exit $?`}
+			allowed, other := httpPort(t), httpPort(t)
+			host := func() *rawHost {
+				h := startRawHost(t, in, "--share", "--name", "netshared", "--sandbox", "--allow-read", filepath.Dir(bin),
+					"--network", "127.0.0.1:"+allowed, "--", bin, "_fixture", "mcp")
+				h.handshake()
+				return h
+			}
+			a, b := host(), host()
+			id := 10
+			fetch := func(h *rawHost, port, want string) {
+				t.Helper()
+				id++
+				got := h.ask(id, "tools/call", fmt.Sprintf(`{"name":"fetch","arguments":{"text":"http://127.0.0.1:%s/"}}`, port)).String()
+				if !strings.Contains(got, want) {
+					t.Errorf("fetch of port %s: %s, want %q", port, got, want)
+				}
+			}
+			fetch(a, allowed, "fetched: reached")
+			fetch(b, allowed, "fetched: reached")
+			fetch(a, other, "denied")
+			var broker api.Process
+			for _, p := range in.mustProcesses(false) {
+				if p.Broker {
+					broker = p
+				}
+			}
+			if broker.Egress == nil || len(broker.Egress.Hosts) != 1 {
+				t.Fatalf("the broker's record has no network list: %+v", broker)
+			}
+			if mine, _ := os.Readlink("/proc/self/ns/net"); netns == "auto" && os.Getuid() == 0 {
+				if theirs, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", broker.PID)); err != nil || theirs == mine || !broker.Egress.Netns {
+					t.Errorf("a root daemon's broker is not in a network namespace of its own (%s, %v; this one's %s; recorded %v)", theirs, err, mine, broker.Egress.Netns)
+				}
+			}
+			if evs := in.mustRun("events"); !strings.Contains(evs, "network: 127.0.0.1:"+other+": not in the server's network list") {
+				t.Errorf("no sandbox.denied event for the proxy's refusal:\n%s", evs)
+			}
+			// The upstream crashes; its next run is behind the same proxy.
+			pidOf := func(h *rawHost) int {
+				id++
+				s := h.ask(id, "tools/call", `{"name":"stats","arguments":{}}`).String()
+				var pid int
+				if i := strings.Index(s, "pid="); i >= 0 {
+					fmt.Sscan(s[i+4:], &pid)
+				}
+				return pid
+			}
+			first := pidOf(a)
+			a.send(`{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"crash","arguments":{}}}`)
+			waitCond(t, func() error {
+				id++
+				r, _ := b.tryAsk(id, "tools/call", `{"name":"stats","arguments":{}}`)
+				if s := r.String(); !strings.Contains(s, "pid=") || strings.Contains(s, fmt.Sprintf("pid=%d ", first)) {
+					return fmt.Errorf("the upstream was not restarted after its crash: %s", s)
+				}
+				return nil
+			})
+			fetch(b, allowed, "fetched: reached")
+			fetch(b, other, "denied")
+			// The daemon crashes: the next one opens the broker's proxy again.
+			old := in.killDaemon(t)
+			in.mustRun("daemon")
+			in.waitNewDaemon(t, old)
+			in.waitLog(t, "egress proxy opened again", 1)
+			fetch(b, allowed, "fetched: reached")
+			fetch(b, other, "denied")
+		})
+	}
 }

@@ -204,8 +204,6 @@ func TestSandboxRefusals(t *testing.T) {
 	}{
 		{"a bad network", []string{"--network", "some"}, "want none, all, or a list of host:port"},
 		{"a bad network list", []string{"--network", "example.com:443,example.org"}, `"example.org" has no port`},
-		{"a network list shared", []string{"--network", "example.com:443", "--share"}, "runs unshared for now"},
-		{"a network list lazy", []string{"--network", "example.com:443", "--lazy"}, "runs unshared for now"},
 		{"sandbox off with a rule", []string{"--sandbox=false", "--allow-read", "/etc"}, "drop one or the other"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

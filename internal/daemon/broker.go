@@ -495,7 +495,7 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 		pw.Close()
 		return err
 	}
-	argv, env, note, err := d.brokerArgv(br, req, logPath)
+	argv, env, note, eg, err := d.brokerArgv(br, sess, req, logPath)
 	if err != nil {
 		pw.Close()
 		d.transition(br.id, registry.StateFailed, func(p *registry.Process) {
@@ -506,11 +506,16 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 		d.undoStart(srv)
 		return err
 	}
+	// A network list's broker lives in its upstream's namespace, so each
+	// run of the upstream starts there, and a restarted daemon finds the
+	// namespace by the broker's pid.
 	started, err := d.forkServer(srv, spawn.Request{
-		Argv: argv, Env: env, Dir: string(req.Cwd), Stdio: [3]*os.File{stdin, pw, logf},
+		Argv: argv, Env: env, Dir: string(req.Cwd), Stdio: [3]*os.File{stdin, pw, logf}, Netns: eg.netns(),
 	})
 	pw.Close()
+	eg.forked()
 	if err != nil {
+		eg.close()
 		// A broker that does not start leaves a failed record.
 		d.transition(br.id, registry.StateFailed, func(p *registry.Process) {
 			p.Error = err.Error()
@@ -519,8 +524,9 @@ func (d *Daemon) startBroker(br *brokerRef, req api.RunRequest) error {
 		})
 		return err
 	}
-	rec := d.recordBrokerStart(br, sess, req, srv, started, note)
+	rec := d.recordBrokerStart(br, sess, req, srv, started, note, eg.record())
 	d.trackBroker(br, rec, req, started)
+	d.watchEgress(eg, br.l)
 	if err := d.awaitBrokerReady(br, pr, logPath); err != nil {
 		return err
 	}
@@ -584,7 +590,7 @@ func (d *Daemon) prepareBroker(br *brokerRef, sess string, req api.RunRequest) (
 // adds on how its upstream runs. A sandboxed upstream's rules are planned
 // here, as a direct server's are, and the broker confines each of its
 // runs to them.
-func (d *Daemon) brokerArgv(br *brokerRef, req api.RunRequest, logPath string) (argv, env []string, note string, err error) {
+func (d *Daemon) brokerArgv(br *brokerRef, sess string, req api.RunRequest, logPath string) (argv, env []string, note string, eg *egressRun, err error) {
 	// The upstream runs as the program an npx command would run, as a
 	// direct server does (package launcher).
 	up := launched{argv: req.Argv, env: req.Env}
@@ -594,10 +600,15 @@ func (d *Daemon) brokerArgv(br *brokerRef, req api.RunRequest, logPath string) (
 	var rules []byte
 	if req.Sandbox != nil {
 		if err := d.planSandbox(&up, req, br.id); err != nil {
-			return nil, nil, "", err
+			return nil, nil, "", nil, err
+		}
+		// A network list: the proxy the upstream's every run reaches.
+		if eg, err = d.openEgress(sess, br.id, &up); err != nil {
+			return nil, nil, "", nil, err
 		}
 		if rules, err = json.Marshal(up.sandbox); err != nil {
-			return nil, nil, "", fmt.Errorf("sandbox: %w", err)
+			eg.close()
+			return nil, nil, "", nil, fmt.Errorf("sandbox: %w", err)
 		}
 	}
 	env, drop := sharing.BrokerEnv(up.env)
@@ -617,17 +628,17 @@ func (d *Daemon) brokerArgv(br *brokerRef, req api.RunRequest, logPath string) (
 		argv = append(argv, "--idle", br.idle.String())
 	}
 	argv = append(append(argv, "--"), up.argv...)
-	return argv, env, up.note, nil
+	return argv, env, up.note, eg, nil
 }
 
 // recordBrokerStart commits broker br's running record, with its start
 // event, and returns the record, as it would be if the commit failed.
-func (d *Daemon) recordBrokerStart(br *brokerRef, sess string, req api.RunRequest, srv *serverStart, started spawn.Started, note string) registry.Process {
+func (d *Daemon) recordBrokerStart(br *brokerRef, sess string, req api.RunRequest, srv *serverStart, started spawn.Started, note string, eg *registry.Egress) registry.Process {
 	cg, limited := srv.cg, srv.limited
 	startEvent := registry.Logged{Kind: "process.start", Detail: fmt.Sprintf("pid %d broker of %q%s", started.PID, req.Argv, note)}
 	rec, err := d.reg.UpdateLogged(br.id, startEvent, func(p *registry.Process) error {
 		p.PID, p.PGID, p.Token, p.Path, p.Cgroup = started.PID, started.PGID, started.Token, started.Path, cg.Path
-		p.Limits, p.LimitCgroups = storedLimits(req.Limits), limited.V1
+		p.Limits, p.LimitCgroups, p.Egress = storedLimits(req.Limits), limited.V1, eg
 		if p.State == registry.StateStarting {
 			p.State = registry.StateRunning
 		}
@@ -635,7 +646,7 @@ func (d *Daemon) recordBrokerStart(br *brokerRef, sess string, req api.RunReques
 	})
 	if err != nil {
 		rec.PID, rec.PGID, rec.Token, rec.Cgroup = started.PID, started.PGID, started.Token, cg.Path
-		rec.Limits, rec.LimitCgroups = storedLimits(req.Limits), limited.V1
+		rec.Limits, rec.LimitCgroups, rec.Egress = storedLimits(req.Limits), limited.V1, eg
 		d.event(startEvent.Kind, sess, br.id, startEvent.Detail)
 	}
 	return rec

@@ -22,17 +22,13 @@ func (d *Daemon) sandboxRefusal(r *directRun) string {
 	if why := d.sandboxUnenforceable(*r.req.Sandbox); why != "" {
 		return why
 	}
-	// A network list's server is forked into its namespace by the daemon:
-	// a shim's exec could not enter it, nor a broker yet.
-	hosts, _ := r.req.Sandbox.Hosts()
-	if r.req.Share || r.req.Lazy || r.req.IdleMS > 0 {
-		switch {
-		case hosts != nil:
-			return "a server with a network list runs unshared for now: its broker has no egress proxy (run it with --share=false, without --lazy and --idle, or with --network none or all)"
-		case runtime.GOOS != "linux":
-			return "a shared, lazy or idle server is sandboxed on Linux only for now: its broker confines it with Landlock (run it unshared, or without --sandbox)"
-		}
+	if (r.req.Share || r.req.Lazy || r.req.IdleMS > 0) && runtime.GOOS != "linux" {
+		return "a shared, lazy or idle server is sandboxed on Linux only for now: its broker confines it with Landlock (run it unshared, or without --sandbox)"
 	}
+	// A network list's server is forked into its namespace by the daemon
+	// (a broker's upstream by its broker, forked there): a shim's exec
+	// could not enter it.
+	hosts, _ := r.req.Sandbox.Hosts()
 	if r.shim != nil && (!r.req.Confines || hosts != nil) {
 		if r.req.InPlaceOnly {
 			if hosts != nil {
