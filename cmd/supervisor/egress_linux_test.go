@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -256,5 +257,58 @@ func TestSandboxNetworkListShared(t *testing.T) {
 			fetch(b, allowed, "fetched: reached")
 			fetch(b, other, "denied")
 		})
+	}
+}
+
+// TestEnsureSandboxedNetworkList: a port-bound shared server's network
+// list holds through the egress proxy, by port only (a namespace would
+// hide the port it serves), and the proxy outlives a restart of it.
+func TestEnsureSandboxedNetworkList(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl, a real proxy client: " + err.Error())
+	}
+	in := newInstance(t)
+	home, work, tmp := sandboxHome(t)
+	in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp)
+	in.via = []string{"sh", "-c", `"$0" "$@"; exit $?`}
+	sandboxOrSkip(t, in)
+	allowed, other := httpPort(t), httpPort(t)
+	ps := strconv.Itoa(freePort(t))
+	// What it reached goes to a file, then it serves its port.
+	get := `curl -sf --max-time 20 -o /dev/null`
+	script := `r() { if ` + get + ` "http://127.0.0.1:$1/"; then echo ok; else echo denied; fi; }
+echo "$(r ` + allowed + `) $(r ` + other + `)" > ` + work + `/reached.tmp && mv ` + work + `/reached.tmp ` + work + `/reached
+exec "$0" _fixture listen ` + ps
+	res, errOut, code := in.ensure(t, "--session", "sben", "--name", "netport", "--port", ps, "--cwd", work, "--allow-write", work,
+		"--network", "127.0.0.1:"+allowed, "--", "sh", "-c", script, bin)
+	if code != 0 {
+		t.Fatalf("ensure with a network list: exit %d: %s", code, errOut)
+	}
+	reached := func() string {
+		t.Helper()
+		var b []byte
+		waitCond(t, func() (err error) {
+			b, err = os.ReadFile(filepath.Join(work, "reached"))
+			return err
+		})
+		os.Remove(filepath.Join(work, "reached"))
+		return strings.TrimSpace(string(b))
+	}
+	if got := reached(); got != "ok denied" {
+		t.Errorf("the shared server reached %q of (listed, unlisted), want \"ok denied\"", got)
+	}
+	p := waitRecord(t, in, res.PID, func(api.Process) bool { return true })
+	if p.Egress == nil || p.Egress.Netns || len(p.Egress.Hosts) != 1 {
+		t.Errorf("the record's egress %+v, want the list, by port only", p.Egress)
+	}
+	if out := in.mustRun("restart", "netport"); !strings.Contains(out, "restarted, pid ") {
+		t.Fatalf("restart netport: %q", out)
+	}
+	if got := reached(); got != "ok denied" {
+		t.Errorf("after a restart the shared server reached %q of (listed, unlisted), want \"ok denied\"", got)
+	}
+	if evs := in.mustRun("events"); strings.Count(evs, "network: 127.0.0.1:"+other+": not in the server's network list") != 2 {
+		t.Errorf("want the proxy's two refusals as events:\n%s", evs)
 	}
 }

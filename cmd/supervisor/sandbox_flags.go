@@ -23,7 +23,7 @@ func (f *sandboxFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.write, "allow-write", nil, "a path the sandboxed server may also write (repeatable; implies --sandbox)")
 	cmd.Flags().StringArrayVar(&f.envs, "allow-env", nil, "an environment variable the sandboxed server also sees, or a prefix ending in * (repeatable; implies --sandbox)")
 	cmd.Flags().IntVar(&f.openFiles, "open-files", 0, "the most files the sandboxed server may hold open (default 4096; implies --sandbox)")
-	cmd.Flags().StringVar(&f.network, "network", "", "the sandboxed server's network: all, none, or HOST:PORT,... it reaches through the egress proxy (implies --sandbox; lists with run only)")
+	cmd.Flags().StringVar(&f.network, "network", "", "the sandboxed server's network: all, none, or HOST:PORT,... it reaches through the egress proxy (implies --sandbox)")
 }
 
 // parse reads the flags: the policy asked for (nil for none), and off for

@@ -603,7 +603,7 @@ func (d *Daemon) brokerArgv(br *brokerRef, sess string, req api.RunRequest, logP
 			return nil, nil, "", nil, err
 		}
 		// A network list: the proxy the upstream's every run reaches.
-		if eg, err = d.openEgress(sess, br.id, &up); err != nil {
+		if eg, err = d.openEgress(sess, br.id, &up, ""); err != nil {
 			return nil, nil, "", nil, err
 		}
 		if rules, err = json.Marshal(up.sandbox); err != nil {

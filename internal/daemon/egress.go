@@ -31,9 +31,10 @@ type egressRun struct {
 
 // openEgress starts the proxy for a run whose rules list hosts, on the
 // loopback of a network namespace made for the server where the daemon
-// can make one, else on its own; lets the rules connect to it and puts
-// its address in the server's environment. nil for a run without a list.
-func (d *Daemon) openEgress(session, id string, launch *launched) (*egressRun, error) {
+// can make one and portOnly gives no reason not to, else on its own; lets
+// the rules connect to it and puts its address in the server's
+// environment. nil for a run without a list.
+func (d *Daemon) openEgress(session, id string, launch *launched, portOnly string) (*egressRun, error) {
 	rules := launch.sandbox
 	if rules == nil || rules.Hosts == nil {
 		return nil, nil
@@ -41,7 +42,11 @@ func (d *Daemon) openEgress(session, id string, launch *launched) (*egressRun, e
 	e := &egressRun{served: make(chan struct{})}
 	var ln net.Listener
 	port := egress.Port
-	if d.sandboxCaps.NoNamespace == "" {
+	noNamespace := d.sandboxCaps.NoNamespace
+	if noNamespace == "" {
+		noNamespace = portOnly
+	}
+	if noNamespace == "" {
 		ns, err := egress.NewNamespace()
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: %w", err)
@@ -54,7 +59,7 @@ func (d *Daemon) openEgress(session, id string, launch *launched) (*egressRun, e
 			return nil, fmt.Errorf("sandbox: the egress proxy's listener: %w", err)
 		}
 		ln, port = l, l.Addr().(*net.TCPAddr).Port
-		rules.Egress = "by port only: " + d.sandboxCaps.NoNamespace
+		rules.Egress = "by port only: " + noNamespace
 		if d.sandboxCaps.Mechanism == "seatbelt" {
 			rules.Egress = "on the daemon's loopback, whose address alone the profile allows"
 		}

@@ -351,7 +351,7 @@ func (d *Daemon) startDirect(r *directRun) {
 	if req.Sandbox != nil {
 		err := d.planSandbox(&launch, req, id)
 		if err == nil {
-			launch.egress, err = d.openEgress(req.Session, id, &launch)
+			launch.egress, err = d.openEgress(req.Session, id, &launch, "")
 		}
 		if err != nil {
 			r.closeFiles()

@@ -44,6 +44,7 @@ type shared struct {
 	directLog atomic.Bool
 	adopted   bool           // a foreign listener taken over with --adopt-foreign
 	sandbox   *sandbox.Rules // what each incarnation is confined to; nil: unconfined
+	egress    *egressRun     // its network list's proxy, for every incarnation (egress.go)
 
 	// life is its sessions' references, its linger and its stop for
 	// good (internal/daemon/sharing).
@@ -178,9 +179,6 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 		if why := d.sandboxUnenforceable(*req.Sandbox); why != "" {
 			return nil, errors.New(why)
 		}
-		if hosts, _ := req.Sandbox.Hosts(); hosts != nil {
-			return nil, fmt.Errorf("--network %s: a network list is for `run` for now (an ensured server has no egress proxy yet); use --network none or all", req.Sandbox.Network)
-		}
 		if err := d.planSandbox(&launch, req.RunRequest, id); err != nil {
 			return nil, err
 		}
@@ -212,12 +210,23 @@ func (d *Daemon) startShared(ctx context.Context, req api.EnsureRequest) (*share
 	}
 	s.logPath = logPath
 	s.id = id
+	if s.sandbox != nil && s.sandbox.Hosts != nil {
+		// Its proxy lives as long as it does, restarts included. By port
+		// only: a namespace of its own would hide the port it serves.
+		eg, err := d.openEgress(sharing.Session(req.Port), id, &launch, "a port-bound server listens on this machine's network, which a namespace of its own would hide")
+		if err != nil {
+			d.breakers.release(s.bkey)
+			return nil, err
+		}
+		s.egress, s.env = eg, launch.env
+	}
 	if _, err := d.reg.AddProcess(registry.Process{
 		ID: s.id, Session: sharing.Session(req.Port), Name: name, Argv: req.Argv, Cwd: s.cwd,
 		Port: req.Port, Shared: true, Health: "starting", GraceMS: req.GraceMS, HealthCheck: probe.String(),
-		Sandboxed: s.sandbox != nil,
+		Sandboxed: s.sandbox != nil, Egress: s.egress.record(),
 	}); err != nil {
 		d.breakers.release(s.bkey)
+		s.egress.close()
 		return nil, err
 	}
 	timeout := orDefault(time.Duration(req.TimeoutMS)*time.Millisecond, st.ReadyTimeout)
@@ -508,6 +517,7 @@ func (d *Daemon) finishSharedWith(ctx context.Context, s *shared, why string, op
 		return nil
 	})
 	d.shared.Forget(s.port, s)
+	s.egress.close()
 	return out
 }
 
