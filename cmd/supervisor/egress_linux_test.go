@@ -22,9 +22,7 @@ import (
 // refusal of the proxy is a sandbox.denied event naming the target.
 func TestSandboxNetworkList(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("needs curl, a real proxy client: " + err.Error())
-	}
+	curlOrSkip(t)
 	// Both ways to the proxy: a namespace of the server's own (a root
 	// daemon), and the daemon's loopback, by port (any other).
 	for _, netns := range []string{"auto", "off"} {
@@ -116,16 +114,11 @@ exec cat`
 // host through it as before, and no other.
 func TestSandboxNetworkListAfterDaemonCrash(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("needs curl, a real proxy client: " + err.Error())
-	}
+	curlOrSkip(t)
 	for _, netns := range []string{"auto", "off"} {
 		t.Run("netns "+netns, func(t *testing.T) {
 			t.Parallel()
-			in := newInstance(t)
-			home, work, tmp := sandboxHome(t)
-			in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp, "SUPERVISOR_SANDBOX_NETNS="+netns)
-			sandboxOrSkip(t, in)
+			in, work := sandboxNetInstance(t, netns)
 			allowed, other := httpPort(t), httpPort(t)
 			// One line in, the fetch of that port through the proxy out.
 			script := `while read port; do if curl -sf --max-time 20 -o /dev/null http://127.0.0.1:$port/; then echo "$port ok"; else echo "$port denied"; fi; done`
@@ -163,6 +156,26 @@ func TestSandboxNetworkListAfterDaemonCrash(t *testing.T) {
 	}
 }
 
+// curlOrSkip skips a test that needs curl, a real proxy client.
+func curlOrSkip(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl, a real proxy client: " + err.Error())
+	}
+}
+
+// sandboxNetInstance is a started instance with a home of secrets
+// (sandboxHome) whose daemon makes network namespaces for network lists
+// or not (netns: auto, off), and the project directory in that home.
+func sandboxNetInstance(t *testing.T, netns string) (*instance, string) {
+	t.Helper()
+	in := newInstance(t)
+	home, work, tmp := sandboxHome(t)
+	in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp, "SUPERVISOR_SANDBOX_NETNS="+netns)
+	sandboxOrSkip(t, in)
+	return in, work
+}
+
 // httpPort is the port of an HTTP server on this machine's loopback that
 // answers "reached", closed with the test.
 func httpPort(t *testing.T) string {
@@ -179,16 +192,11 @@ func httpPort(t *testing.T) string {
 // opens the proxy again for the broker it adopts. Both ways to the proxy.
 func TestSandboxNetworkListShared(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("needs curl, a real proxy client: " + err.Error())
-	}
+	curlOrSkip(t)
 	for _, netns := range []string{"auto", "off"} {
 		t.Run("netns "+netns, func(t *testing.T) {
 			t.Parallel()
-			in := newInstance(t)
-			home, _, tmp := sandboxHome(t)
-			in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp, "SUPERVISOR_SANDBOX_NETNS="+netns)
-			sandboxOrSkip(t, in)
+			in, _ := sandboxNetInstance(t, netns)
 			in.via = []string{"sh", "-c", `"$0" "$@"; exit $?`}
 			allowed, other := httpPort(t), httpPort(t)
 			host := func() *rawHost {
@@ -265,9 +273,7 @@ func TestSandboxNetworkListShared(t *testing.T) {
 // hide the port it serves), and the proxy outlives a restart of it.
 func TestEnsureSandboxedNetworkList(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("needs curl, a real proxy client: " + err.Error())
-	}
+	curlOrSkip(t)
 	in := newInstance(t)
 	home, work, tmp := sandboxHome(t)
 	in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp)
