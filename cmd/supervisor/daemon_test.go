@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/seed-86a41135/supervisor/api"
+	"github.com/seed-86a41135/supervisor/internal/lockfile"
 )
 
 // rawConn opens a plain connection to the daemon's socket.
@@ -377,5 +378,39 @@ func TestJSONContract(t *testing.T) {
 	json.Unmarshal([]byte(in.mustRun("ps", "--all", "--json")), &ps)
 	if ps[0].ExitCode == nil || *ps[0].ExitCode != 4 || ps[0].State != "exited" {
 		t.Fatalf("got state %s exit_code %v, want exited with 4", ps[0].State, ps[0].ExitCode)
+	}
+}
+
+// TestStartOutlastsAnExitingLockHolder: a daemon started while another
+// process holds the singleton lock steps aside for it; when that holder
+// then goes away without ever answering (a daemon on its way out, seen in
+// CI after `daemon stop --keep-processes`), `supervisor daemon` starts one
+// again once the lock is free, instead of dialing out its 10 s.
+func TestStartOutlastsAnExitingLockHolder(t *testing.T) {
+	t.Parallel()
+	in := newInstance(t)
+	if err := os.MkdirAll(in.state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := lockfile.Hold(filepath.Join(in.state, "daemon.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := in.command("daemon")
+	var out strings.Builder
+	start.Stdout, start.Stderr = &out, &out
+	if err := start.Start(); err != nil {
+		unlock()
+		t.Fatal(err)
+	}
+	// The time the first daemon needs to meet the held lock; the holder
+	// then goes, as an exiting daemon's last thread does.
+	time.Sleep(time.Second)
+	unlock()
+	if err := start.Wait(); err != nil {
+		t.Fatalf("supervisor daemon: %v: %s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "daemon running, pid") || in.daemonPID() == 0 {
+		t.Fatalf("supervisor daemon said %q; want a daemon running", out.String())
 	}
 }

@@ -44,6 +44,18 @@ func Launch(ctx context.Context, exe string, paths api.Paths, env []string) erro
 // SIGKILLed in between, and its keeper's next one not yet listening: a
 // start that succeeded would be reported as "not running".
 func launch(ctx context.Context, exe string, paths api.Paths, env []string) (*api.Client, error) {
+	return launchTries(ctx, exe, paths, env, maxLaunches)
+}
+
+// maxLaunches bounds how often one launch starts a daemon again whose
+// first found the singleton lock held by a daemon that then went away.
+const maxLaunches = 3
+
+// heldLockRecheck is how long a launch whose daemon found the lock held
+// dials before it asks whether the holder is still there.
+const heldLockRecheck = 100 * time.Millisecond
+
+func launchTries(ctx context.Context, exe string, paths api.Paths, env []string, tries int) (*api.Client, error) {
 	if err := api.EnsurePrivateDir(paths.StateDir); err != nil {
 		return nil, err
 	}
@@ -87,6 +99,7 @@ func launch(ctx context.Context, exe string, paths api.Paths, env []string) (*ap
 			failed <- strings.TrimSpace(string(b))
 		}()
 	}
+	var heldSince time.Time // when the first daemon said another held the lock
 	for {
 		c, err := api.Dial(ctx, paths.Socket)
 		if err == nil {
@@ -109,10 +122,19 @@ func launch(ctx context.Context, exe string, paths api.Paths, env []string) (*ap
 			if why != "" {
 				return nil, fmt.Errorf("daemon exited during start: %s; see %s", why, paths.Log())
 			}
-			failed = nil
+			failed, heldSince = nil, time.Now()
 		case <-ctx.Done():
 			return nil, fmt.Errorf("daemon did not answer on %s: %w; see %s", paths.Socket, ctx.Err(), paths.Log())
 		case <-time.After(5 * time.Millisecond):
+		}
+		// The holder may have been a daemon on its way out (a stop that
+		// returned as its last thread let go, seen in CI): with the lock
+		// free and nobody answering, nobody else starts one for us.
+		if !heldSince.IsZero() && time.Since(heldSince) >= heldLockRecheck && tries > 1 && lockfile.Free(paths.Lock()) {
+			if c, err := api.Dial(ctx, paths.Socket); err == nil || !errors.Is(err, api.ErrNotRunning) {
+				return c, err
+			}
+			return launchTries(ctx, exe, paths, env, tries-1)
 		}
 	}
 }

@@ -47,3 +47,19 @@ func Hold(path string) (unlock func(), err error) {
 		f.Close()
 	}, nil
 }
+
+// Free says no process holds the lock at path now (it takes the lock and
+// lets it go at once): a holder that was exiting has let it go. A file
+// that cannot be opened is not known to be free.
+func Free(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if TryLock(f) != nil {
+		return false
+	}
+	_ = Unlock(f) // the close releases it anyway
+	return true
+}

@@ -42,3 +42,24 @@ func TestTryLock(t *testing.T) {
 		t.Fatalf("Lock after the holder closed: %v", err)
 	}
 }
+
+// Free takes the lock and lets it go: false while another open holds it
+// or the file is missing, true once it is let go, and it leaves the lock
+// free behind it.
+func TestFree(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.lock")
+	if Free(path) {
+		t.Error("Free of a missing file: true, want false")
+	}
+	unlock, err := Hold(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Free(path) {
+		t.Error("Free while held: true, want false")
+	}
+	unlock()
+	if !Free(path) || !Free(path) {
+		t.Error("Free after the unlock: false, want true (twice: it does not keep the lock)")
+	}
+}
