@@ -59,7 +59,9 @@ func TestFree(t *testing.T) {
 		t.Error("Free while held: true, want false")
 	}
 	unlock()
-	if !Free(path) || !Free(path) {
-		t.Error("Free after the unlock: false, want true (twice: it does not keep the lock)")
+	for i := range 2 { // twice: it does not keep the lock
+		if !Free(path) {
+			t.Errorf("Free after the unlock (call %d): false, want true", i+1)
+		}
 	}
 }
