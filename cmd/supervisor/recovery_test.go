@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -231,7 +232,9 @@ func TestDaemonCrashServersKeepServing(t *testing.T) {
 	in.env = append(in.env, "SUPERVISOR_IN_PLACE=off")
 	a := in.startHost(t, 2, "--", bin, "_fixture", "echo", "--ready")
 	b := in.startHost(t, 1, "--", bin, "_fixture", "echo", "--ready")
-	before := livePIDs(in.mustProcesses(false))
+	// A forked server can say it is ready before the daemon has recorded
+	// it running: wait for the records.
+	before := in.waitAdopted(t, append(slices.Clone(a.servers), b.servers...))
 	if len(before) != 3 {
 		t.Fatalf("want 3 running servers, got %v", before)
 	}
@@ -301,7 +304,7 @@ func TestDaemonRestartUpgrades(t *testing.T) {
 		t.Errorf("newer shim's stderr says the daemon is older %d times, want once:\n%s", n, errOut)
 	}
 
-	before := livePIDs(in.mustProcesses(false))
+	before := in.waitAdopted(t, h.servers)
 	out = in.mustRun("daemon", "restart")
 	if !strings.Contains(out, "daemon restarted") || !strings.Contains(out, "2 adopted") {
 		t.Errorf("daemon restart said:\n%s", out)
@@ -346,7 +349,7 @@ func TestCorruptRegistryIsRebuiltFromMarkers(t *testing.T) {
 				runArgs = []string{"--session", "explicit"}
 			}
 			h := in.startHost(t, 2, append(runArgs, "--", bin, "_fixture", "echo", "--ready")...)
-			before := livePIDs(in.mustProcesses(false))
+			before := in.waitAdopted(t, h.servers)
 			in.mustRun("daemon", "stop", "--keep-processes")
 			// The shims start a daemon themselves 2 s after losing theirs:
 			// hold the lock so none opens the store until it is corrupt.
