@@ -75,14 +75,23 @@ type partial struct {
 // Add takes one record (its type and its text, "audit(T:S): k=v ...") and
 // returns the denials it completes.
 func (j *Joiner) Add(typ int, text string, now time.Time) []Denial {
-	id, fields, ok := split(text)
+	id, ok := eventID(text)
+	if !ok {
+		return nil
+	}
+	p := j.pending[id]
+	if p == nil && typ != typeAccess {
+		// Not a Landlock denial's: a machine that audits its system calls
+		// sends many, and reading their fields would cost the daemon.
+		return nil
+	}
+	_, fields, ok := split(text)
 	if !ok {
 		return nil
 	}
 	if j.pending == nil {
 		j.pending = map[string]*partial{}
 	}
-	p := j.pending[id]
 	switch typ {
 	case typeAccess:
 		d := access(fields)
@@ -197,18 +206,25 @@ func other(f map[string]string) string {
 // where plain, else in hex (a space, a quote, a control byte).
 var untrusted = map[string]bool{"path": true, "name": true, "comm": true, "exe": true, "ocomm": true}
 
+// eventID is the "T:S" of "audit(T:S): ...": the event a record is of.
+func eventID(text string) (string, bool) {
+	rest, found := strings.CutPrefix(text, "audit(")
+	if !found {
+		return "", false
+	}
+	id, _, found := strings.Cut(rest, "): ")
+	return id, found
+}
+
 // split reads "audit(T:S): k=v k="v" ..." into the event's id and its
 // fields. A quoted value ends at the next quote: the kernel writes a
 // value with a quote in it in hex.
 func split(text string) (id string, fields map[string]string, ok bool) {
-	rest, found := strings.CutPrefix(text, "audit(")
+	id, found := eventID(text)
 	if !found {
 		return "", nil, false
 	}
-	id, rest, found = strings.Cut(rest, "): ")
-	if !found {
-		return "", nil, false
-	}
+	rest := text[len("audit(")+len(id)+len("): "):]
 	fields = map[string]string{}
 	for rest = strings.TrimLeft(rest, " "); rest != ""; rest = strings.TrimLeft(rest, " ") {
 		key, after, found := strings.Cut(rest, "=")
