@@ -120,6 +120,7 @@ type Daemon struct {
 
 	mu       sync.Mutex
 	live     map[string]*live      // by process id
+	claimed  map[string]*live      // by process id: a stop of it is under way, whether or not it has exited (stopIDsSince)
 	hosts    map[string]func()     // session id → cancel of its host watch
 	brokers  map[string]*brokerRef // brokers of shared servers (run --share) by server key
 	facts    *factBook             // what brokers learned about server keys
@@ -326,7 +327,7 @@ func ensureStateDir(paths api.Paths) error {
 func newDaemon(cfg Config) *Daemon {
 	d := &Daemon{
 		cfg: cfg, started: time.Now(),
-		live: map[string]*live{}, hosts: map[string]func(){}, conns: map[*api.Conn]bool{},
+		live: map[string]*live{}, claimed: map[string]*live{}, hosts: map[string]func(){}, conns: map[*api.Conn]bool{},
 		brokers: map[string]*brokerRef{},
 		stopReq: make(chan stopRequest),
 		feat:    map[string]bool{},

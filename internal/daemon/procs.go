@@ -1077,21 +1077,38 @@ func (d *Daemon) stopIDsSince(ctx context.Context, ids []string, opt shutdown.Op
 	for i, id := range ids {
 		idx[id] = i
 		d.mu.Lock()
-		l := d.live[id]
+		l, joined := d.live[id], false
+		if l == nil {
+			// Exited while another stop of it runs: that stop publishes
+			// how it ended, and this one joins it rather than settling
+			// the exit itself (two process.stop events for one exit, seen
+			// in CI when a host died as its server was being started).
+			l, joined = d.claimed[id], true
+		}
 		d.mu.Unlock()
 		if l == nil {
 			out[i] = d.settleExited(id, opt, since)
 			continue
 		}
 		l.stopMu.Lock()
-		if l.stopDone == nil {
+		ended := false
+		switch {
+		case l.stopDone != nil:
+			theirs = append(theirs, l)
+		case joined:
+			ended = true // that stop has ended: its outcome is in the record
+		default:
 			l.stopDone = make(chan struct{})
 			l.force = make(chan struct{})
 			mine = append(mine, l)
-		} else {
-			theirs = append(theirs, l)
+			d.mu.Lock()
+			d.claimed[id] = l
+			d.mu.Unlock()
 		}
 		l.stopMu.Unlock()
+		if ended {
+			out[i] = d.settleExited(id, opt, since)
+		}
 	}
 	// A later request shortens a stop under way to its own grace, counted
 	// from now (never lengthens it): once that is over, the running
@@ -1116,6 +1133,13 @@ func (d *Daemon) stopIDsSince(ctx context.Context, ids []string, opt shutdown.Op
 	}
 	if len(mine) > 0 {
 		d.cascadeLive(ctx, mine, opt)
+		d.mu.Lock()
+		for _, l := range mine {
+			if d.claimed[l.id] == l {
+				delete(d.claimed, l.id)
+			}
+		}
+		d.mu.Unlock()
 	}
 	for _, l := range theirs {
 		l.stopMu.Lock()
