@@ -89,7 +89,7 @@ func testDenialEvents(t *testing.T, inPlace string) {
 	in.env = append(in.env, "HOME="+home, "TMPDIR="+tmp, "SUPERVISOR_IN_PLACE="+inPlace)
 	sandboxOrSkip(t, in)
 	ln := acceptAndClose(t, "127.0.0.1:0")
-	script := `try() { if sh -c "$2" >/dev/null 2>&1; then echo "$1 ok"; else echo "$1 denied"; fi; }
+	script := tryActs + `
 try read-key "cat $HOME/.ssh/id_ed25519"
 try write-outside "echo x > ` + outside + `/planted"
 try connect "perl -MIO::Socket::INET -e 'IO::Socket::INET->new(PeerAddr => q(` + ln.Addr().String() + `)) or exit 1'"

@@ -57,7 +57,7 @@ func testNetworkList(t *testing.T, netns string) {
 		t.Errorf("a root daemon makes no network namespaces:\n%s", status)
 	}
 	get := `curl -sf --max-time 20 -o /dev/null`
-	script := `try() { if sh -c "$2" >/dev/null 2>&1; then echo "$1 ok"; else echo "$1 denied"; fi; }
+	script := tryActs + `
 try proxy-http "` + get + ` http://127.0.0.1:` + allowed + `/"
 try proxy-name "` + get + ` http://LocalHost:` + allowed + `/"
 try proxy-connect "` + get + ` -p http://127.0.0.1:` + allowed + `/"

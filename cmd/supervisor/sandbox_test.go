@@ -75,6 +75,10 @@ func sandboxHome(t *testing.T) (home, work, tmp string) {
 	return home, filepath.Join(home, "project"), filepath.Join(home, "tmp")
 }
 
+// tryActs is the shell function a test server tries its acts with: "try
+// ACT COMMAND" prints "ACT ok" or "ACT denied" (readActs reads them).
+const tryActs = `try() { if sh -c "$2" >/dev/null 2>&1; then echo "$1 ok"; else echo "$1 denied"; fi; }`
+
 // readActs reads a test server's "ACT RESULT" lines until "done": what
 // each act it tried came to.
 func readActs(t *testing.T, srv *shimProc) map[string]string {
@@ -133,7 +137,7 @@ func testSandboxConfines(t *testing.T, inPlace string, byConfig bool) {
 	// alone, as a host config's env block does.
 	in.via = []string{"sh", "-c", `GIVEN_VAR=mine "$0" "$@"; exit $?`}
 	ln := acceptAndClose(t, "127.0.0.1:0")
-	script := `try() { if sh -c "$2" >/dev/null 2>&1; then echo "$1 ok"; else echo "$1 denied"; fi; }
+	script := tryActs + `
 try read-key "cat $HOME/.ssh/id_ed25519"
 try read-aws "cat $HOME/.aws/credentials"
 try read-project "cat ` + work + `/README"

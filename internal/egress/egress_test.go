@@ -28,10 +28,17 @@ func proxyFor(t testing.TB, list string) (string, func() []string) {
 	}
 	var mu sync.Mutex
 	var denied []string
-	p := &Proxy{
+	addr := serve(t, &Proxy{
 		Admit:  func(h string, port int) bool { return sandbox.Admits(hosts, h, port) },
 		Denied: func(target, why string) { mu.Lock(); denied = append(denied, target); mu.Unlock() },
-	}
+	})
+	return addr, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), denied...) }
+}
+
+// serve runs p on a loopback port of its own until the test ends, and
+// returns its address.
+func serve(t testing.TB, p *Proxy) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +52,7 @@ func proxyFor(t testing.TB, list string) (string, func() []string) {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return ln.Addr().String(), func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), denied...) }
+	return ln.Addr().String()
 }
 
 func target(t testing.TB) (*httptest.Server, string) {
@@ -263,26 +270,18 @@ func TestProxyBoundsItsConnections(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var denied []string
-	p := &Proxy{Admit: func(string, int) bool { return false }, MaxConns: 2,
-		Denied: func(target, why string) { mu.Lock(); denied = append(denied, why); mu.Unlock() }}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Serve(ctx, ln) }()
-	defer func() { cancel(); <-done }()
+	addr := serve(t, &Proxy{Admit: func(string, int) bool { return false }, MaxConns: 2,
+		Denied: func(target, why string) { mu.Lock(); denied = append(denied, why); mu.Unlock() }})
 	var held []net.Conn
 	for range 2 {
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
 		held = append(held, c)
 	}
-	third, err := net.Dial("tcp", ln.Addr().String())
+	third, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +300,7 @@ func TestProxyBoundsItsConnections(t *testing.T) {
 	held[0].Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
