@@ -94,23 +94,26 @@ func (d *Daemon) denialServer(w *denialWatch, x denials.Denial) (registry.Proces
 		p, err := d.reg.Process(id)
 		return p, err == nil
 	}
-	if x.Tag != "" {
-		if p, err := d.reg.Process(x.Tag); err == nil && p.Sandboxed {
-			if len(w.domains) > 4096 {
-				clear(w.domains)
-			}
-			w.domains[x.Domain] = p.ID
-			return p, true
-		}
-		return registry.Process{}, false // another's sandbox: its tag is no id of ours
+	var p registry.Process
+	found := false
+	switch {
+	case x.Tag != "":
+		// Another's sandbox (another daemon's, another program's) has a
+		// tag that is no id of ours.
+		var err error
+		p, err = d.reg.Process(x.Tag)
+		found = err == nil && p.Sandboxed
+	case x.PID > 0:
+		p, found = d.sandboxedServerOf(x.PID)
 	}
-	if x.PID > 0 {
-		if p, ok := d.sandboxedServerOf(x.PID); ok {
-			w.domains[x.Domain] = p.ID
-			return p, true
-		}
+	if !found {
+		return registry.Process{}, false
 	}
-	return registry.Process{}, false
+	if len(w.domains) > 4096 {
+		clear(w.domains) // servers long gone: their domains are known again by pid
+	}
+	w.domains[x.Domain] = p.ID
+	return p, true
 }
 
 // sandboxedServerOf is the live sandboxed server whose cgroup pid is in,
