@@ -38,7 +38,6 @@ import (
 	"github.com/seed-86a41135/supervisor/internal/keeper"
 	"github.com/seed-86a41135/supervisor/internal/proc"
 	"github.com/seed-86a41135/supervisor/internal/sandbox"
-	"github.com/seed-86a41135/supervisor/internal/sandbox/denials"
 	"github.com/seed-86a41135/supervisor/internal/settings"
 	"github.com/seed-86a41135/supervisor/registry"
 	"github.com/seed-86a41135/supervisor/session"
@@ -114,7 +113,6 @@ type Daemon struct {
 	feat          map[string]bool
 	limits        []string               // why a facility is off, for status
 	sandboxCaps   sandbox.Capabilities   // what this kernel can enforce of a sandbox (sandbox.go)
-	denials       *denials.Reader        // the kernel's audit of Landlock's denials, nil where unread (denials.go)
 	metrics       *metrics.Set           // Prometheus metrics (internal/daemon/metrics; the gauges in metrics.go)
 	shared        sharing.Slots[*shared] // shared servers by port (ensure)
 
@@ -598,7 +596,6 @@ func (d *Daemon) setUpFeatures(cfg Config) (cleanup func()) {
 		d.sandboxCaps.NoNamespace = "network namespaces turned off (" + settings.EnvSandboxNetns + "=off)"
 	}
 	d.feat["sandbox"] = d.sandboxCaps.Filesystem
-	d.denials = d.openDenials()
 	if !d.sandboxCaps.Filesystem {
 		d.limits = append(d.limits, "no sandbox ("+d.sandboxCaps.Why+"): sandboxed servers are refused")
 	}
@@ -694,9 +691,11 @@ func (d *Daemon) addActors(g *run.Group, ln *api.Listener, paths api.Paths) {
 		cctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error { return d.runRetention(cctx) }, func(error) { cancel() })
 	}
-	if d.denials != nil {
+	// Opened here, where its actor closes it: a daemon that fails before
+	// its actors start leaves no socket behind (and no records queued).
+	if r := d.openDenials(); r != nil {
 		dctx, cancel := context.WithCancel(context.Background())
-		g.Add(func() error { return d.watchDenials(dctx, d.denials) }, func(error) { cancel() })
+		g.Add(func() error { return d.watchDenials(dctx, r) }, func(error) { cancel() })
 	}
 	{
 		sock := &socketKeeper{cur: ln, path: paths.Socket, paths: paths}

@@ -66,7 +66,7 @@ type denialWatch struct {
 // daemon's included, are passed over.
 func (d *Daemon) watchDenials(ctx context.Context, r *denials.Reader) error {
 	w := denialWatch{domains: map[string]string{}, events: map[string]int{}}
-	return r.Run(ctx, func(x denials.Denial) {
+	err := r.Run(ctx, func(x denials.Denial) {
 		p, ok := d.denialServer(&w, x)
 		if !ok {
 			return
@@ -83,6 +83,12 @@ func (d *Daemon) watchDenials(ctx context.Context, r *denials.Reader) error {
 			d.event("sandbox.denied", p.Session, p.ID, x.String()+"; further denials of this server are counted (supervisor_sandbox_denied_total), not logged")
 		}
 	})
+	if err != nil {
+		// An optional view: the daemon goes on without it, and says so.
+		d.log.Warn("the kernel's audit cannot be read any more: denied files are not events until the daemon restarts", "err", err)
+		<-ctx.Done()
+	}
+	return nil
 }
 
 // denialServer finds the server x was denied to: by the tag its domain was
@@ -91,6 +97,9 @@ func (d *Daemon) watchDenials(ctx context.Context, r *denials.Reader) error {
 // daemon restart, where its system calls are audited).
 func (d *Daemon) denialServer(w *denialWatch, x denials.Denial) (registry.Process, bool) {
 	if id, ok := w.domains[x.Domain]; ok {
+		if id == "" {
+			return registry.Process{}, false // known not to be ours
+		}
 		p, err := d.reg.Process(id)
 		return p, err == nil
 	}
@@ -106,11 +115,18 @@ func (d *Daemon) denialServer(w *denialWatch, x denials.Denial) (registry.Proces
 	case x.PID > 0:
 		p, found = d.sandboxedServerOf(x.PID)
 	}
-	if !found {
-		return registry.Process{}, false
-	}
 	if len(w.domains) > 4096 {
 		clear(w.domains) // servers long gone: their domains are known again by pid
+	}
+	if !found {
+		if x.Tag != "" {
+			// Another program's sandbox, by its tag: remembered as such,
+			// so its later denials cost no /proc read and no scan of the
+			// registry. (A pid not found may be one that exited: asked
+			// again.)
+			w.domains[x.Domain] = ""
+		}
+		return registry.Process{}, false
 	}
 	w.domains[x.Domain] = p.ID
 	return p, true
