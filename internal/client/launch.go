@@ -130,11 +130,16 @@ func launchTries(ctx context.Context, exe string, paths api.Paths, env []string,
 		// The holder may have been a daemon on its way out (a stop that
 		// returned as its last thread let go, seen in CI): with the lock
 		// free and nobody answering, nobody else starts one for us.
-		if !heldSince.IsZero() && time.Since(heldSince) >= heldLockRecheck && tries > 1 && lockfile.Free(paths.Lock()) {
-			if c, err := api.Dial(ctx, paths.Socket); err == nil || !errors.Is(err, api.ErrNotRunning) {
-				return c, err
+		// Asked once per heldLockRecheck: taking the lock to ask could
+		// turn away a daemon starting at that moment.
+		if !heldSince.IsZero() && time.Since(heldSince) >= heldLockRecheck && tries > 1 {
+			heldSince = time.Now()
+			if lockfile.Free(paths.Lock()) {
+				if c, err := api.Dial(ctx, paths.Socket); err == nil || !errors.Is(err, api.ErrNotRunning) {
+					return c, err
+				}
+				return launchTries(ctx, exe, paths, env, tries-1)
 			}
-			return launchTries(ctx, exe, paths, env, tries-1)
 		}
 	}
 }
