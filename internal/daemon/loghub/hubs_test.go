@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,43 +22,102 @@ import (
 	"github.com/seed-86a41135/supervisor/internal/proc"
 )
 
-// inProcessHubs runs hubs as goroutines on the socket a hub process
-// would get (the daemon side cannot tell), and lets the test end one as if
-// it died.
-type inProcessHubs struct {
-	ended chan struct{} // a token per hub that returned
-	sides []*api.Conn   // each hub's end of its socket, by start order
+// hubEnv makes the test binary a log hub on its stdin, as
+// `supervisor _log-writer` is (TestMain).
+const hubEnv = "LOGHUB_TEST_HUB"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(hubEnv) == "1" {
+		os.Exit(runTestHub())
+	}
+	os.Exit(m.Run())
 }
 
-func (s *inProcessHubs) spawn(sock *os.File) (int, proc.Token, error) {
-	defer sock.Close()
-	fc, err := net.FileConn(sock)
+// runTestHub copies the pipes the daemon side hands it until none is left
+// and no daemon is there: there is no next daemon to dial.
+func runTestHub() int {
+	fc, err := net.FileConn(os.Stdin)
 	if err != nil {
-		return 0, proc.Token{}, err
+		return 2
 	}
-	theirs, err := api.NewConn(fc.(*net.UnixConn))
+	os.Stdin.Close()
+	conn, err := api.NewConn(fc.(*net.UnixConn))
 	if err != nil {
-		fc.Close()
-		return 0, proc.Token{}, err
+		return 2
 	}
-	s.sides = append(s.sides, theirs)
 	h := logwriter.NewHub()
+	h.Run(context.Background(), conn, func(context.Context) (*api.Conn, error) {
+		return nil, errors.New("no next daemon here")
+	})
+	h.Wait()
+	return 0
+}
+
+// hubProcs starts hubs as processes of the test binary, so a hub the test
+// kills stops reading its pipes as a real one does: two readers of one
+// pipe would reorder its lines.
+type hubProcs struct {
+	t     *testing.T
+	ended chan struct{} // a token per hub that exited
+	mu    sync.Mutex
+	procs []*exec.Cmd // by start order
+}
+
+func (s *hubProcs) spawn(sock *os.File) (int, proc.Token, error) {
+	defer sock.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), hubEnv+"=1", "GOMAXPROCS=1")
+	cmd.Stdin = sock
+	if err := cmd.Start(); err != nil {
+		return 0, proc.Token{}, err
+	}
+	tok, err := proc.TokenOf(cmd.Process.Pid)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return 0, proc.Token{}, err
+	}
+	s.mu.Lock()
+	s.procs = append(s.procs, cmd)
+	s.mu.Unlock()
 	go func() {
-		h.Run(context.Background(), theirs, func(context.Context) (*api.Conn, error) {
-			return nil, errors.New("no next daemon here")
-		})
+		cmd.Wait()
 		s.ended <- struct{}{}
 	}()
-	return 0, proc.Token{}, nil // no process: none to kill
+	return cmd.Process.Pid, tok, nil
 }
 
-// testHubs is the daemon's side of in-process hubs of perHub pipes each,
-// closed with the test.
-func testHubs(t *testing.T, perHub int) (*Hubs, *inProcessHubs) {
-	s := &inProcessHubs{ended: make(chan struct{}, 16)}
+// started is how many hubs were started.
+func (s *hubProcs) started() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.procs)
+}
+
+// kill kills the i-th hub started, as if it died.
+func (s *hubProcs) kill(i int) {
+	s.mu.Lock()
+	cmd := s.procs[i]
+	s.mu.Unlock()
+	if err := cmd.Process.Kill(); err != nil {
+		s.t.Fatalf("kill hub %d (pid %d): %v", i, cmd.Process.Pid, err)
+	}
+}
+
+// testHubs is the daemon's side of hub processes of perHub pipes each,
+// closed with the test, which kills every hub it started, by pid.
+func testHubs(t *testing.T, perHub int) (*Hubs, *hubProcs) {
+	s := &hubProcs{t: t, ended: make(chan struct{}, 16)}
 	h := New(hclog.NewNullLogger(), 1024, s.spawn)
 	h.perHub = perHub
-	t.Cleanup(h.Close)
+	t.Cleanup(func() {
+		h.Close()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, cmd := range s.procs {
+			cmd.Process.Kill() // an exited one's pid is still its until reaped
+		}
+	})
 	return h, s
 }
 
@@ -97,8 +158,8 @@ func TestLogHubsFillAndRehome(t *testing.T) {
 		}
 		return n
 	}
-	if got := pipesOf(); len(got) != 3 || len(s.sides) != 3 { // no start runs now
-		t.Fatalf("hubs with %v pipes (%d started), want 3 hubs for 5 pipes at 2 each", got, len(s.sides))
+	if got := pipesOf(); len(got) != 3 || s.started() != 3 { // no start runs now
+		t.Fatalf("hubs with %v pipes (%d started), want 3 hubs for 5 pipes at 2 each", got, s.started())
 	}
 	logged := func(i int, want string) {
 		t.Helper()
@@ -126,13 +187,13 @@ func TestLogHubsFillAndRehome(t *testing.T) {
 	}
 	logged(0, "0 first\n")
 
-	// The second hub dies (its end of the socket closes): its two pipes go
-	// to the primary hub until it is full (one more), then to a new hub,
-	// with what was written while none read them.
-	h.mu.Lock() // start appends to sides under it
-	second := s.sides[1]
-	h.mu.Unlock()
-	second.Close()
+	// The second hub dies (SIGKILL): its two pipes go to the primary hub
+	// until it is full (one more), then to a new hub, with what was
+	// written while none read them. (What a hub had read and not yet
+	// written dies with it: the first lines are waited for.)
+	logged(2, "2 first\n")
+	logged(3, "3 first\n")
+	s.kill(1)
 	fmt.Fprintf(writers[2], "2 second\n")
 	deadline := time.Now().Add(30 * time.Second)
 	for started := 3; started < 4; {
@@ -140,9 +201,7 @@ func TestLogHubsFillAndRehome(t *testing.T) {
 			t.Fatal("no new hub for the dead hub's pipes")
 		}
 		time.Sleep(10 * time.Millisecond)
-		h.mu.Lock() // start runs under it
-		started = len(s.sides)
-		h.mu.Unlock()
+		started = s.started()
 	}
 	fmt.Fprintf(writers[3], "3 second\n")
 	logged(2, "2 first\n2 second\n")
@@ -187,7 +246,7 @@ func TestLogHubsReuseRoom(t *testing.T) {
 	}
 	add() // the second hub is full now
 	add() // the first has room again
-	if len(s.sides) != 2 {
-		t.Errorf("%d hubs started, want 2: the first had room again", len(s.sides))
+	if n := s.started(); n != 2 {
+		t.Errorf("%d hubs started, want 2: the first had room again", n)
 	}
 }
