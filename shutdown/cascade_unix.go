@@ -119,6 +119,9 @@ func (r *run) outcomes(left Result) []Outcome {
 			if m.h != nil {
 				o.Left = append(o.Left, m.pid)
 				res = left
+				if left == Unkillable {
+					r.logStuck(t.ID, m)
+				}
 			}
 			po := ProcOutcome{PID: m.pid, Role: m.role, Result: res, Command: m.comm}
 			if !m.gone.IsZero() {
@@ -301,3 +304,15 @@ func (r *run) anyAlive() bool { return r.aliveMembers() > 0 }
 // escalateEarly: only pipe holders outside the tree are left (the tree is
 // gone, and the host is waiting for EOF).
 func (r *run) escalateEarly(i int) bool { return r.onlyHolders(i) }
+
+// logStuck says where a process that outlived its SIGKILL is: only an
+// uninterruptible wait in the kernel (state D) keeps one alive, and the
+// function it waits in names what it waits for.
+func (r *run) logStuck(id string, m *member) {
+	state := "gone by now"
+	if info, err := proc.Stat(m.pid); err == nil {
+		state = string(info.State)
+	}
+	r.log.Warn("a process outlived its SIGKILL", "target", id, "pid", m.pid, "command", m.comm,
+		"state", state, "waits_in", proc.WaitChannel(m.pid), "signal", proc.SignalName(m.sent))
+}

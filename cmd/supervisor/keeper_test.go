@@ -161,7 +161,8 @@ func TestDaemonCrashThenHostDeathLeavesNothing(t *testing.T) {
 				for _, pid := range left {
 					argv, _ := proc.Cmdline(pid)
 					info, _ := proc.Stat(pid)
-					what = append(what, fmt.Sprintf("%d (parent %d) %q", pid, info.PPID, argv))
+					what = append(what, fmt.Sprintf("%d (parent %d, state %c, waits in %q) %q",
+						pid, info.PPID, info.State, proc.WaitChannel(pid), argv))
 				}
 				log, _ := os.ReadFile(filepath.Join(in.state, "supervisor.log"))
 				evOut, _, _ := in.run("events")

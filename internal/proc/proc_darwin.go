@@ -311,3 +311,6 @@ func SignalName(sig syscall.Signal) string { return unix.SignalName(sig) }
 // PidfdInode returns 0: macOS has no pidfds, and its tokens carry no
 // inode (the start time in microseconds stands in for it).
 func PidfdInode(fd int) uint64 { return 0 }
+
+// WaitChannel is where pid sleeps in the kernel: macOS does not say.
+func WaitChannel(int) string { return "" }

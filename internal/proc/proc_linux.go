@@ -475,3 +475,14 @@ func NoNewPrivs(pid int) (bool, error) {
 	}
 	return false, fmt.Errorf("pid %d: no NoNewPrivs in its status", pid)
 }
+
+// WaitChannel is the kernel function pid sleeps in ("" when running, or
+// unknown): what keeps a process alive past SIGKILL (an uninterruptible
+// wait) is named there.
+func WaitChannel(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/wchan")
+	if err != nil || string(b) == "0" {
+		return ""
+	}
+	return string(b)
+}

@@ -481,3 +481,6 @@ func Namespaces() (pidNS, mntNS uint64) { return 0, 0 }
 
 // Cgroup returns "": Windows has no cgroups (Job Objects play their part).
 func Cgroup(pid int) (string, error) { return "", nil }
+
+// WaitChannel is where pid sleeps in the kernel: Windows does not say.
+func WaitChannel(int) string { return "" }
