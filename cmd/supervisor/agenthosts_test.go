@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -142,159 +143,182 @@ func TestRealHosts(t *testing.T) {
 	// program of a few hundred MB whose start takes seconds of CPU, and
 	// four at once on 2 cores starved them past the waits (gemini's
 	// `mcp list` did not start its server within 30 s in a CI run).
+	// Two goroutines run the hosts one after another as subtests of their
+	// own: parallel subtests waiting for a host's turn held -parallel's
+	// slots from the other tests all that time. This file is the first of
+	// the package's on purpose: go test starts parallel tests in the
+	// order they are declared, and these are its longest; begun last,
+	// they ran alone for the last minute and a half of the package.
 	t.Parallel()
-	hostSlots := make(chan struct{}, 2)
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
+	type hostRun struct {
+		h       realHost
+		inPlace string
+	}
+	runs := make(chan hostRun)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range runs {
+				t.Run(r.h.name+"/in-place="+r.inPlace, func(t *testing.T) { testRealHost(t, root, r.h, r.inPlace) })
+			}
+		}()
+	}
 	for _, h := range realHosts {
 		for _, inPlace := range []string{"auto", "off"} {
-			t.Run(h.name+"/in-place="+inPlace, func(t *testing.T) {
-				t.Parallel() // each has its own instance, home and tag
-				hostSlots <- struct{}{}
-				defer func() { <-hostSlots }()
-				exe := filepath.Join(root, h.bin)
-				if _, err := os.Stat(exe); err != nil {
-					msg := fmt.Sprintf("%s is not installed (%s): .ci/run installs it with npm", h.name, h.bin)
-					if os.Getenv("CI") == "true" && strings.HasPrefix(h.bin, "testdata/npm/") {
-						t.Fatal(msg)
-					}
-					t.Skip(msg)
-				}
-				in := newInstance(t)
-				in.env = append(slices.Clone(in.env), "SUPERVISOR_IN_PLACE="+inPlace)
-				home, env := in.homeEnv(t)
-				env = append(env, h.env...)
-				if h.tui != nil && h.tui.setup != nil {
-					h.tui.setup(t, exe, home, env)
-				}
-				// Another host's server, beside this one all along: the
-				// daemon that serves it must never change.
-				beside := in.startShim("--", bin, "_fixture", "sleep")
-				bpid := beside.readyPID(t)
-				btok := mustToken(t, bpid)
-				daemon := in.daemonPID()
-
-				var hows []string
-				if h.list != nil {
-					hows = append(hows, "exit")
-				}
-				if h.tui != nil {
-					hows = append(hows, "quit")
-				}
-				hows = append(hows, "SIGKILL")
-				for _, how := range hows {
-					began := time.Now()
-					tag := fmt.Sprintf("%s-%s-%d", h.name, how, time.Now().UnixNano())
-					argv := []string{bin, "_fixture", "mcp", "--escape"}
-					if how == "SIGKILL" && h.list != nil {
-						argv = append(argv, "--hang") // the host waits for it until killed
-					}
-					serverEnv := map[string]string{"E2E_TAG": tag}
-					if h.tui != nil && h.tui.filtersEnv {
-						// The host passes its servers only a few variables of
-						// its own (HOME, PATH, ...): this instance's are named
-						// in the server's entry, as a user who sets them would.
-						for _, kv := range in.env {
-							if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "SUPERVISOR_") {
-								serverEnv[k] = v
-							}
-						}
-					}
-					path := h.config(t, home, argv, serverEnv)
-					orig, _ := os.ReadFile(path)
-					if out, errOut, code := runEnv(t, env, "", "install", h.name); code != 0 {
-						t.Fatalf("install %s: exit %d\n%s%s", h.name, code, out, errOut)
-					}
-					wrapped, _ := os.ReadFile(path)
-					if !strings.Contains(string(wrapped), `"run"`) {
-						t.Fatalf("install left %s unwrapped:\n%s", path, wrapped)
-					}
-
-					switch {
-					case how == "exit":
-						ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
-						argvHost := offline(append([]string{exe}, h.list...))
-						cmd := exec.CommandContext(ctx, argvHost[0], argvHost[1:]...)
-						cmd.Env, cmd.Dir = env, home
-						out, err := cmd.CombinedOutput()
-						cancel()
-						if err != nil || !strings.Contains(string(out), h.connected) {
-							t.Fatalf("%s %v: %v; want the server %s:\n%s", h.name, h.list, err, h.connected, out)
-						}
-					case how == "SIGKILL" && h.list != nil: // during the handshake
-						ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
-						argvHost := offline(append([]string{exe}, h.list...))
-						cmd := exec.CommandContext(ctx, argvHost[0], argvHost[1:]...)
-						cmd.Env, cmd.Dir = env, home
-						if err := cmd.Start(); err != nil {
-							cancel()
-							t.Fatal(err)
-						}
-						done := make(chan struct{})
-						go func() { cmd.Wait(); close(done) }()
-						unix.Kill(serverHost(t, in, "fx"), unix.SIGKILL)
-						cmd.Process.Kill() // a launcher in front of it (node, unshare)
-						<-done
-						cancel()
-					default: // its UI, quit or SIGKILLed
-						ui := startTUI(t, in, h, exe, home, env)
-						switch {
-						case ui.hostPID <= 0 || !alive(ui.hostPID, ui.hostTok):
-							// Seen once in CI, for Gemini CLI under heavy load:
-							// what follows still holds after the host's own exit.
-							t.Logf("%s exited on its own before it could be ended by %s; its screen then:\n%s", h.name, how, ui.last)
-						case how == "SIGKILL":
-							unix.Kill(ui.hostPID, unix.SIGKILL)
-						default:
-							ui.quit(t, ui.hostPID, ui.hostTok)
-						}
-						ui.gone(t)
-					}
-					waitCond(t, func() error {
-						if left := taggedProcesses("E2E_TAG=" + tag); len(left) > 0 {
-							return fmt.Errorf("after the host's %s, still running: %v", how, left)
-						}
-						return nil
-					})
-					started := false
-					for _, p := range in.mustProcesses(true) {
-						started = started || p.Name == "fx"
-					}
-					if !started {
-						t.Errorf("%s: the server was not started through supervisor run", how)
-					}
-					t.Logf("%s: started, ended by %s and gone in %v", h.name, how, time.Since(began).Round(time.Millisecond))
-					// Most hosts write their own file too (Claude Code a
-					// userID, Qwen Code a $version, opencode a $schema): then
-					// uninstall cannot give the original bytes back, only
-					// the server's own command, keeping what the host added.
-					hostWrote := false
-					if now, _ := os.ReadFile(path); string(now) != string(wrapped) {
-						hostWrote = true
-					}
-					if out, errOut, code := runEnv(t, env, "", "uninstall", h.name); code != 0 {
-						t.Fatalf("uninstall %s: exit %d\n%s%s", h.name, code, out, errOut)
-					}
-					got, _ := os.ReadFile(path)
-					switch {
-					case !hostWrote && string(got) != string(orig):
-						t.Fatalf("uninstall did not give %s back byte for byte:\n%s", path, got)
-					case hostWrote && !slices.Equal(serverArgv(t, path, got, "fx"), argv):
-						t.Fatalf("uninstall left fx as %q in %s, want %q:\n%s", serverArgv(t, path, got, "fx"), path, argv, got)
-					}
-				}
-				if !alive(bpid, btok) {
-					t.Error("the other host's server beside it was stopped")
-				}
-				if now := in.daemonPID(); now != daemon {
-					t.Errorf("the daemon changed from %d to %d while the host came and went", daemon, now)
-				}
-				killByToken(bpid, btok)
-			})
+			runs <- hostRun{h, inPlace}
 		}
 	}
+	close(runs)
+	wg.Wait()
+}
+
+// testRealHost is one host's run of TestRealHosts, with an instance, a
+// home and a tag of its own.
+func testRealHost(t *testing.T, root string, h realHost, inPlace string) {
+	exe := filepath.Join(root, h.bin)
+	if _, err := os.Stat(exe); err != nil {
+		msg := fmt.Sprintf("%s is not installed (%s): .ci/run installs it with npm", h.name, h.bin)
+		if os.Getenv("CI") == "true" && strings.HasPrefix(h.bin, "testdata/npm/") {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	in := newInstance(t)
+	in.env = append(slices.Clone(in.env), "SUPERVISOR_IN_PLACE="+inPlace)
+	home, env := in.homeEnv(t)
+	env = append(env, h.env...)
+	if h.tui != nil && h.tui.setup != nil {
+		h.tui.setup(t, exe, home, env)
+	}
+	// Another host's server, beside this one all along: the
+	// daemon that serves it must never change.
+	beside := in.startShim("--", bin, "_fixture", "sleep")
+	bpid := beside.readyPID(t)
+	btok := mustToken(t, bpid)
+	daemon := in.daemonPID()
+
+	var hows []string
+	if h.list != nil {
+		hows = append(hows, "exit")
+	}
+	if h.tui != nil {
+		hows = append(hows, "quit")
+	}
+	hows = append(hows, "SIGKILL")
+	for _, how := range hows {
+		began := time.Now()
+		tag := fmt.Sprintf("%s-%s-%d", h.name, how, time.Now().UnixNano())
+		argv := []string{bin, "_fixture", "mcp", "--escape"}
+		if how == "SIGKILL" && h.list != nil {
+			argv = append(argv, "--hang") // the host waits for it until killed
+		}
+		serverEnv := map[string]string{"E2E_TAG": tag}
+		if h.tui != nil && h.tui.filtersEnv {
+			// The host passes its servers only a few variables of
+			// its own (HOME, PATH, ...): this instance's are named
+			// in the server's entry, as a user who sets them would.
+			for _, kv := range in.env {
+				if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "SUPERVISOR_") {
+					serverEnv[k] = v
+				}
+			}
+		}
+		path := h.config(t, home, argv, serverEnv)
+		orig, _ := os.ReadFile(path)
+		if out, errOut, code := runEnv(t, env, "", "install", h.name); code != 0 {
+			t.Fatalf("install %s: exit %d\n%s%s", h.name, code, out, errOut)
+		}
+		wrapped, _ := os.ReadFile(path)
+		if !strings.Contains(string(wrapped), `"run"`) {
+			t.Fatalf("install left %s unwrapped:\n%s", path, wrapped)
+		}
+
+		switch {
+		case how == "exit":
+			ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+			argvHost := offline(append([]string{exe}, h.list...))
+			cmd := exec.CommandContext(ctx, argvHost[0], argvHost[1:]...)
+			cmd.Env, cmd.Dir = env, home
+			out, err := cmd.CombinedOutput()
+			cancel()
+			if err != nil || !strings.Contains(string(out), h.connected) {
+				t.Fatalf("%s %v: %v; want the server %s:\n%s", h.name, h.list, err, h.connected, out)
+			}
+		case how == "SIGKILL" && h.list != nil: // during the handshake
+			ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+			argvHost := offline(append([]string{exe}, h.list...))
+			cmd := exec.CommandContext(ctx, argvHost[0], argvHost[1:]...)
+			cmd.Env, cmd.Dir = env, home
+			if err := cmd.Start(); err != nil {
+				cancel()
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			unix.Kill(serverHost(t, in, "fx"), unix.SIGKILL)
+			cmd.Process.Kill() // a launcher in front of it (node, unshare)
+			<-done
+			cancel()
+		default: // its UI, quit or SIGKILLed
+			ui := startTUI(t, in, h, exe, home, env)
+			switch {
+			case ui.hostPID <= 0 || !alive(ui.hostPID, ui.hostTok):
+				// Seen once in CI, for Gemini CLI under heavy load:
+				// what follows still holds after the host's own exit.
+				t.Logf("%s exited on its own before it could be ended by %s; its screen then:\n%s", h.name, how, ui.last)
+			case how == "SIGKILL":
+				unix.Kill(ui.hostPID, unix.SIGKILL)
+			default:
+				ui.quit(t, ui.hostPID, ui.hostTok)
+			}
+			ui.gone(t)
+		}
+		waitCond(t, func() error {
+			if left := taggedProcesses("E2E_TAG=" + tag); len(left) > 0 {
+				return fmt.Errorf("after the host's %s, still running: %v", how, left)
+			}
+			return nil
+		})
+		started := false
+		for _, p := range in.mustProcesses(true) {
+			started = started || p.Name == "fx"
+		}
+		if !started {
+			t.Errorf("%s: the server was not started through supervisor run", how)
+		}
+		t.Logf("%s: started, ended by %s and gone in %v", h.name, how, time.Since(began).Round(time.Millisecond))
+		// Most hosts write their own file too (Claude Code a
+		// userID, Qwen Code a $version, opencode a $schema): then
+		// uninstall cannot give the original bytes back, only
+		// the server's own command, keeping what the host added.
+		hostWrote := false
+		if now, _ := os.ReadFile(path); string(now) != string(wrapped) {
+			hostWrote = true
+		}
+		if out, errOut, code := runEnv(t, env, "", "uninstall", h.name); code != 0 {
+			t.Fatalf("uninstall %s: exit %d\n%s%s", h.name, code, out, errOut)
+		}
+		got, _ := os.ReadFile(path)
+		switch {
+		case !hostWrote && string(got) != string(orig):
+			t.Fatalf("uninstall did not give %s back byte for byte:\n%s", path, got)
+		case hostWrote && !slices.Equal(serverArgv(t, path, got, "fx"), argv):
+			t.Fatalf("uninstall left fx as %q in %s, want %q:\n%s", serverArgv(t, path, got, "fx"), path, argv, got)
+		}
+	}
+	if !alive(bpid, btok) {
+		t.Error("the other host's server beside it was stopped")
+	}
+	if now := in.daemonPID(); now != daemon {
+		t.Errorf("the daemon changed from %d to %d while the host came and went", daemon, now)
+	}
+	killByToken(bpid, btok)
 }
 
 // serverHost waits for the host to start server name and returns the
