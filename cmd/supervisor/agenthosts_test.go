@@ -106,10 +106,14 @@ var realHosts = []realHost{
 		},
 		// One key: a second one, while it exits, reaches the terminal's shell.
 		tui: &tuiRecipe{env: []string{"OPENCODE_DISABLE_MODELS_FETCH=1"}, quit: []string{"C-c"}}},
-	// Codex's `mcp list` starts no server: only its UI does, about 20 s in
-	// when offline (after its model list times out).
+	// Codex's `mcp list` starts no server: only its UI does, once its
+	// model list is fetched or failed. Offline, OpenAI's took 16 s to time
+	// out: a provider of its own on a port nothing serves fails at once
+	// (no retries), and the UI starts its server within a second.
 	{name: "codex", bin: "testdata/hosts/node_modules/.bin/codex", config: codexConfig, tui: &tuiRecipe{
-		args:       []string{"-c", "features.daemon_auto_start=false"},
+		args: []string{"-c", "features.daemon_auto_start=false",
+			"-c", `model_providers.offline={name="offline", base_url="http://127.0.0.1:9/v1", request_max_retries=0, stream_max_retries=0}`,
+			"-c", "model_provider=offline"},
 		filtersEnv: true,
 		setup:      codexLogin,
 		quit:       []string{"/quit", "Enter"},
