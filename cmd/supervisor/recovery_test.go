@@ -239,6 +239,23 @@ func TestDaemonCrashServersKeepServing(t *testing.T) {
 		t.Fatalf("want 3 running servers, got %v", before)
 	}
 
+	// The daemon's keeper starts a killed daemon again at once: it is held
+	// (SIGSTOP) until the shim below is dead, so that shim dies while no
+	// daemon runs. (Unheld, a busy CI run saw the new daemon recover
+	// before the test had killed the shim.)
+	keepers := in.keepers()
+	if len(keepers) == 0 {
+		t.Fatal("no keeper runs beside the daemon")
+	}
+	for _, k := range keepers {
+		unix.Kill(k, unix.SIGSTOP)
+	}
+	resume := func() {
+		for _, k := range keepers {
+			unix.Kill(k, unix.SIGCONT)
+		}
+	}
+	defer resume()
 	old := in.killDaemon(t)
 	if got := a.request(t, 1, "while-down"); got != "while-down" {
 		t.Fatalf("server answered %q while the daemon was down", got)
@@ -249,7 +266,12 @@ func TestDaemonCrashServersKeepServing(t *testing.T) {
 	shimTok := mustToken(t, orphaned.ShimPID)
 	unix.Kill(orphaned.ShimPID, unix.SIGKILL)
 	waitGonePID(t, orphaned.ShimPID, shimTok)
-	// Nobody starts a daemon by hand: the shims do, after 2 s away.
+	if d := in.daemonPID(); d != 0 {
+		t.Fatalf("daemon %d ran before the shim's death was seen: the shims wait 2 s before they start one", d)
+	}
+	resume()
+	// Nobody starts a daemon by hand: the keeper does, or the shims after
+	// 2 s away.
 	in.waitNewDaemon(t, old)
 	waitGonePID(t, a.servers[1], a.tokens[1])
 	after := in.waitAdopted(t, []int{a.servers[0], b.servers[0]})
