@@ -221,9 +221,10 @@ func (in *instance) waitLog(t *testing.T, want string, n int) {
 
 // TestDaemonCrashServersKeepServing: the daemon is SIGKILLed under two
 // live sessions. The servers keep answering their hosts while no daemon
-// runs; the shims start a new daemon after 2 s away and re-attach; it
-// re-adopts the same PIDs, and stops the server whose shim died while it
-// was down; a host killed afterwards is still cleaned up.
+// runs; its keeper (or the shims, after 2 s away) starts a new daemon and
+// the shims re-attach; it re-adopts the same PIDs, and stops the server
+// whose shim died while it was down; a host killed afterwards is still
+// cleaned up.
 func TestDaemonCrashServersKeepServing(t *testing.T) {
 	t.Parallel()
 	in := newInstance(t)
