@@ -285,9 +285,21 @@ func TestLazyIdleAndUpgrade(t *testing.T) {
 		t.Fatalf("warm cache: server processes %v before any call, want none", ps)
 	}
 	pid := callText(ctx, t, c, "pid", nil)
-	if ps := gomcpProcs(t, in); len(ps) != 1 || fmt.Sprint(ps[0].pid) != pid {
-		t.Fatalf("after the first call: server processes %v, want pid %s", ps, pid)
+	// The call started it: the one that answered is the upstream the
+	// broker started lazily. It may already be idle-stopped by the time
+	// the processes are listed (700 ms on a loaded machine, seen in CI),
+	// but never another one runs.
+	if ps := gomcpProcs(t, in); len(ps) > 1 || len(ps) == 1 && fmt.Sprint(ps[0].pid) != pid {
+		t.Fatalf("after the first call: server processes %v, want pid %s or none (idle-stopped)", ps, pid)
 	}
+	in.waitEvents(func(evs []api.Event) bool {
+		for _, e := range evs {
+			if e.Kind == "lazy.start" && strings.Contains(e.Detail, "(pid "+pid+")") {
+				return true
+			}
+		}
+		return false
+	})
 	// Idle: gone after 700ms with nothing in flight, the broker says idle.
 	waitCond(t, func() error {
 		if ps := gomcpProcs(t, in); len(ps) > 0 {
