@@ -150,9 +150,11 @@ func TestRealHosts(t *testing.T) {
 	// Two goroutines run the hosts one after another as subtests of their
 	// own: parallel subtests waiting for a host's turn held -parallel's
 	// slots from the other tests all that time. This file is the first of
-	// the package's on purpose: go test starts parallel tests in the
-	// order they are declared, and these are its longest; begun last,
-	// they ran alone for the last minute and a half of the package.
+	// the package's on purpose: go test tends to resume parallel tests in
+	// the order they are declared (a tendency, not a promise: the paused
+	// tests race for the slots), and these are its longest; declared last,
+	// they began last and ran alone for the package's last minute and a
+	// half.
 	t.Parallel()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
