@@ -614,6 +614,15 @@ func cloneProc(p Process) Process {
 		st.Unproven = append([]int(nil), st.Unproven...)
 		p.Stop = &st
 	}
+	if p.Usage != nil {
+		u := *p.Usage
+		p.Usage = &u
+	}
+	if p.Egress != nil {
+		e := *p.Egress
+		e.Hosts = append([]string(nil), e.Hosts...)
+		p.Egress = &e
+	}
 	return p
 }
 

@@ -718,3 +718,51 @@ func TestUpdateLoggedAfter(t *testing.T) {
 		t.Errorf("name %q after a failed commit, want the old n", rd.Name)
 	}
 }
+
+// TestCloneProcSharesNothing: a record handed out shares no slice or
+// pointer with the registry's own, so a caller that changes its copy
+// (a restarted daemon reopening a server's egress proxy, say) cannot
+// change the stored record behind the registry's lock and commit. Every
+// reference field of Process is set here: a new one makes the test fail
+// until it is set and copied.
+func TestCloneProcSharesNothing(t *testing.T) {
+	code, at := 1, time.Unix(1, 0)
+	orig := Process{
+		ID: "p", Argv: []string{"srv"}, ExitedAt: &at, ExitCode: &code,
+		Stop:         &StopRecord{Procs: []StoppedProc{{PID: 1}}, Left: []int{1}, Spared: []int{2}, Unproven: []int{3}},
+		Stdio:        []StdioInode{{Fd: 0}},
+		Clients:      []Client{{ID: "c"}},
+		Usage:        &Usage{Procs: 1},
+		Limits:       &Limits{PidsMax: 1},
+		LimitCgroups: []string{"/a"}, LimitHit: []string{"memory"},
+		Egress:       &Egress{Hosts: []string{"example.com:443"}, Port: 1},
+	}
+	clone := cloneProc(orig)
+	if !reflect.DeepEqual(clone, orig) {
+		t.Fatalf("clone differs: %+v, want %+v", clone, orig)
+	}
+	shared := func(path string, a, b reflect.Value) {
+		t.Helper()
+		switch a.Kind() {
+		case reflect.Pointer, reflect.Slice, reflect.Map:
+			if a.IsNil() {
+				t.Errorf("%s is nil in the test's record: set it, so the test checks it is copied", path)
+			} else if a.Pointer() == b.Pointer() {
+				t.Errorf("%s is shared between a record and its clone", path)
+			}
+		}
+	}
+	ov, cv := reflect.ValueOf(orig), reflect.ValueOf(clone)
+	for i := range ov.NumField() {
+		name := ov.Type().Field(i).Name
+		shared(name, ov.Field(i), cv.Field(i))
+		// One level down: the slices inside a copied struct.
+		if f := ov.Field(i); f.Kind() == reflect.Pointer && !f.IsNil() && f.Elem().Kind() == reflect.Struct {
+			for j := range f.Elem().NumField() {
+				if sf := f.Elem().Type().Field(j); sf.IsExported() { // not time.Time's location
+					shared(name+"."+sf.Name, f.Elem().Field(j), cv.Field(i).Elem().Field(j))
+				}
+			}
+		}
+	}
+}
