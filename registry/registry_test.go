@@ -735,7 +735,7 @@ func TestCloneProcSharesNothing(t *testing.T) {
 		Usage:        &Usage{Procs: 1},
 		Limits:       &Limits{PidsMax: 1},
 		LimitCgroups: []string{"/a"}, LimitHit: []string{"memory"},
-		Egress:       &Egress{Hosts: []string{"example.com:443"}, Port: 1},
+		Egress: &Egress{Hosts: []string{"example.com:443"}, Port: 1},
 	}
 	clone := cloneProc(orig)
 	if !reflect.DeepEqual(clone, orig) {
