@@ -403,9 +403,9 @@ func TestStartOutlastsAnExitingLockHolder(t *testing.T) {
 		unlock()
 		t.Fatal(err)
 	}
-	// The time the first daemon needs to meet the held lock; the holder
-	// then goes, as an exiting daemon's last thread does.
-	time.Sleep(time.Second)
+	// Once the first daemon has met the held lock and stepped aside, the
+	// holder goes, as an exiting daemon's last thread does.
+	in.waitLog(t, "this one steps aside", 1)
 	unlock()
 	if err := start.Wait(); err != nil {
 		t.Fatalf("supervisor daemon: %v: %s", err, out.String())

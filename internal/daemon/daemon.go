@@ -178,7 +178,12 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	// be in the log the CLI points users to.
 	defer func() {
 		var already *AlreadyRunningError
-		if err != nil && !errors.As(err, &already) {
+		switch {
+		case errors.As(err, &already):
+			// Said in the log too: who held the lock is what a launch
+			// that waited for a daemon nobody started wants to know.
+			d.log.Info("another daemon holds the singleton lock: this one steps aside", "holder", already.PID, "lock", already.Lock)
+		case err != nil:
 			d.log.Error("daemon cannot run", "err", err)
 		}
 	}()
