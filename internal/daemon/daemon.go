@@ -118,7 +118,7 @@ type Daemon struct {
 
 	mu       sync.Mutex
 	live     map[string]*live      // by process id
-	claimed  map[string]*live      // by process id: a stop of it is under way, whether or not it has exited (stopIDsSince)
+	claimed  map[string]*live      // by process id: a stop of it is under way, whether or not it has exited (stopIDsSince; taken under the live's stopMu: live.stopMu before d.mu)
 	hosts    map[string]func()     // session id → cancel of its host watch
 	brokers  map[string]*brokerRef // brokers of shared servers (run --share) by server key
 	facts    *factBook             // what brokers learned about server keys

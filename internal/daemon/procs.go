@@ -45,6 +45,9 @@ type live struct {
 	started    time.Time   // when it was spawned (zero for adopted)
 	breaker    breakerRef  // its circuit breaker
 
+	// stopMu guards the stop fields below. Lock order: stopMu, then d.mu
+	// (stopIDsSince claims a process in d.claimed while holding stopMu);
+	// never d.mu, then a stopMu.
 	stopMu   sync.Mutex
 	stopDone chan struct{} // non-nil while a stop is under way
 	force    chan struct{} // closed to cut the running stop's grace short
