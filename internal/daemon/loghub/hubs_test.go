@@ -57,10 +57,11 @@ func runTestHub() int {
 // kills stops reading its pipes as a real one does: two readers of one
 // pipe would reorder its lines.
 type hubProcs struct {
-	t     *testing.T
-	ended chan struct{} // a token per hub that exited
-	mu    sync.Mutex
-	procs []*exec.Cmd // by start order
+	t      *testing.T
+	ended  chan struct{} // a token per hub that exited
+	reaped sync.WaitGroup
+	mu     sync.Mutex
+	procs  []*exec.Cmd // by start order
 }
 
 func (s *hubProcs) spawn(sock *os.File) (int, proc.Token, error) {
@@ -80,7 +81,9 @@ func (s *hubProcs) spawn(sock *os.File) (int, proc.Token, error) {
 	s.mu.Lock()
 	s.procs = append(s.procs, cmd)
 	s.mu.Unlock()
+	s.reaped.Add(1)
 	go func() {
+		defer s.reaped.Done()
 		cmd.Wait()
 		s.ended <- struct{}{}
 	}()
@@ -113,10 +116,11 @@ func testHubs(t *testing.T, perHub int) (*Hubs, *hubProcs) {
 	t.Cleanup(func() {
 		h.Close()
 		s.mu.Lock()
-		defer s.mu.Unlock()
 		for _, cmd := range s.procs {
 			cmd.Process.Kill() // an exited one's pid is still its until reaped
 		}
+		s.mu.Unlock()
+		s.reaped.Wait()
 	})
 	return h, s
 }
